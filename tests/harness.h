@@ -1,0 +1,27 @@
+/* Minimal test harness: CHECK records a failure and goes on; the test's
+ * main returns test_finish(), which prints a summary line. */
+#ifndef MOEX_TEST_HARNESS_H
+#define MOEX_TEST_HARNESS_H
+
+#include <stdio.h>
+
+extern int test_failures;
+extern int test_checks;
+
+#define CHECK(cond) do { test_checks++; if (!(cond)) { test_failures++; \
+    fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+#define CHECKF(cond, ...) do { test_checks++; if (!(cond)) { test_failures++; \
+    fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+/* Path of a file in the oracle directory (../shared/oracle by default, or
+ * $MOEX_ORACLE). If the directory is missing the test exits with 77, which
+ * ctest reports as "Skipped" (visible in the summary, never silent). */
+const char *oracle_path(const char *relative);
+/* A scratch directory for this test (created). */
+const char *test_tmpdir(void);
+/* Reads a whole file; NULL if it cannot. */
+void *read_whole_file(const char *path, size_t *size);
+int test_finish(void);
+
+#endif
