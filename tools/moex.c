@@ -1,2 +1,46 @@
+/* moex: the command line. Each command lives in its own cmd_*.c. */
+#include "cli.h"
+
 #include <stdio.h>
-int main(void) { return 0; }
+#include <string.h>
+
+struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    { "run", cmd_run, "generate text from a prompt (default: the built-in small model)" },
+    { "chat", cmd_chat, "interactive multi-turn chat" },
+    { "eval", cmd_eval, "teacher-forced evaluation of token ids; writes logits" },
+    { "tokenize", cmd_tokenize, "print the token ids of a text" },
+    { "bench", cmd_bench, "prompt processing and generation throughput (llama-bench style)" },
+    { "info", cmd_info, "describe a GGUF file: metadata and tensors" },
+    { "synth", cmd_synth, "make a synthetic qwen3moe GGUF model" },
+    { "profile", cmd_profile, "record routing statistics of a model" },
+    { "probe", cmd_probe, "microbenchmark CPU vs device matmuls per rows M" },
+    { "pack", cmd_pack, "pack experts into a device layout file" },
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: moex COMMAND [options]   (moex COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (cli_is_help(argv[1]) || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "moex: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

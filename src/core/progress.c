@@ -1,0 +1,39 @@
+#include "core/progress.h"
+
+#include "core/timer.h"
+
+#include <stdio.h>
+
+void progress_begin(struct progress *p, const char *label, uint64_t total) {
+    p->label = label;
+    p->total = total ? total : 1;
+    p->start_ns = p->last_draw_ns = time_ns();
+    p->drawn = 0;
+}
+
+static void draw(struct progress *p, uint64_t done, int64_t now) {
+    double frac = (double)done / (double)p->total;
+    if (frac > 1) frac = 1;
+    double elapsed = (double)(now - p->start_ns) * 1e-9;
+    double eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
+    int width = 30, filled = (int)(frac * width);
+    char bar[32];
+    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+    bar[width] = 0;
+    fprintf(stderr, "\r%s [%s] %5.1f%%  %5.0fs elapsed  ETA %5.0fs ", p->label, bar, frac * 100, elapsed, eta);
+    fflush(stderr);
+    p->drawn = 1;
+    p->last_draw_ns = now;
+}
+
+void progress_update(struct progress *p, uint64_t done) {
+    int64_t now = time_ns();
+    if (now - p->start_ns < 1000000000 || now - p->last_draw_ns < 200000000) return;
+    draw(p, done, now);
+}
+
+void progress_end(struct progress *p) {
+    if (!p->drawn) return;
+    draw(p, p->total, time_ns());
+    fputc('\n', stderr);
+}

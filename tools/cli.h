@@ -1,0 +1,40 @@
+/* Shared pieces of the command line: one cmd_*.c file per command. */
+#ifndef MOEX_CLI_H
+#define MOEX_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Each command: returns the process exit status. argv[0] is the command name. */
+int cmd_info(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
+
+/* Strict parsers: the whole string must be a value in range; on failure they
+ * print "moex: <what>: invalid value '<s>'" to stderr and return -1. */
+int cli_parse_int(const char *what, const char *s, int64_t min, int64_t max, int64_t *out);
+int cli_parse_float(const char *what, const char *s, double min, double max, double *out);
+/* "6G", "512M", "1024", "1.5G"; percentages are rejected here. */
+int cli_parse_size(const char *what, const char *s, uint64_t *out);
+/* Comma-separated integers into a malloc'd array; returns count or -1. */
+int cli_parse_int_list(const char *what, const char *s, int64_t min, int64_t max, int64_t **out);
+/* Prints "moex: message" to stderr and returns 1 (for `return cli_fail(...)`). */
+int cli_fail(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* True when argv[i] is "-h" or "--help". */
+bool cli_is_help(const char *arg);
+/* Takes the value of an option that needs one: prints an error and returns
+ * NULL when missing. Advances *i. */
+const char *cli_value(int argc, char **argv, int *i);
+
+#endif
