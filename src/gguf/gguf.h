@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum gguf_vtype {
     GGUF_U8 = 0, GGUF_I8 = 1, GGUF_U16 = 2, GGUF_I16 = 3, GGUF_U32 = 4, GGUF_I32 = 5,
@@ -29,7 +30,10 @@ struct gguf_kv {
     enum gguf_vtype type;
     enum gguf_vtype array_type;  /* for GGUF_ARRAY */
     uint64_t array_len;          /* for GGUF_ARRAY */
-    const void *array_data;      /* for arrays of fixed-size elements: in the mapping */
+    const void *array_data;      /* for arrays of fixed-size elements: in the mapping,
+                                    or in an aligned copy when the file places the array
+                                    at an address that is not a multiple of the element
+                                    size; always safe to index as the element type */
     struct gguf_str *array_strs; /* for arrays of strings: array_len entries */
     union {
         uint64_t u64;
@@ -80,6 +84,16 @@ int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out);
 /* A NUL-terminated copy (malloc) of a string value, or NULL. */
 char *gguf_get_str(const struct gguf_file *f, const char *key);
 const char *gguf_vtype_name(enum gguf_vtype t);
+/* Bytes of one element of a fixed-size type; 0 for strings, arrays, unknown. */
+size_t gguf_vtype_size(enum gguf_vtype t);
+/* ggml's name of a tensor type id ("Q4_K"), also for ids moex cannot compute
+ * with; "?" for ids never assigned. */
+const char *gguf_type_name(uint32_t type);
+
+/* Describes f for `moex info`: header, architecture hyper-parameters, the
+ * metadata (long arrays and strings abbreviated unless all_metadata), a tensor
+ * table and totals. 0, or -1 if writing to out failed. */
+int gguf_print_info(FILE *out, const struct gguf_file *f, bool all_metadata);
 
 /* Writer: collect metadata and tensor infos, then write the header and stream
  * each tensor's data in order. */
