@@ -1,0 +1,42 @@
+/* Dense matmuls on the CPU straight from quantized weights. */
+#ifndef MOEX_MATMUL_H
+#define MOEX_MATMUL_H
+
+#include "quant/quant.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct threadpool;
+
+/* A weight matrix as stored in GGUF: `rows` output features, each a row of
+ * `cols` input values of `type`, rows row_bytes apart. */
+struct matrix {
+    const void *data;
+    enum qtype type;
+    int64_t rows, cols;
+    size_t row_bytes;
+};
+
+/* Bytes of scratch matmul() needs for M rows of `cols` inputs. */
+size_t matmul_scratch_size(const struct matrix *w, int M);
+
+/* y[M][w->rows] = x[M][w->cols] . w^T. Activations are quantized once into
+ * the weight type's vec_dot type (scratch), then the rows of w are split over
+ * the pool; every chunk runs the gemm tile kernel over all M rows. */
+void matmul(struct threadpool *pool, const struct matrix *w, const float *x, int M, float *y,
+            void *scratch);
+
+/* The same with activations already in w's vec_dot type, act_stride bytes
+ * apart (used by the expert executor, which quantizes once for gate and up).
+ * y rows are y_stride floats apart. */
+void matmul_preq(struct threadpool *pool, const struct matrix *w, const void *xq, size_t act_stride,
+                 int M, float *y, size_t y_stride);
+
+/* Quantizes M rows of n floats into the activation type of weight type t,
+ * rows `stride` bytes apart, in parallel. Returns the row stride used when
+ * stride is 0 (quant_row_size of the activation type). */
+size_t quantize_rows(struct threadpool *pool, enum qtype weight_type, const float *x, int M, int64_t n,
+                     void *out, size_t stride);
+
+#endif

@@ -1,0 +1,190 @@
+#include "moe/experts.h"
+
+#include "core/threadpool.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows of an expert's weights per work item: small enough that the items of
+ * a decode step (8 experts) still spread over the threads. */
+enum { ITEM_ROWS = 32 };
+
+struct moe_scratch {
+    int max_pairs;              /* max_tokens * top_k */
+    int n_expert;
+    int *expert_count;          /* (n_expert) rows routed to each expert */
+    int *expert_start;          /* (n_expert + 1) first pair of each expert */
+    int *pair_token;            /* (pairs) token of each pair, grouped by expert */
+    int *pair_of;               /* (max_tokens * top_k) pair index of (token, k) */
+    char *xq;                   /* (max_tokens, act row) input quantized once */
+    char *xq_sorted;            /* (pairs, act row) gathered by expert */
+    float *gate_out, *up_out;   /* (pairs, n_ff) */
+    char *hq;                   /* (pairs, down act row) silu(gate)*up quantized */
+    float *down_out;            /* (pairs, n_embd) */
+    size_t x_act_bytes, h_act_bytes;
+    struct { int expert, row0, rows; } *items;
+    int max_items;
+};
+
+static void *grab(size_t n, int *failed) {
+    void *p = malloc(n ? n : 1);
+    if (!p) *failed = 1;
+    return p;
+}
+
+struct moe_scratch *moe_scratch_new(const struct expert_layer *shape, int max_tokens, int top_k) {
+    struct moe_scratch *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    int failed = 0;
+    size_t pairs = (size_t)max_tokens * top_k;
+    s->max_pairs = (int)pairs;
+    s->n_expert = shape->n_expert;
+    /* Largest activation rows any supported type needs (F32 is the widest). */
+    s->x_act_bytes = (size_t)shape->n_embd * 4 + 64;
+    s->h_act_bytes = (size_t)shape->n_ff * 4 + 64;
+    s->expert_count = grab(sizeof(int) * shape->n_expert, &failed);
+    s->expert_start = grab(sizeof(int) * (shape->n_expert + 1), &failed);
+    s->pair_token = grab(sizeof(int) * pairs, &failed);
+    s->pair_of = grab(sizeof(int) * pairs, &failed);
+    s->xq = grab(s->x_act_bytes * max_tokens, &failed);
+    s->xq_sorted = grab(s->x_act_bytes * pairs, &failed);
+    s->gate_out = grab(sizeof(float) * pairs * shape->n_ff, &failed);
+    s->up_out = grab(sizeof(float) * pairs * shape->n_ff, &failed);
+    s->hq = grab(s->h_act_bytes * pairs, &failed);
+    s->down_out = grab(sizeof(float) * pairs * shape->n_embd, &failed);
+    int n_rows_max = shape->n_ff > shape->n_embd ? shape->n_ff : shape->n_embd;
+    s->max_items = shape->n_expert * ((n_rows_max + ITEM_ROWS - 1) / ITEM_ROWS);
+    s->items = grab(sizeof *s->items * (size_t)s->max_items, &failed);
+    if (failed) {
+        moe_scratch_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void moe_scratch_free(struct moe_scratch *s) {
+    if (!s) return;
+    free(s->expert_count); free(s->expert_start); free(s->pair_token); free(s->pair_of);
+    free(s->xq); free(s->xq_sorted); free(s->gate_out); free(s->up_out); free(s->hq);
+    free(s->down_out); free(s->items);
+    free(s);
+}
+
+struct stage_job {
+    const struct expert_layer *layer;
+    struct moe_scratch *s;
+    int n_pairs;
+    size_t x_stride, h_stride;
+    enum qtype down_act;
+};
+
+/* Stage 1: gate and up of each item's rows of one expert, then silu(g)*u. */
+static void gate_up_items(void *arg, int64_t begin, int64_t end, int thread_index) {
+    (void)thread_index;
+    struct stage_job *j = arg;
+    const struct expert_layer *L = j->layer;
+    struct moe_scratch *s = j->s;
+    gemm_tile_fn tile = quant_traits(L->gate->type)->gemm_tile;
+    for (int64_t it = begin; it < end; it++) {
+        int e = s->items[it].expert, row0 = s->items[it].row0, rows = s->items[it].rows;
+        int p0 = s->expert_start[e], n = s->expert_count[e];
+        const char *act = s->xq_sorted + (size_t)p0 * j->x_stride;
+        size_t woff = ((size_t)e * L->n_ff + row0) * L->gate->row_bytes;
+        float *g = s->gate_out + (size_t)p0 * L->n_ff + row0;
+        float *u = s->up_out + (size_t)p0 * L->n_ff + row0;
+        tile(L->n_embd, (const char *)L->gate->data + woff, L->gate->row_bytes, rows, act, j->x_stride, n, g,
+             (size_t)L->n_ff);
+        tile(L->n_embd, (const char *)L->up->data + woff, L->up->row_bytes, rows, act, j->x_stride, n, u,
+             (size_t)L->n_ff);
+        for (int r = 0; r < n; r++) {
+            float *gr = g + (size_t)r * L->n_ff, *ur = u + (size_t)r * L->n_ff;
+            for (int i = 0; i < rows; i++) gr[i] = gr[i] / (1.0f + expf(-gr[i])) * ur[i];
+        }
+    }
+}
+
+static void quantize_hidden(void *arg, int64_t begin, int64_t end, int thread_index) {
+    (void)thread_index;
+    struct stage_job *j = arg;
+    for (int64_t p = begin; p < end; p++)
+        quant_quantize_act(j->down_act, j->s->gate_out + (size_t)p * j->layer->n_ff, j->s->hq + p * j->h_stride,
+                           j->layer->n_ff);
+}
+
+static void down_items(void *arg, int64_t begin, int64_t end, int thread_index) {
+    (void)thread_index;
+    struct stage_job *j = arg;
+    const struct expert_layer *L = j->layer;
+    struct moe_scratch *s = j->s;
+    gemm_tile_fn tile = quant_traits(L->down->type)->gemm_tile;
+    for (int64_t it = begin; it < end; it++) {
+        int e = s->items[it].expert, row0 = s->items[it].row0, rows = s->items[it].rows;
+        int p0 = s->expert_start[e], n = s->expert_count[e];
+        size_t woff = ((size_t)e * L->n_embd + row0) * L->down->row_bytes;
+        tile(L->n_ff, (const char *)L->down->data + woff, L->down->row_bytes, rows,
+             s->hq + (size_t)p0 * j->h_stride, j->h_stride, n, s->down_out + (size_t)p0 * L->n_embd + row0,
+             (size_t)L->n_embd);
+    }
+}
+
+static int make_items(struct moe_scratch *s, int n_rows) {
+    int n = 0;
+    for (int e = 0; e < s->n_expert; e++) {
+        if (!s->expert_count[e]) continue;
+        for (int r = 0; r < n_rows; r += ITEM_ROWS) {
+            s->items[n].expert = e;
+            s->items[n].row0 = r;
+            s->items[n].rows = n_rows - r < ITEM_ROWS ? n_rows - r : ITEM_ROWS;
+            n++;
+        }
+    }
+    return n;
+}
+
+void moe_experts_cpu(struct threadpool *pool, const struct expert_layer *layer, struct moe_scratch *s,
+                     const float *x, int n_tokens, int top_k, const int32_t *ids, const float *weights,
+                     float *out) {
+    const struct expert_layer *L = layer;
+    int n_pairs = n_tokens * top_k;
+    /* Group the (token, k) pairs by expert (a counting sort keeps token order
+     * within an expert, so results do not depend on thread timing). */
+    memset(s->expert_count, 0, sizeof(int) * L->n_expert);
+    for (int p = 0; p < n_pairs; p++) s->expert_count[ids[p]]++;
+    s->expert_start[0] = 0;
+    for (int e = 0; e < L->n_expert; e++) s->expert_start[e + 1] = s->expert_start[e] + s->expert_count[e];
+    int *fill = s->expert_count; /* reuse as cursor, restored below */
+    for (int e = 0; e < L->n_expert; e++) fill[e] = s->expert_start[e];
+    for (int p = 0; p < n_pairs; p++) {
+        int slot = fill[ids[p]]++;
+        s->pair_token[slot] = p / top_k;
+        s->pair_of[p] = slot;
+    }
+    for (int e = 0; e < L->n_expert; e++) s->expert_count[e] = s->expert_start[e + 1] - s->expert_start[e];
+
+    /* Quantize each token once, then gather the rows of each expert. */
+    size_t x_stride = quantize_rows(pool, L->gate->type, x, n_tokens, L->n_embd, s->xq, 0);
+    for (int p = 0; p < n_pairs; p++)
+        memcpy(s->xq_sorted + (size_t)p * x_stride, s->xq + (size_t)s->pair_token[p] * x_stride, x_stride);
+
+    enum qtype down_act = quant_traits(L->down->type)->vec_dot_type;
+    struct stage_job job = { L, s, n_pairs, x_stride, quant_row_size(down_act, L->n_ff), down_act };
+    int n_items = make_items(s, L->n_ff);
+    threadpool_parallel_for(pool, n_items, 1, gate_up_items, &job);
+    threadpool_parallel_for(n_pairs > 4 ? pool : NULL, n_pairs, 1, quantize_hidden, &job);
+    n_items = make_items(s, L->n_embd);
+    threadpool_parallel_for(pool, n_items, 1, down_items, &job);
+
+    /* Weighted sum in k order, as the reference implementation adds them. */
+    for (int t = 0; t < n_tokens; t++) {
+        float *o = out + (size_t)t * L->n_embd;
+        for (int k = 0; k < top_k; k++) {
+            const float *d = s->down_out + (size_t)s->pair_of[t * top_k + k] * L->n_embd;
+            float w = weights[t * top_k + k];
+            if (k == 0)
+                for (int i = 0; i < L->n_embd; i++) o[i] = d[i] * w;
+            else
+                for (int i = 0; i < L->n_embd; i++) o[i] += d[i] * w;
+        }
+    }
+}

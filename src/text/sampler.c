@@ -1,0 +1,154 @@
+#include "text/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct candidate {
+    int32_t id;
+    float logit, p;
+};
+
+struct sampler {
+    struct sampler_params p;
+    int n_vocab;
+    uint64_t rng;
+    int32_t *recent;      /* ring of the last repeat_last_n tokens */
+    int n_recent, next_recent;
+    struct candidate *cand;
+};
+
+void sampler_defaults(struct sampler_params *p) {
+    p->temperature = 0.8f;
+    p->top_k = 40;
+    p->top_p = 0.95f;
+    p->min_p = 0.05f;
+    p->repeat_penalty = 1.0f;
+    p->repeat_last_n = 64;
+    p->seed = 0x5eed;
+}
+
+struct sampler *sampler_new(const struct sampler_params *p, int n_vocab) {
+    struct sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->rng = p->seed * 0x9E3779B97F4A7C15ull + 1;
+    if (s->p.repeat_last_n < 0) s->p.repeat_last_n = 0;
+    s->recent = malloc(sizeof *s->recent * (size_t)(s->p.repeat_last_n + 1));
+    s->cand = malloc(sizeof *s->cand * (size_t)n_vocab);
+    if (!s->recent || !s->cand) {
+        sampler_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void sampler_free(struct sampler *s) {
+    if (!s) return;
+    free(s->recent);
+    free(s->cand);
+    free(s);
+}
+
+void sampler_accept(struct sampler *s, int32_t token) {
+    if (s->p.repeat_last_n == 0) return;
+    s->recent[s->next_recent] = token;
+    s->next_recent = (s->next_recent + 1) % s->p.repeat_last_n;
+    if (s->n_recent < s->p.repeat_last_n) s->n_recent++;
+}
+
+int32_t argmax(const float *v, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+static double next_uniform(struct sampler *s) {
+    /* xorshift64*: plenty for sampling, and reproducible from the seed. */
+    s->rng ^= s->rng >> 12;
+    s->rng ^= s->rng << 25;
+    s->rng ^= s->rng >> 27;
+    return (double)((s->rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static int by_logit_desc(const void *a, const void *b) {
+    const struct candidate *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return x->id - y->id;
+}
+
+int32_t sampler_sample(struct sampler *s, float *logits) {
+    if (s->p.repeat_penalty != 1.0f) {
+        for (int i = 0; i < s->n_recent; i++) {
+            float *l = &logits[s->recent[i]];
+            /* Once per distinct token, as the usual implementations do. */
+            int seen = 0;
+            for (int j = 0; j < i; j++) seen |= s->recent[j] == s->recent[i];
+            if (!seen) *l = *l > 0 ? *l / s->p.repeat_penalty : *l * s->p.repeat_penalty;
+        }
+    }
+    if (s->p.temperature <= 0) return argmax(logits, s->n_vocab);
+
+    int n = s->n_vocab;
+    if (s->p.top_k > 0 && s->p.top_k < n) {
+        /* Keep the k best in a min-heap (O(n log k)), then sort only those. */
+        int k = s->p.top_k, size = 0;
+        struct candidate *heap = s->cand;
+        for (int i = 0; i < s->n_vocab; i++) {
+            struct candidate c = { i, logits[i] / s->p.temperature, 0 };
+            if (size < k) {
+                int j = size++;
+                while (j > 0 && by_logit_desc(&c, &heap[(j - 1) / 2]) > 0) { heap[j] = heap[(j - 1) / 2]; j = (j - 1) / 2; }
+                heap[j] = c;
+            } else if (by_logit_desc(&c, &heap[0]) < 0) {
+                int j = 0;
+                for (;;) {
+                    int l = 2 * j + 1, r = l + 1, m = j;
+                    const struct candidate *mc = &c;
+                    if (l < k && by_logit_desc(&heap[l], mc) > 0) { m = l; mc = &heap[l]; }
+                    if (r < k && by_logit_desc(&heap[r], mc) > 0) { m = r; }
+                    if (m == j) break;
+                    heap[j] = heap[m];
+                    j = m;
+                }
+                heap[j] = c;
+            }
+        }
+        n = k;
+    } else {
+        for (int i = 0; i < n; i++) s->cand[i] = (struct candidate){ i, logits[i] / s->p.temperature, 0 };
+    }
+    qsort(s->cand, (size_t)n, sizeof *s->cand, by_logit_desc);
+    double sum = 0;
+    float max = s->cand[0].logit;
+    for (int i = 0; i < n; i++) {
+        s->cand[i].p = expf(s->cand[i].logit - max);
+        sum += s->cand[i].p;
+    }
+    for (int i = 0; i < n; i++) s->cand[i].p = (float)(s->cand[i].p / sum);
+    if (s->p.min_p > 0) {
+        float floor = s->cand[0].p * s->p.min_p;
+        int keep = 1;
+        while (keep < n && s->cand[keep].p >= floor) keep++;
+        n = keep;
+    }
+    if (s->p.top_p < 1) {
+        double cum = 0;
+        int keep = 0;
+        while (keep < n) {
+            cum += s->cand[keep++].p;
+            if (cum >= s->p.top_p) break;
+        }
+        n = keep;
+    }
+    double total = 0;
+    for (int i = 0; i < n; i++) total += s->cand[i].p;
+    double r = next_uniform(s) * total;
+    for (int i = 0; i < n; i++) {
+        r -= s->cand[i].p;
+        if (r <= 0) return s->cand[i].id;
+    }
+    return s->cand[n - 1].id;
+}

@@ -1,0 +1,38 @@
+/* Options shared by every command that runs a model, and the loaded model,
+ * thread pool and context they describe. */
+#ifndef MOEX_SESSION_H
+#define MOEX_SESSION_H
+
+#include "model/model.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+struct session_opts {
+    const char *model_path;  /* NULL: the built-in default model */
+    int threads;             /* 0: physical cores */
+    int n_ctx, n_batch;
+    enum kv_type kv_type;
+    bool pin;
+};
+
+struct session {
+    struct model *model;
+    struct threadpool *pool;
+    struct context *ctx;
+};
+
+void session_opts_defaults(struct session_opts *o);
+/* If argv[*i] is a shared option, consumes it (and its value) and returns 1;
+ * 0 if it is not one; -1 after printing an error. */
+int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i);
+/* The help lines of the shared options. */
+void session_opts_help(FILE *out);
+/* Loads the model (making the default one first if needed), starts the
+ * threads and makes a context. Prints the error and returns -1 on failure. */
+int session_open(struct session *s, const struct session_opts *o);
+void session_close(struct session *s);
+/* Path of the built-in default model (made on first use). */
+const char *default_model_path(void);
+
+#endif
