@@ -1,0 +1,2 @@
+#include "quant/quant_impl.h"
+void quant_fill_avx512(struct quant_isa_table *t) { (void)t; }

@@ -1,0 +1,62 @@
+/* Internal to src/quant: the per-ISA kernel tables that quant.c merges into
+ * the dispatch table, and the scalar pieces other ISA files reuse. */
+#ifndef MOEX_QUANT_IMPL_H
+#define MOEX_QUANT_IMPL_H
+
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+
+typedef void (*fp16_to_f32_row_fn)(const uint16_t *src, float *dst, int64_t n);
+typedef void (*f32_to_fp16_row_fn)(const float *src, uint16_t *dst, int64_t n);
+
+/* What one ISA provides. Members left NULL fall back to the next lower ISA
+ * that has them (AVX-512 -> AVX2 -> scalar, NEON -> scalar). */
+struct quant_isa_table {
+    struct qtype_kernels k[QT_MAX];
+    fp16_to_f32_row_fn fp16_to_f32_row;
+    f32_to_fp16_row_fn f32_to_fp16_row;
+};
+
+void quant_fill_scalar(struct quant_isa_table *t);
+#if defined(__x86_64__)
+void quant_fill_avx2(struct quant_isa_table *t);
+void quant_fill_avx512(struct quant_isa_table *t);
+#endif
+#if defined(__aarch64__)
+void quant_fill_neon(struct quant_isa_table *t);
+#endif
+
+/* Scalar kernels (quant_ref.c, quant_kquants.c, quant_fp16.c). */
+void dequantize_row_q4_0(const void *src, float *dst, int64_t n);
+void dequantize_row_q8_0(const void *src, float *dst, int64_t n);
+void dequantize_row_q4_K(const void *src, float *dst, int64_t n);
+void dequantize_row_q5_K(const void *src, float *dst, int64_t n);
+void dequantize_row_q6_K(const void *src, float *dst, int64_t n);
+void dequantize_row_q8_K(const void *src, float *dst, int64_t n);
+void quantize_row_q4_0_ref(const float *src, void *dst, int64_t n);
+void quantize_row_q8_0_ref(const float *src, void *dst, int64_t n);
+void quantize_row_q8_K_ref(const float *src, void *dst, int64_t n);
+void quantize_row_q4_K_ref(const float *src, void *dst, int64_t n);
+void quantize_row_q5_K_ref(const float *src, void *dst, int64_t n);
+void quantize_row_q6_K_ref(const float *src, void *dst, int64_t n);
+void fp16_to_f32_row_scalar(const uint16_t *src, float *dst, int64_t n);
+void f32_to_fp16_row_scalar(const float *src, uint16_t *dst, int64_t n);
+
+/* Q8_0 activation row: one block's scale and quants from 32 floats, with
+ * ggml's quantize_row_q8_0_ref rounding (half away from zero). SIMD versions
+ * must reproduce these bytes exactly. */
+void quantize_block_q8_0_scalar(const float *x, struct block_q8_0 *y);
+
+/* Generic gemm tile: a loop of vec_dot calls (for types without a
+ * register-blocked kernel). */
+#define QUANT_GEMM_FROM_VEC_DOT(name, vec_dot)                                              \
+    static void name(int n, const void *w, size_t w_stride, int n_w_rows, const void *a,    \
+                     size_t a_stride, int n_a_rows, float *out, size_t out_stride) {         \
+        for (int j = 0; j < n_a_rows; j++)                                                   \
+            for (int i = 0; i < n_w_rows; i++)                                               \
+                vec_dot(n, &out[(size_t)j * out_stride + (size_t)i],                         \
+                        (const char *)w + (size_t)i * w_stride,                              \
+                        (const char *)a + (size_t)j * a_stride);                             \
+    }
+
+#endif

@@ -1,0 +1,352 @@
+/* Scalar reference kernels: dequantization bit identical to ggml's
+ * dequantize_row_*, the simple quantizers (Q4_0, Q8_0, Q8_K as ggml's *_ref),
+ * and the dot products every SIMD kernel is tested against. */
+#include "quant/quant_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__clang__)
+/* y = d1*q - m1 must round twice, as ggml's C does; never fuse it. */
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+static inline int nearest_int(float fval) {
+    float val = fval + 12582912.f; /* 1.5 * 2^23: the low mantissa bits are round-to-even(fval) */
+    int i;
+    memcpy(&i, &val, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* ---- dequantization ---- */
+
+void dequantize_row_q4_0(const void *src, float *y, int64_t n) {
+    const struct block_q4_0 *x = src;
+    for (int64_t i = 0; i < n / QK4_0; i++) {
+        const float d = fp16_to_f32(x[i].d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            const int x0 = (x[i].qs[j] & 0x0F) - 8;
+            const int x1 = (x[i].qs[j] >> 4) - 8;
+            y[i * QK4_0 + j] = (float)x0 * d;
+            y[i * QK4_0 + j + QK4_0 / 2] = (float)x1 * d;
+        }
+    }
+}
+
+void dequantize_row_q8_0(const void *src, float *y, int64_t n) {
+    const struct block_q8_0 *x = src;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const float d = fp16_to_f32(x[i].d);
+        for (int j = 0; j < QK8_0; j++) y[i * QK8_0 + j] = (float)x[i].qs[j] * d;
+    }
+}
+
+void dequantize_row_q4_K(const void *src, float *y, int64_t n) {
+    const struct block_q4_K *x = src;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *q = x[i].qs;
+        const float d = fp16_to_f32(x[i].d);
+        const float min = fp16_to_f32(x[i].dmin);
+        int is = 0;
+        uint8_t sc, m;
+        for (int j = 0; j < QK_K; j += 64) {
+            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+            const float d1 = d * sc, m1 = min * m;
+            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            const float d2 = d * sc, m2 = min * m;
+            for (int l = 0; l < 32; l++) *y++ = d1 * (float)(q[l] & 0xF) - m1;
+            for (int l = 0; l < 32; l++) *y++ = d2 * (float)(q[l] >> 4) - m2;
+            q += 32;
+            is += 2;
+        }
+    }
+}
+
+void dequantize_row_q5_K(const void *src, float *y, int64_t n) {
+    const struct block_q5_K *x = src;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *ql = x[i].qs;
+        const uint8_t *qh = x[i].qh;
+        const float d = fp16_to_f32(x[i].d);
+        const float min = fp16_to_f32(x[i].dmin);
+        int is = 0;
+        uint8_t sc, m;
+        uint8_t u1 = 1, u2 = 2;
+        for (int j = 0; j < QK_K; j += 64) {
+            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+            const float d1 = d * sc, m1 = min * m;
+            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            const float d2 = d * sc, m2 = min * m;
+            for (int l = 0; l < 32; l++) *y++ = d1 * (float)((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; l++) *y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            ql += 32;
+            is += 2;
+            u1 <<= 2;
+            u2 <<= 2;
+        }
+    }
+}
+
+void dequantize_row_q6_K(const void *src, float *y, int64_t n) {
+    const struct block_q6_K *x = src;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = fp16_to_f32(x[i].d);
+        const uint8_t *ql = x[i].ql;
+        const uint8_t *qh = x[i].qh;
+        const int8_t *sc = x[i].scales;
+        for (int half = 0; half < QK_K; half += 128) {
+            for (int l = 0; l < 32; l++) {
+                int is = l / 16;
+                const int q1 = (int8_t)((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = (int8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = (int8_t)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = (int8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l + 0] = d * (float)sc[is + 0] * (float)q1;
+                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+            y += 128;
+            ql += 64;
+            qh += 32;
+            sc += 8;
+        }
+    }
+}
+
+void dequantize_row_q8_K(const void *src, float *y, int64_t n) {
+    const struct block_q8_K *x = src;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        for (int j = 0; j < QK_K; j++) *y++ = x[i].d * (float)x[i].qs[j];
+}
+
+static void f16_to_float(const void *src, float *dst, int64_t n) { fp16_to_f32_row_scalar(src, dst, n); }
+static void bf16_to_float(const void *src, float *dst, int64_t n) {
+    const uint16_t *s = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32(s[i]);
+}
+static void f32_to_float(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+
+/* ---- simple quantizers ---- */
+
+void quantize_row_q4_0_ref(const float *x, void *dst, int64_t n) {
+    struct block_q4_0 *y = dst;
+    for (int64_t i = 0; i < n / QK4_0; i++, x += QK4_0) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK4_0; j++) {
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        }
+        const float d = max / -8;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = f32_to_fp16(d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            const float x0 = x[j] * id;
+            const float x1 = x[QK4_0 / 2 + j] * id;
+            int xi0 = (int8_t)(x0 + 8.5f), xi1 = (int8_t)(x1 + 8.5f);
+            if (xi0 > 15) xi0 = 15;
+            if (xi1 > 15) xi1 = 15;
+            y[i].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
+        }
+    }
+}
+
+void quantize_block_q8_0_scalar(const float *x, struct block_q8_0 *y) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y->d = f32_to_fp16(d);
+    for (int j = 0; j < QK8_0; j++) y->qs[j] = (int8_t)roundf(x[j] * id);
+}
+
+void quantize_row_q8_0_ref(const float *x, void *dst, int64_t n) {
+    struct block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / QK8_0; i++) quantize_block_q8_0_scalar(x + i * QK8_0, &y[i]);
+}
+
+void quantize_row_q8_K_ref(const float *x, void *dst, int64_t n) {
+    struct block_q8_K *y = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float max = 0, amax = 0;
+        for (int j = 0; j < QK_K; j++) {
+            float ax = fabsf(x[j]);
+            if (ax > amax) {
+                amax = ax;
+                max = x[j];
+            }
+        }
+        if (!amax) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        const float iscale = -127.f / max;
+        for (int j = 0; j < QK_K; j++) {
+            int v = nearest_int(iscale * x[j]);
+            y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
+        }
+        for (int j = 0; j < QK_K / 16; j++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++) sum += y[i].qs[j * 16 + l];
+            y[i].bsums[j] = (int16_t)sum;
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+static void quantize_f16(const float *src, void *dst, int64_t n) { f32_to_fp16_row_scalar(src, dst, n); }
+static void quantize_bf16(const float *src, void *dst, int64_t n) {
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; i++) d[i] = f32_to_bf16(src[i]);
+}
+static void quantize_f32(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+
+/* ---- dot products (exact integer sums per block, double across blocks) ---- */
+
+static void vec_dot_q4_0_q8_0(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q4_0 *x = vx;
+    const struct block_q8_0 *y = vy;
+    double sum = 0;
+    for (int i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            sumi += ((x[i].qs[j] & 0xF) - 8) * y[i].qs[j];
+            sumi += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + QK4_0 / 2];
+        }
+        sum += (double)sumi * (fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
+    }
+    *s = (float)sum;
+}
+
+static void vec_dot_q8_0_q8_0(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q8_0 *x = vx;
+    const struct block_q8_0 *y = vy;
+    double sum = 0;
+    for (int i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < QK8_0; j++) sumi += x[i].qs[j] * y[i].qs[j];
+        sum += (double)sumi * (fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
+    }
+    *s = (float)sum;
+}
+
+/* Q4_K / Q5_K share the scale layout: sum_j sc_j*dot_j and sum_j m_j*bsum_j. */
+static double k4_block_dot(const uint8_t *scales12, uint16_t d16, uint16_t dmin16, const uint8_t q[QK_K],
+                           const struct block_q8_K *y) {
+    int sumi = 0, summ = 0;
+    for (int j = 0; j < QK_K / 32; j++) {
+        uint8_t sc, m;
+        get_scale_min_k4(j, scales12, &sc, &m);
+        int dot = 0;
+        for (int l = 0; l < 32; l++) dot += q[32 * j + l] * y->qs[32 * j + l];
+        sumi += sc * dot;
+        summ += m * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+    }
+    return (double)y->d * ((double)fp16_to_f32(d16) * sumi - (double)fp16_to_f32(dmin16) * summ);
+}
+
+static void vec_dot_q4_K_q8_K(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q4_K *x = vx;
+    const struct block_q8_K *y = vy;
+    double sum = 0;
+    uint8_t q[QK_K];
+    for (int i = 0; i < n / QK_K; i++) {
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                q[64 * c + l] = x[i].qs[32 * c + l] & 0xF;
+                q[64 * c + 32 + l] = x[i].qs[32 * c + l] >> 4;
+            }
+        sum += k4_block_dot(x[i].scales, x[i].d, x[i].dmin, q, &y[i]);
+    }
+    *s = (float)sum;
+}
+
+static void vec_dot_q5_K_q8_K(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q5_K *x = vx;
+    const struct block_q8_K *y = vy;
+    double sum = 0;
+    uint8_t q[QK_K];
+    for (int i = 0; i < n / QK_K; i++) {
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                q[64 * c + l] = (uint8_t)((x[i].qs[32 * c + l] & 0xF) | (((x[i].qh[l] >> (2 * c)) & 1) << 4));
+                q[64 * c + 32 + l] = (uint8_t)((x[i].qs[32 * c + l] >> 4) | (((x[i].qh[l] >> (2 * c + 1)) & 1) << 4));
+            }
+        sum += k4_block_dot(x[i].scales, x[i].d, x[i].dmin, q, &y[i]);
+    }
+    *s = (float)sum;
+}
+
+static void vec_dot_q6_K_q8_K(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q6_K *x = vx;
+    const struct block_q8_K *y = vy;
+    double sum = 0;
+    int8_t q[QK_K];
+    for (int i = 0; i < n / QK_K; i++) {
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
+            int8_t *o = q + 128 * h;
+            for (int l = 0; l < 32; l++) {
+                o[l + 0] = (int8_t)(((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                o[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                o[l + 64] = (int8_t)(((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                o[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+            }
+        }
+        int sumi = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            int dot = 0;
+            for (int l = 0; l < 16; l++) dot += q[16 * j + l] * y[i].qs[16 * j + l];
+            sumi += x[i].scales[j] * dot;
+        }
+        sum += (double)y[i].d * fp16_to_f32(x[i].d) * sumi;
+    }
+    *s = (float)sum;
+}
+
+static void vec_dot_f16(int n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)fp16_to_f32(x[i]) * fp16_to_f32(y[i]);
+    *s = (float)sum;
+}
+
+static void vec_dot_bf16(int n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)bf16_to_f32(x[i]) * bf16_to_f32(y[i]);
+    *s = (float)sum;
+}
+
+static void vec_dot_f32(int n, float *s, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)x[i] * y[i];
+    *s = (float)sum;
+}
+
+QUANT_GEMM_FROM_VEC_DOT(gemm_q4_0, vec_dot_q4_0_q8_0)
+QUANT_GEMM_FROM_VEC_DOT(gemm_q8_0, vec_dot_q8_0_q8_0)
+QUANT_GEMM_FROM_VEC_DOT(gemm_q4_K, vec_dot_q4_K_q8_K)
+QUANT_GEMM_FROM_VEC_DOT(gemm_q5_K, vec_dot_q5_K_q8_K)
+QUANT_GEMM_FROM_VEC_DOT(gemm_q6_K, vec_dot_q6_K_q8_K)
+QUANT_GEMM_FROM_VEC_DOT(gemm_f16, vec_dot_f16)
+QUANT_GEMM_FROM_VEC_DOT(gemm_bf16, vec_dot_bf16)
+QUANT_GEMM_FROM_VEC_DOT(gemm_f32, vec_dot_f32)
+
+void quant_fill_scalar(struct quant_isa_table *t) {
+    struct qtype_kernels *k = t->k;
+    k[QT_F32] = (struct qtype_kernels){vec_dot_f32, gemm_f32, quantize_f32, f32_to_float};
+    k[QT_F16] = (struct qtype_kernels){vec_dot_f16, gemm_f16, quantize_f16, f16_to_float};
+    k[QT_BF16] = (struct qtype_kernels){vec_dot_bf16, gemm_bf16, quantize_bf16, bf16_to_float};
+    k[QT_Q4_0] = (struct qtype_kernels){vec_dot_q4_0_q8_0, gemm_q4_0, NULL, dequantize_row_q4_0};
+    k[QT_Q8_0] = (struct qtype_kernels){vec_dot_q8_0_q8_0, gemm_q8_0, quantize_row_q8_0_ref, dequantize_row_q8_0};
+    k[QT_Q4_K] = (struct qtype_kernels){vec_dot_q4_K_q8_K, gemm_q4_K, NULL, dequantize_row_q4_K};
+    k[QT_Q5_K] = (struct qtype_kernels){vec_dot_q5_K_q8_K, gemm_q5_K, NULL, dequantize_row_q5_K};
+    k[QT_Q6_K] = (struct qtype_kernels){vec_dot_q6_K_q8_K, gemm_q6_K, NULL, dequantize_row_q6_K};
+    k[QT_Q8_K] = (struct qtype_kernels){NULL, NULL, quantize_row_q8_K_ref, dequantize_row_q8_K};
+    t->fp16_to_f32_row = fp16_to_f32_row_scalar;
+    t->f32_to_fp16_row = f32_to_fp16_row_scalar;
+}
