@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "text/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,13 +185,25 @@ struct model *model_load(const char *path) {
         const char *slash = strrchr(path, '/');
         m->name = strdup(slash ? slash + 1 : path);
     }
-    /* TOKENIZER_LOAD */
+    if (gguf_find_kv(m->file, "tokenizer.ggml.tokens")) {
+        m->tok = tokenizer_load(m->file);
+        if (!m->tok) {
+            model_free(m);
+            return NULL;
+        }
+        if (tokenizer_n_vocab(m->tok) > m->hp.n_vocab) {
+            moex_errorf("%s: the tokenizer has %d tokens but the embedding only %d rows", path,
+                        tokenizer_n_vocab(m->tok), m->hp.n_vocab);
+            model_free(m);
+            return NULL;
+        }
+    }
     return m;
 }
 
 void model_free(struct model *m) {
     if (!m) return;
-    /* TOKENIZER_FREE */
+    if (m->tok) tokenizer_free(m->tok);
     free(m->layers);
     free(m->name);
     gguf_close(m->file);
