@@ -1,7 +1,138 @@
+/* moex bench: prompt processing (pp) and token generation (tg) throughput,
+ * printed as a markdown table shaped like llama-bench's. */
 #include "cli.h"
+#include "session.h"
+
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "core/timer.h"
+#include "gguf/gguf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(FILE *out) {
+    fprintf(out,
+            "usage: moex bench [-m MODEL] [-p 512] [-n 128] [-r 3] [-t N] [options]\n"
+            "Measures prompt processing (ppP: P tokens as one batch from an empty\n"
+            "context) and token generation (tgN: N tokens one at a time) and prints\n"
+            "a llama-bench style table: t/s mean +- standard deviation over the runs.\n\n"
+            "  -p, --n-prompt LIST   prompt lengths, comma-separated; 0 = none (default 512)\n"
+            "  -n, --n-gen LIST      generation lengths; 0 = none (default 128)\n"
+            "  -r, --repetitions N   runs per test, after one warm-up (default 3)\n"
+            "      --ops             also print where the time goes per op\n");
+    session_opts_help(out);
+}
+
+static void model_label(const struct model *m, char *out, size_t cap) {
+    uint32_t ftype = 0;
+    static const char *names[] = { [0] = "all F32", [1] = "F16", [2] = "Q4_0", [7] = "Q8_0", [15] = "Q4_K - Medium",
+                                   [14] = "Q4_K - Small", [17] = "Q5_K - Medium", [18] = "Q6_K", [32] = "BF16" };
+    const char *type = "?";
+    if (gguf_get_u32(m->file, "general.file_type", &ftype) == 0 && ftype < sizeof names / sizeof names[0] &&
+        names[ftype])
+        type = names[ftype];
+    if (m->n_params >= 1000000000) snprintf(out, cap, "qwen3moe %.1fB %s", (double)m->n_params / 1e9, type);
+    else snprintf(out, cap, "qwen3moe %.0fM %s", (double)m->n_params / 1e6, type);
+}
+
+static void print_ops(const char *test, const struct op_times *t, int runs) {
+    double total = (double)(t->attn_matmul + t->attention + t->router + t->experts + t->lm_head + t->other);
+    if (total <= 0) return;
+    fprintf(stderr, "%s per run: attention matmuls %.1f ms (%.0f%%), attention %.1f ms (%.0f%%), router %.1f ms "
+            "(%.0f%%), experts %.1f ms (%.0f%%), lm head %.1f ms (%.0f%%), other %.1f ms\n", test,
+            t->attn_matmul / 1e6 / runs, 100 * t->attn_matmul / total, t->attention / 1e6 / runs,
+            100 * t->attention / total, t->router / 1e6 / runs, 100 * t->router / total,
+            t->experts / 1e6 / runs, 100 * t->experts / total, t->lm_head / 1e6 / runs,
+            100 * t->lm_head / total, t->other / 1e6 / runs);
+}
 
 int cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_fail("'bench' is not available in this build yet");
+    struct session_opts so;
+    session_opts_defaults(&so);
+    const char *pp_list = "512", *tg_list = "128";
+    int64_t reps = 3;
+    bool ops = false;
+    for (int i = 1; i < argc; i++) {
+        int r = session_opts_parse(&so, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r) continue;
+        const char *a = argv[i], *v;
+        if (cli_is_help(a)) { help(stdout); return 0; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) { if (!(pp_list = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) { if (!(tg_list = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--repetitions", v, 1, 1000, &reps)) return 2;
+        } else if (!strcmp(a, "--ops")) ops = true;
+        else { cli_fail("bench: unknown option '%s'", a); help(stderr); return 2; }
+    }
+    int64_t *pp = NULL, *tg = NULL;
+    int n_pp = cli_parse_int_list("--n-prompt", pp_list, 0, 1 << 20, &pp);
+    int n_tg = n_pp < 0 ? -1 : cli_parse_int_list("--n-gen", tg_list, 0, 1 << 20, &tg);
+    if (n_pp < 0 || n_tg < 0) { free(pp); free(tg); return 2; }
+    int64_t longest = 1;
+    for (int i = 0; i < n_pp; i++) if (pp[i] > longest) longest = pp[i];
+    for (int i = 0; i < n_tg; i++) if (tg[i] + 1 > longest) longest = tg[i] + 1;
+    if (!so.n_ctx) so.n_ctx = (int)longest;
+    if (!so.n_batch) so.n_batch = (int)(longest < 512 ? longest : 512);
+    struct session s;
+    if (session_open(&s, &so)) { free(pp); free(tg); return 1; }
+
+    char label[128];
+    model_label(s.model, label, sizeof label);
+    int n_vocab = s.model->hp.n_vocab;
+    int32_t *tokens = malloc(sizeof *tokens * (size_t)longest);
+    uint64_t rng = 42;
+    for (int64_t i = 0; i < longest; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        tokens[i] = (int32_t)((rng >> 33) % (uint64_t)n_vocab);
+    }
+    printf("| model | size | params | backend | threads | test | t/s |\n");
+    printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
+    fflush(stdout);
+    int rc = 0;
+    for (int kind = 0; kind < 2 && !rc; kind++) {
+        int n_tests = kind == 0 ? n_pp : n_tg;
+        for (int ti = 0; ti < n_tests && !rc; ti++) {
+            int n = (int)(kind == 0 ? pp[ti] : tg[ti]);
+            if (n <= 0) continue;
+            double *rate = malloc(sizeof(double) * (size_t)(reps + 1));
+            for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up */
+                context_truncate(s.ctx, 0);
+                if (r == 0) context_reset_op_times(s.ctx);
+                double t0 = time_s();
+                if (kind == 0) {
+                    rc = context_eval(s.ctx, tokens, n, NULL, false);
+                } else {
+                    for (int i = 0; i < n && !rc; i++) rc = context_eval(s.ctx, &tokens[i], 1, NULL, false);
+                }
+                double dt = time_s() - t0;
+                if (r >= 0) rate[r] = n / dt;
+            }
+            if (rc) { cli_fail("bench: %s", moex_error()); free(rate); break; }
+            double mean = 0, var = 0;
+            for (int r = 0; r < reps; r++) mean += rate[r];
+            mean /= (double)reps;
+            for (int r = 0; r < reps; r++) var += (rate[r] - mean) * (rate[r] - mean);
+            double sd = reps > 1 ? sqrt(var / (double)(reps - 1)) : 0;
+            char test[32];
+            snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
+            double gib = (double)s.model->weight_bytes / (1024.0 * 1024 * 1024);
+            printf("| %s | %.2f %s | %.2f %s | CPU | %d | %s | %.2f ± %.2f |\n", label,
+                   gib >= 1 ? gib : gib * 1024, gib >= 1 ? "GiB" : "MiB",
+                   s.model->n_params >= 1000000000 ? s.model->n_params / 1e9 : s.model->n_params / 1e6,
+                   s.model->n_params >= 1000000000 ? "B" : "M",
+                   threadpool_size(s.pool), test, mean, sd);
+            fflush(stdout);
+            if (ops) print_ops(test, context_op_times(s.ctx), (int)reps);
+            free(rate);
+        }
+    }
+    free(tokens);
+    free(pp);
+    free(tg);
+    session_close(&s);
+    return rc ? 1 : 0;
 }

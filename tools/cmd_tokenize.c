@@ -1,7 +1,88 @@
+/* moex tokenize: the token ids of a text, on one line. */
 #include "cli.h"
+#include "session.h"
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(FILE *out) {
+    fprintf(out,
+            "usage: moex tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-parse-special] [--pieces]\n"
+            "Prints the token ids of the text, space separated, on one line. Special tokens\n"
+            "written in the text (<|im_start|>...) are parsed unless --no-parse-special.\n"
+            "Only the tokenizer is read: MODEL may be a GGUF without tensors.\n\n"
+            "  -m, --model FILE      GGUF with a tokenizer (default: the built-in small model)\n"
+            "  -p, --prompt TEXT     text to tokenize\n"
+            "  -f, --file FILE       read the text from FILE\n"
+            "      --no-parse-special  treat special-token text as plain text\n"
+            "      --pieces          print id:'piece' pairs, one per line\n");
+}
 
 int cmd_tokenize(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_fail("'tokenize' is not available in this build yet");
+    const char *model = NULL, *prompt = NULL, *file = NULL;
+    bool parse_special = true, pieces = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) { help(stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(model = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(file = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--no-parse-special")) parse_special = false;
+        else if (!strcmp(a, "--pieces")) pieces = true;
+        else { cli_fail("tokenize: unknown option '%s'", a); help(stderr); return 2; }
+    }
+    if (!prompt == !file) { cli_fail("tokenize: give exactly one of -p and -f"); help(stderr); return 2; }
+    if (!model) {
+        struct session_opts so;
+        session_opts_defaults(&so);
+        struct session s;
+        if (session_open(&s, &so)) return 1; /* makes the default model if needed */
+        session_close(&s);
+        model = default_model_path();
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        if (!f) return cli_fail("tokenize: cannot open %s", file);
+        size_t cap = 1 << 16;
+        text = malloc(cap);
+        size_t got;
+        while (text && (got = fread(text + len, 1, cap - len, f)) > 0) {
+            len += got;
+            if (len == cap) { char *g = realloc(text, cap *= 2); if (!g) { free(text); text = NULL; } else text = g; }
+        }
+        fclose(f);
+        if (!text) return cli_fail("out of memory");
+    } else {
+        text = strdup(prompt);
+        len = strlen(text);
+    }
+    struct gguf_file *g = gguf_open(model);
+    struct tokenizer *tok = g ? tokenizer_load(g) : NULL;
+    if (g) gguf_close(g);
+    if (!tok) { free(text); return cli_fail("%s", moex_error()); }
+    int n = 0;
+    int32_t *ids = tokenizer_encode_alloc(tok, text, len, parse_special, &n);
+    int rc = 0;
+    if (!ids) rc = cli_fail("tokenize: %s", moex_error());
+    for (int i = 0; ids && i < n; i++) {
+        if (pieces) {
+            size_t pl;
+            const char *p = tokenizer_decode_token(tok, ids[i], &pl);
+            printf("%d:'%.*s'\n", ids[i], (int)pl, p);
+        } else {
+            printf(i ? " %d" : "%d", ids[i]);
+        }
+    }
+    if (ids && !pieces) putchar('\n');
+    free(ids);
+    free(text);
+    tokenizer_free(tok);
+    return rc;
 }
