@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
+#include "model/attn_kernels.h"
 #include "moe/experts.h"
 
 #include <math.h>
@@ -176,6 +177,7 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
     float scale = 1.0f / sqrtf((float)hd);
     float *scores = c->scores + (size_t)thread_index * c->n_ctx;
     float qh[1024], acc[1024];
+    const struct attn_kernels *ak = attn_kernels();
     for (int64_t item = begin; item < end; item++) {
         int t = (int)(item / hp->n_head), h = (int)(item % hp->n_head), kvh = h / group;
         int n_keys = c->n_past + t + 1;
@@ -185,19 +187,13 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
             for (int i = 0; i < hd; i++) qh[i] = fp16_to_f32(f32_to_fp16(q[i]));
             const uint16_t *kc = (const uint16_t *)c->k_cache + layer_off + (size_t)kvh * hd;
             for (int p = 0; p < n_keys; p++) {
-                const uint16_t *kr = kc + (size_t)p * kvd;
-                float dot = 0;
-                for (int i = 0; i < hd; i++) dot += qh[i] * fp16_to_f32(kr[i]);
-                scores[p] = dot * scale;
+                scores[p] = ak->dot_f16(qh, kc + (size_t)p * kvd, hd) * scale;
                 if (scores[p] > max) max = scores[p];
             }
         } else {
             const float *kc = (const float *)c->k_cache + layer_off + (size_t)kvh * hd;
             for (int p = 0; p < n_keys; p++) {
-                const float *kr = kc + (size_t)p * kvd;
-                float dot = 0;
-                for (int i = 0; i < hd; i++) dot += q[i] * kr[i];
-                scores[p] = dot * scale;
+                scores[p] = ak->dot_f32(q, kc + (size_t)p * kvd, hd) * scale;
                 if (scores[p] > max) max = scores[p];
             }
         }
@@ -210,18 +206,11 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
         for (int i = 0; i < hd; i++) acc[i] = 0;
         if (c->kv_elem == 2) {
             const uint16_t *vc = (const uint16_t *)c->v_cache + layer_off + (size_t)kvh * hd;
-            for (int p = 0; p < n_keys; p++) {
-                float w = fp16_to_f32(f32_to_fp16(scores[p] * inv));
-                const uint16_t *vr = vc + (size_t)p * kvd;
-                for (int i = 0; i < hd; i++) acc[i] += w * fp16_to_f32(vr[i]);
-            }
+            for (int p = 0; p < n_keys; p++)
+                ak->axpy_f16(fp16_to_f32(f32_to_fp16(scores[p] * inv)), vc + (size_t)p * kvd, acc, hd);
         } else {
             const float *vc = (const float *)c->v_cache + layer_off + (size_t)kvh * hd;
-            for (int p = 0; p < n_keys; p++) {
-                float w = scores[p] * inv;
-                const float *vr = vc + (size_t)p * kvd;
-                for (int i = 0; i < hd; i++) acc[i] += w * vr[i];
-            }
+            for (int p = 0; p < n_keys; p++) ak->axpy_f32(scores[p] * inv, vc + (size_t)p * kvd, acc, hd);
         }
         memcpy(c->attn + (size_t)t * hp->n_head * hd + (size_t)h * hd, acc, (size_t)hd * 4);
     }
