@@ -4,6 +4,7 @@
 #include "harness.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
 
 #include <stdlib.h>
@@ -476,9 +477,134 @@ static void test_hostile_vocab(void) {
     CHECK(tokenizer_load(NULL) == NULL);
 }
 
+
+/* --- chat template ----------------------------------------------------------- */
+
+/* Expected texts: Qwen3's tokenizer.chat_template (from qwen3-vocab.gguf)
+ * rendered by Jinja2 3.1 as HuggingFace does, with add_generation_prompt. */
+struct render_case {
+    struct chat_message m[6];
+    int n;
+    bool thinking;
+    const char *want;
+};
+
+static const struct render_case render_cases[] = {
+    {{{"user", "Hello!"}}, 1, true,
+     "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"},
+    {{{"system", "You are helpful."}, {"user", "2+2?"}}, 2, false,
+     "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
+     "<|im_start|>assistant\n<think>\n\n</think>\n\n"},
+    {{{"system", "Be brief."}, {"user", "Hi"},
+      {"assistant", "<think>\nThe user greets.\n</think>\n\nHello! How can I help?"}, {"user", "Bye"}}, 4, true,
+     "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+     "Hello! How can I help?<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n"},
+    {{{"user", "Hi"}, {"assistant", "<think>\n\n</think>\n\nHello!"}, {"user", "Bye"}}, 3, false,
+     "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+     "<|im_start|>assistant\n<think>\n\n</think>\n\n"},
+    {{{"user", "a"}, {"assistant", "no think here\n"}, {"user", "b"}}, 3, true,
+     "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nno think here\n<|im_end|>\n<|im_start|>user\nb<|im_end|>\n"
+     "<|im_start|>assistant\n"},
+    {{{"user", "a"}, {"assistant", "x</think>y</think>\n\nz"}, {"user", "b"}}, 3, true,
+     "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nz<|im_end|>\n<|im_start|>user\nb<|im_end|>\n"
+     "<|im_start|>assistant\n"},
+    {{{"user", "a"}, {"assistant", "ok"}, {"system", "new rule"}, {"user", "b"}}, 4, true,
+     "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nok<|im_end|>\n<|im_start|>system\nnew rule<|im_end|>\n"
+     "<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n"},
+    {{{"user", "a"}, {"assistant", "<think>\nr\n</think>\n\nx"}, {"user", "<tool_response>\nres\n</tool_response>"}}, 3, true,
+     "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nx<|im_end|>\n<|im_start|>user\n"
+     "<tool_response>\nres\n</tool_response><|im_end|>\n<|im_start|>assistant\n"},
+    {{{"user", "a"}, {"assistant", "<think>\nr\n</think>\n\nx"}, {"tool", "t1"}, {"tool", "t2"}, {"assistant", "done"}}, 5, true,
+     "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nx<|im_end|>\n<|im_start|>user\n"
+     "<tool_response>\nt1\n</tool_response>\n<tool_response>\nt2\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+     "<think>\n\n</think>\n\ndone<|im_end|>\n<|im_start|>assistant\n"},
+    {{{"user", "a"}, {"assistant", "<think>\nr\n</think>\n\nx"}, {"tool", "t1"},
+      {"assistant", "\n\n<think>\n\nr2\n\n</think>\n\n\nfin\n"}}, 4, false,
+     "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nx<|im_end|>\n<|im_start|>user\n"
+     "<tool_response>\nt1\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\nr2\n</think>\n\nfin\n<|im_end|>\n"
+     "<|im_start|>assistant\n<think>\n\n</think>\n\n"},
+};
+
+static void test_chat(void) {
+    struct gguf_file *f = gguf_open(oracle_path("tokenizer/qwen3-vocab.gguf"));
+    struct tokenizer *t = f ? tokenizer_load(f) : NULL;
+    gguf_close(f);
+    CHECKF(t != NULL, "%s", moex_error());
+    if (!t) return;
+    enum chat_format fmt = chat_format_detect(tokenizer_chat_template(t));
+    CHECK(fmt == CHAT_FORMAT_QWEN3);
+    CHECK(strcmp(chat_format_name(fmt), "qwen3") == 0);
+    CHECK(chat_format_detect(NULL) == CHAT_FORMAT_UNKNOWN);
+    CHECK(chat_format_detect("{{ bos_token }}[INST] {{ m }} [/INST]") == CHAT_FORMAT_UNKNOWN);
+    CHECK(chat_format_detect("{{'<|im_start|>' + message['role'] + '\\n'}}") == CHAT_FORMAT_CHATML);
+
+    for (size_t i = 0; i < sizeof render_cases / sizeof render_cases[0]; i++) {
+        const struct render_case *rc = &render_cases[i];
+        size_t len;
+        char *s = chat_render(fmt, rc->m, rc->n, true, rc->thinking, &len);
+        CHECKF(s && len == strlen(rc->want) && strcmp(s, rc->want) == 0, "render case %zu: got \"%s\"", i, s ? s : moex_error());
+        free(s);
+    }
+    CHECK(chat_render(fmt, NULL, 0, true, true, NULL) == NULL);
+    struct chat_message odd = {"narrator", "x"};
+    CHECK(chat_render(fmt, &odd, 1, true, true, NULL) == NULL && strstr(moex_error(), "narrator"));
+    CHECK(chat_render(CHAT_FORMAT_UNKNOWN, render_cases[0].m, 1, true, true, NULL) == NULL);
+    struct chat_message plain[2] = {{"user", "u"}, {"assistant", "<think>a</think>b"}};
+    char *s = chat_render(CHAT_FORMAT_CHATML, plain, 2, true, false, NULL);
+    CHECK(s && strcmp(s, "<|im_start|>user\nu<|im_end|>\n<|im_start|>assistant\n<think>a</think>b<|im_end|>\n"
+                         "<|im_start|>assistant\n") == 0);
+    free(s);
+
+    /* The growing text equals the rendering of the messages so far. */
+    struct chat_text c = {0};
+    CHECK(chat_append_reply(&c, fmt, "too early") == -1);
+    CHECK(chat_append_user(&c, fmt, "Be brief.", "Hi", true) == 0);
+    CHECK(strcmp(c.data, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n") == 0);
+    CHECK(chat_append_reply(&c, fmt, "<think>\nThe user greets.\n</think>\n\nHello! How can I help?") == 0);
+    CHECK(chat_append_reply(&c, fmt, "twice") == -1);
+    CHECK(chat_append_user(&c, fmt, NULL, "Bye", true) == 0);
+    CHECK(strcmp(c.data, render_cases[2].want) == 0);
+    chat_text_free(&c);
+
+    CHECK(chat_append_user(&c, fmt, NULL, "Hi", false) == 0);
+    CHECK(chat_append_reply(&c, fmt, "Hello!") == 0);
+    CHECK(chat_append_user(&c, fmt, NULL, "Bye", false) == 0);
+    CHECK(strcmp(c.data, render_cases[3].want) == 0);
+    chat_text_free(&c);
+
+    /* The chat texts of oracle/tokenizer/special.inp. */
+    struct cases sc;
+    if (load_cases(&sc, "special") == 0 && sc.n >= 2) {
+        CHECK(chat_append_user(&c, fmt, NULL, "Hello!", true) == 0);
+        CHECK(c.len == sc.text_len[0] && memcmp(c.data, sc.text[0], c.len) == 0);
+        chat_text_free(&c);
+        CHECK(chat_append_user(&c, fmt, "You are helpful.", "2+2?", false) == 0);
+        CHECK(c.len + 11 == sc.text_len[1] && memcmp(c.data, sc.text[1], c.len) == 0 &&
+              memcmp(sc.text[1] + c.len, "4<|im_end|>", 11) == 0);
+        /* Encoded with special tokens parsed, it gives the reference ids. */
+        int32_t want[256], got[256];
+        int n_want = parse_ids(sc.ids[1], want, 256);
+        int n_got = tokenizer_encode(t, c.data, c.len, true, got, 256);
+        CHECK(n_got > 0 && n_got + 2 == n_want && memcmp(got, want, (size_t)n_got * sizeof *got) == 0);
+        chat_text_free(&c);
+    } else {
+        CHECKF(0, "cannot read the special cases");
+    }
+    free_cases(&sc);
+
+    CHECK(chat_append_user(&c, CHAT_FORMAT_CHATML, "s", "u", false) == 0);
+    CHECK(chat_append_reply(&c, CHAT_FORMAT_CHATML, "<think>kept</think>r") == 0);
+    CHECK(strcmp(c.data, "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nu<|im_end|>\n<|im_start|>assistant\n"
+                         "<think>kept</think>r<|im_end|>\n") == 0);
+    chat_text_free(&c);
+    CHECK(chat_append_user(&c, CHAT_FORMAT_UNKNOWN, NULL, "u", true) == -1);
+    tokenizer_free(t);
+}
+
 int main(void) {
     test_qwen3_vocab();
     test_small_vocab();
     test_hostile_vocab();
+    test_chat();
     return test_finish();
 }

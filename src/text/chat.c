@@ -1,0 +1,245 @@
+/* ChatML and Qwen3 chat rendering. The Qwen3 rules below follow the template
+ * stored in Qwen3's GGUF (tokenizer.chat_template); the test compares with
+ * that template rendered by Jinja2. */
+#include "text/chat.h"
+
+#include "core/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define IM_START "<|im_start|>"
+#define IM_END "<|im_end|>"
+#define EMPTY_THINK "<think>\n\n</think>\n\n"
+#define GENERATION_PROMPT IM_START "assistant\n"
+
+enum chat_format chat_format_detect(const char *tmpl) {
+    if (!tmpl || !strstr(tmpl, IM_START)) return CHAT_FORMAT_UNKNOWN;
+    return strstr(tmpl, "</think>") ? CHAT_FORMAT_QWEN3 : CHAT_FORMAT_CHATML;
+}
+
+const char *chat_format_name(enum chat_format fmt) {
+    switch (fmt) {
+    case CHAT_FORMAT_CHATML: return "chatml";
+    case CHAT_FORMAT_QWEN3: return "qwen3";
+    default: return "unknown";
+    }
+}
+
+void chat_text_free(struct chat_text *t) {
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+static int put_n(struct chat_text *t, const char *s, size_t n) {
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->len + n + 1) cap *= 2;
+        char *d = realloc(t->data, cap);
+        if (!d) return moex_errorf("chat: out of memory");
+        t->data = d;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, s, n);
+    t->len += n;
+    t->data[t->len] = 0;
+    return 0;
+}
+
+static int put(struct chat_text *t, const char *s) { return put_n(t, s, strlen(s)); }
+
+/* <|im_start|>role\ncontent<|im_end|>\n */
+static int put_turn(struct chat_text *t, const char *role, const char *content) {
+    if (put(t, IM_START) || put(t, role) || put(t, "\n") || put(t, content) || put(t, IM_END "\n")) return -1;
+    return 0;
+}
+
+/* A view into a message. */
+struct span {
+    const char *s;
+    size_t n;
+};
+
+static const char *find_last(const char *s, size_t n, const char *needle) {
+    size_t k = strlen(needle);
+    for (size_t i = n >= k ? n - k + 1 : 0; i-- > 0;)
+        if (memcmp(s + i, needle, k) == 0) return s + i;
+    return NULL;
+}
+
+static struct span lstrip_nl(struct span x) {
+    while (x.n > 0 && x.s[0] == '\n') { x.s++; x.n--; }
+    return x;
+}
+
+static struct span rstrip_nl(struct span x) {
+    while (x.n > 0 && x.s[x.n - 1] == '\n') x.n--;
+    return x;
+}
+
+/* Qwen3 splits an assistant message at "</think>": the answer is what follows
+ * the last one, the reasoning what precedes the first, after its last
+ * "<think>". Without "</think>" the whole message is the answer. */
+static void split_reply(const char *content, struct span *answer, struct span *reasoning) {
+    size_t n = strlen(content);
+    const char *first_end = strstr(content, "</think>");
+    *answer = (struct span){content, n};
+    *reasoning = (struct span){content, 0};
+    if (!first_end) return;
+    const char *last_end = find_last(content, n, "</think>");
+    const char *after = last_end + strlen("</think>");
+    *answer = lstrip_nl((struct span){after, (size_t)(content + n - after)});
+    struct span before = rstrip_nl((struct span){content, (size_t)(first_end - content)});
+    const char *open = find_last(before.s, before.n, "<think>");
+    if (open) {
+        const char *r = open + strlen("<think>");
+        before = (struct span){r, (size_t)(before.s + before.n - r)};
+    }
+    *reasoning = lstrip_nl(before);
+}
+
+static bool starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+static bool ends_with(const char *s, size_t n, const char *p) {
+    size_t k = strlen(p);
+    return n >= k && memcmp(s + n - k, p, k) == 0;
+}
+
+/* A user message that is a whole tool response does not count as a query. */
+static bool is_query(const struct chat_message *m) {
+    if (strcmp(m->role, "user") != 0) return false;
+    size_t n = strlen(m->content);
+    return !(starts_with(m->content, "<tool_response>") && ends_with(m->content, n, "</tool_response>"));
+}
+
+static int render_qwen3_assistant(struct chat_text *t, const char *content, bool keep_thinking) {
+    struct span answer, reasoning;
+    split_reply(content, &answer, &reasoning);
+    if (keep_thinking) {
+        reasoning = lstrip_nl(rstrip_nl(reasoning));
+        if (put(t, GENERATION_PROMPT "<think>\n") || put_n(t, reasoning.s, reasoning.n) ||
+            put(t, "\n</think>\n\n"))
+            return -1;
+        answer = lstrip_nl(answer);
+    } else if (put(t, GENERATION_PROMPT)) {
+        return -1;
+    }
+    if (put_n(t, answer.s, answer.n) || put(t, IM_END "\n")) return -1;
+    return 0;
+}
+
+static int render_qwen3(struct chat_text *t, const struct chat_message *m, int n) {
+    int last_query = n - 1;
+    for (int i = n - 1; i >= 0; i--)
+        if (is_query(&m[i])) { last_query = i; break; }
+    for (int i = 0; i < n; i++) {
+        const char *role = m[i].role;
+        int rc;
+        if (strcmp(role, "user") == 0 || strcmp(role, "system") == 0) {
+            rc = put_turn(t, role, m[i].content);
+        } else if (strcmp(role, "assistant") == 0) {
+            /* Replies after the last query (tool-use chains) keep their
+             * thinking when it is the last message or has any. */
+            bool keep = false;
+            if (i > last_query) {
+                struct span answer, reasoning;
+                split_reply(m[i].content, &answer, &reasoning);
+                keep = i == n - 1 || reasoning.n > 0;
+            }
+            rc = render_qwen3_assistant(t, m[i].content, keep);
+        } else if (strcmp(role, "tool") == 0) {
+            bool first = i == 0 || strcmp(m[i - 1].role, "tool") != 0;
+            bool last = i == n - 1 || strcmp(m[i + 1].role, "tool") != 0;
+            rc = (first && put(t, IM_START "user")) || put(t, "\n<tool_response>\n") ||
+                 put(t, m[i].content) || put(t, "\n</tool_response>") || (last && put(t, IM_END "\n"));
+        } else {
+            return moex_errorf("chat: message %d has role \"%s\" (system, user, assistant, tool)", i, role);
+        }
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
+                  bool add_generation_prompt, bool enable_thinking, size_t *len) {
+    struct chat_text t = {0};
+    if (fmt != CHAT_FORMAT_CHATML && fmt != CHAT_FORMAT_QWEN3) {
+        moex_errorf("chat: the model's chat template is not one moex can render");
+        return NULL;
+    }
+    if (n <= 0) {
+        moex_errorf("chat: no messages");   /* the template fails too */
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            moex_errorf("chat: message %d has no role or content", i);
+            return NULL;
+        }
+    }
+    int rc = put(&t, "");
+    if (rc == 0 && fmt == CHAT_FORMAT_QWEN3) {
+        rc = render_qwen3(&t, msgs, n);
+    } else {
+        for (int i = 0; i < n && rc == 0; i++) rc = put_turn(&t, msgs[i].role, msgs[i].content);
+    }
+    if (rc == 0 && add_generation_prompt) {
+        rc = put(&t, GENERATION_PROMPT);
+        if (rc == 0 && fmt == CHAT_FORMAT_QWEN3 && !enable_thinking) rc = put(&t, EMPTY_THINK);
+    }
+    if (rc) {
+        chat_text_free(&t);
+        return NULL;
+    }
+    if (len) *len = t.len;
+    return t.data;
+}
+
+int chat_append_user(struct chat_text *t, enum chat_format fmt, const char *system,
+                     const char *user, bool enable_thinking) {
+    if (fmt != CHAT_FORMAT_CHATML && fmt != CHAT_FORMAT_QWEN3)
+        return moex_errorf("chat: the model's chat template is not one moex can render");
+    if (!user) return moex_errorf("chat: no user message");
+    size_t old_len = t->len;
+    int rc = 0;
+    if (system) rc = put_turn(t, "system", system);
+    if (rc == 0) rc = put_turn(t, "user", user);
+    if (rc == 0) rc = put(t, GENERATION_PROMPT);
+    if (rc == 0 && fmt == CHAT_FORMAT_QWEN3 && !enable_thinking) rc = put(t, EMPTY_THINK);
+    if (rc) {
+        t->len = old_len;   /* all or nothing */
+        if (t->data) t->data[old_len] = 0;
+    }
+    return rc;
+}
+
+int chat_append_reply(struct chat_text *t, enum chat_format fmt, const char *reply) {
+    if (fmt != CHAT_FORMAT_CHATML && fmt != CHAT_FORMAT_QWEN3)
+        return moex_errorf("chat: the model's chat template is not one moex can render");
+    if (!reply) return moex_errorf("chat: no reply");
+    size_t keep = t->len;
+    if (fmt == CHAT_FORMAT_QWEN3 && t->data && ends_with(t->data, keep, GENERATION_PROMPT EMPTY_THINK))
+        keep -= strlen(EMPTY_THINK);
+    if (!t->data || !ends_with(t->data, keep, GENERATION_PROMPT))
+        return moex_errorf("chat: a reply must follow a user turn");
+    /* Rendered apart first, so that a failure leaves the text as it was. */
+    struct chat_text turn = {0};
+    int rc;
+    if (fmt == CHAT_FORMAT_QWEN3) {
+        /* In the form of an earlier turn: a user turn always follows before
+         * the text is used again. */
+        keep -= strlen(GENERATION_PROMPT);
+        rc = render_qwen3_assistant(&turn, reply, false);
+    } else {
+        rc = put(&turn, reply);
+        if (rc == 0) rc = put(&turn, IM_END "\n");
+    }
+    if (rc == 0) {
+        size_t old_len = t->len;
+        t->len = keep;
+        rc = put_n(t, turn.data, turn.len);
+        if (rc) t->len = old_len;   /* put_n wrote nothing */
+    }
+    chat_text_free(&turn);
+    return rc;
+}
