@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "text/chat.h"
+#include "text/pretok.h"
 #include "text/tokenizer.h"
 
 #include <stdlib.h>
@@ -193,6 +194,45 @@ static void test_stream_bytes(const struct tokenizer *t) {
     CHECK(tokenizer_stream_put(t, &st, 0, out, 2) == -1);
 }
 
+
+/* Random mixtures of words, scripts, whitespace, special tokens and stray
+ * bytes: every id is in range and decoding gives the input back. */
+static void test_random_round_trips(const struct tokenizer *t) {
+    static const char *const parts[] = {
+        "hello", " World", "'s", "'LL", "123", "3.14", " ", "  ", "\n", "\r\n", "\t", "\xC2\xA0",
+        "\xE4\xB8\xAD\xE6\x96\x87", "\xD0\x9F\xD1\x80\xD0\xB8", "\xF0\x9F\xA6\x99", "\xE2\x80\x8B",
+        "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<|", "|>", "!!", "...", "```",
+        "\x80", "\xFF", "\xC3", "\xE4\xB8", "\xF0\x9F", "\xED\xA0\x80", "\xC0\xAF", "\x00", "aaaaaaaa",
+    };
+    const int n_parts = (int)(sizeof parts / sizeof parts[0]);
+    uint64_t state = 0x9E3779B97F4A7C15ULL;
+    char text[1024];
+    int32_t ids[1024];
+    int failures = 0;
+    for (int round = 0; round < 3000 && failures < 5; round++) {
+        size_t len = 0;
+        int n_pick = (int)(state % 24);
+        for (int k = 0; k < n_pick; k++) {
+            state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+            int pick = (int)((state >> 33) % (uint64_t)n_parts);
+            size_t pl = parts[pick][0] ? strlen(parts[pick]) : 1;   /* "\x00": one NUL byte */
+            memcpy(text + len, parts[pick], pl);
+            len += pl;
+        }
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        bool parse_special = (state >> 40) & 1;
+        int n = tokenizer_encode(t, text, len, parse_special, ids, 1024);
+        bool ok = n >= 0;
+        for (int i = 0; ok && i < n; i++) ok = ids[i] >= 0 && ids[i] < tokenizer_n_vocab(t);
+        size_t back_len = 0;
+        char *back = ok ? tokenizer_decode_alloc(t, ids, n, &back_len) : NULL;
+        ok = ok && back && back_len == len && memcmp(back, text, len) == 0;
+        free(back);
+        if (!ok) failures++;
+        CHECKF(ok, "random round trip %d fails", round);
+    }
+}
+
 static void test_qwen3_vocab(void) {
     struct gguf_file *f = gguf_open(oracle_path("tokenizer/qwen3-vocab.gguf"));
     CHECKF(f != NULL, "%s", moex_error());
@@ -253,6 +293,7 @@ static void test_qwen3_vocab(void) {
     free(bad_ids);
 
     test_stream_bytes(t);
+    test_random_round_trips(t);
 
     /* 1 MB of mixed text and a 1 MB single word: round trips (the time is
      * printed, not asserted). */
@@ -601,7 +642,41 @@ static void test_chat(void) {
     tokenizer_free(t);
 }
 
+/* --- pre-tokenizers: splits checked against Python's `regex` module --------- */
+
+struct joined {
+    char s[256];
+    size_t len;
+};
+
+static int join_piece(void *ctx, const char *piece, size_t len) {
+    struct joined *j = ctx;
+    if (j->len + len + 2 > sizeof j->s) return 1;
+    if (j->len) j->s[j->len++] = '|';
+    memcpy(j->s + j->len, piece, len);
+    j->len += len;
+    j->s[j->len] = 0;
+    return 0;
+}
+
+static void test_pretok(void) {
+    const char *text = "I'LL pay 12345 \xE2\x82\xAC!!\n\n  x\xC2\xA0y  ";
+    static const struct { enum pretok_kind kind; const char *want; } cases[] = {
+        {PRETOK_QWEN2, "I|'LL| pay| |1|2|3|4|5| \xE2\x82\xAC!!\n\n| | x|\xC2\xA0y|  "},
+        {PRETOK_LLAMA3, "I|'LL| pay| |123|45| \xE2\x82\xAC!!\n\n| | x|\xC2\xA0y|  "},
+        {PRETOK_GPT2, "I|'|LL| pay| 12345| \xE2\x82\xAC!!|\n\n | x|\xC2\xA0|y|  "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct joined j = {{0}, 0};
+        CHECK(pretok_split(cases[i].kind, text, strlen(text), join_piece, &j) == 0);
+        CHECKF(strcmp(j.s, cases[i].want) == 0, "pre-tokenizer %d: \"%s\"", (int)cases[i].kind, j.s);
+    }
+    /* A non-zero return from the callback stops the split. */
+    CHECK(pretok_split(PRETOK_QWEN2, "a b c", 5, join_piece, &(struct joined){{0}, 250}) == 1);
+}
+
 int main(void) {
+    test_pretok();
     test_qwen3_vocab();
     test_small_vocab();
     test_hostile_vocab();
