@@ -1,0 +1,81 @@
+#!/bin/sh
+# Writes seed inputs for the fuzz targets into DIR/<target>/ (default:
+# build-fuzz/seeds): small valid GGUF files that between them use every
+# metadata type, string and empty arrays, versions 2 and 3, several tensor
+# types and alignments. Needs python3; without it the seeds are skipped.
+set -eu
+dir=${1:-$(cd "$(dirname "$0")/.." && pwd)/build-fuzz/seeds}
+mkdir -p "$dir/fuzz_gguf"
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "make-corpus.sh: python3 not found, no seeds written" >&2
+    exit 0
+fi
+python3 - "$dir/fuzz_gguf" <<'PY'
+import struct, sys, os
+out = sys.argv[1]
+
+def s(x):
+    b = x.encode() if isinstance(x, str) else x
+    return struct.pack('<Q', len(b)) + b
+
+FMT = {0: 'B', 1: 'b', 2: 'H', 3: 'h', 4: 'I', 5: 'i', 6: 'f', 7: '?', 10: 'Q', 11: 'q', 12: 'd'}
+
+def value(t, v):
+    if t == 8:
+        return s(v)
+    if t == 9:
+        et, items = v
+        body = b''.join(value(et, x) for x in items)
+        return struct.pack('<IQ', et, len(items)) + body
+    return struct.pack('<' + FMT[t], v)
+
+# (block_size, type_size) of the tensor types the seeds use
+BLOCK = {0: (1, 4), 1: (1, 2), 2: (32, 18), 8: (32, 34), 12: (256, 144), 14: (256, 210), 30: (1, 2)}
+
+def gguf(kvs, tensors, version=3, alignment=32):
+    h = b'GGUF' + struct.pack('<IQQ', version, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        h += s(k) + struct.pack('<I', t) + value(t, v)
+    offs, data = [], b''
+    for name, typ, ne in tensors:
+        bs, ts = BLOCK[typ]
+        n = 1
+        for d in ne:
+            n *= d
+        nbytes = n // bs * ts
+        data += b'\0' * (-len(data) % alignment)
+        offs.append(len(data))
+        data += bytes((i * 37 + len(name)) & 0xff for i in range(nbytes))
+    for (name, typ, ne), off in zip(tensors, offs):
+        h += s(name) + struct.pack('<I', len(ne)) + b''.join(struct.pack('<Q', d) for d in ne)
+        h += struct.pack('<IQ', typ, off)
+    h += b'\0' * (-len(h) % alignment)
+    return h + data
+
+def save(name, blob):
+    with open(os.path.join(out, name), 'wb') as f:
+        f.write(blob)
+
+every = [
+    ('general.architecture', 8, 'qwen3moe'), ('s.u8', 0, 200), ('s.i8', 1, -3), ('s.u16', 2, 60000),
+    ('s.i16', 3, -300), ('s.u32', 4, 4000000000), ('s.i32', 5, -7), ('s.f32', 6, 0.5), ('s.bool', 7, True),
+    ('s.u64', 10, 1 << 40), ('s.i64', 11, -(1 << 40)), ('s.f64', 12, 0.1), ('s.str', 8, 'hello'),
+    ('a.u8', 9, (0, [1, 2, 3])), ('a.i32', 9, (5, [-1, 0, 1])), ('a.f32', 9, (6, [0.5, -2.0])),
+    ('a.bool', 9, (7, [True, False])), ('a.u64', 9, (10, [1, 2])), ('a.f64', 9, (12, [1.5])),
+    ('a.str', 9, (8, ['a', '', 'ccc'])), ('a.empty', 9, (4, [])), ('a.empty_str', 9, (8, [])),
+]
+save('empty-v3.gguf', gguf([], []))
+save('empty-v2.gguf', gguf([], [], version=2))
+save('every-type.gguf', gguf(every, []))
+model_kv = [('general.architecture', 8, 'qwen3moe'), ('qwen3moe.block_count', 4, 1),
+            ('qwen3moe.expert_count', 4, 2), ('tokenizer.ggml.tokens', 9, (8, ['a', 'b', '<|im_end|>'])),
+            ('tokenizer.ggml.token_type', 9, (5, [1, 1, 3]))]
+tensors = [('token_embd.weight', 0, [4, 3]), ('blk.0.attn_q.weight', 8, [32, 2]),
+           ('blk.0.ffn_gate_exps.weight', 12, [256, 1, 2]), ('output.weight', 14, [256, 1]),
+           ('blk.0.attn_norm.weight', 30, [2, 1, 1, 3]), ('x.f16', 1, [5]), ('x.q4_0', 2, [32])]
+save('model-a32.gguf', gguf(model_kv, tensors))
+save('model-a64.gguf', gguf(model_kv + [('general.alignment', 4, 64)], tensors, alignment=64))
+save('model-a1.gguf', gguf([('general.alignment', 4, 1)], tensors[:2], alignment=1))
+save('model-v2.gguf', gguf(model_kv, tensors[:3], version=2))
+PY
+echo "seeds in $dir"
