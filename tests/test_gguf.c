@@ -3,6 +3,8 @@
  * info printer, and the facts of the oracle models and tokenizer file. */
 #include "harness.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_types.h"
+#include "quant/quant.h"
 #include "core/error.h"
 
 #include <glob.h>
@@ -334,6 +336,22 @@ static void test_getters(void) {
     gguf_close(f);
 }
 
+/* The reader's private type table agrees with src/quant on every type both
+ * know, so validation and computation never disagree on a tensor's size. */
+static void test_type_table(void) {
+    for (uint32_t t = 0; t < QT_MAX; t++) {
+        const struct gguf_type_desc *d = gguf_type_desc(t);
+        CHECKF(d != NULL, "type %u missing", t);
+        const char *qname = quant_type_name((enum qtype)t);
+        if (d && strcmp(qname, "?") != 0) CHECKF(strcmp(qname, d->name) == 0, "type %u: %s vs %s", t, qname, d->name);
+        const struct qtype_traits *q = quant_traits((enum qtype)t);
+        if (!q || !d) continue;
+        CHECKF(q->block_size == d->block_size && q->type_size == (size_t)d->type_size, "type %u (%s) layout", t, d->name);
+        CHECK(quant_row_size((enum qtype)t, 4096) == (size_t)(4096 / d->block_size * d->type_size));
+    }
+    CHECK(gguf_type_desc(QT_MAX) == NULL);
+}
+
 /* Runs gguf_print_info into a string. */
 static char *info_text(const struct gguf_file *f, bool all) {
     FILE *tmp = tmpfile();
@@ -450,6 +468,7 @@ int main(void) {
     test_copy();
     test_writer_errors();
     test_getters();
+    test_type_table();
     /* The oracle check may skip the test (exit 77): report failures first. */
     if (test_failures) return test_finish();
     test_oracle_models();

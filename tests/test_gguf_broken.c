@@ -240,6 +240,15 @@ static void test_hand_made(void) {
     pad(&b, 32);
     zeros(&b, 512);
     expect_refused(&b, "tensor-dup.gguf", "duplicate tensor name 'same'");
+    /* Tensors may share bytes (the format does not forbid it). */
+    header(&b, 3, 2, 0);
+    tensor_info(&b, "first", 1, ne64, 0, 0);
+    tensor_info(&b, "second", 1, ne64, 0, 0);
+    pad(&b, 32);
+    zeros(&b, 256);
+    f = gguf_open_memory(b.data, b.len, "overlap.gguf");
+    CHECKF(f && f->tensors[0].data == f->tensors[1].data, "overlap: %s", moex_error());
+    gguf_close(f);
     header(&b, 3, 1, 0);
     tensor_info(&b, "", 1, ne64, 0, 0);
     pad(&b, 32);
