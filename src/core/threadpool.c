@@ -19,7 +19,7 @@
 
 /* Workers spin this many rounds for the next job before sleeping: decode
  * issues hundreds of small jobs per token, and a futex wake costs ~5-50 us. */
-enum { SPIN_ROUNDS = 1 << 16 };
+enum { SPIN_ROUNDS = 1 << 16, YIELD_EVERY = 256 };
 
 struct worker {
     struct threadpool *pool;
@@ -64,7 +64,11 @@ static void *worker_main(void *arg) {
         uint64_t gen;
         int spins = 0;
         while ((gen = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen) {
-            if (++spins < SPIN_ROUNDS) { cpu_relax(); continue; }
+            if (++spins < SPIN_ROUNDS) {
+                /* On a busy machine, let whoever holds our core run. */
+                if (spins % YIELD_EVERY == 0) sched_yield(); else cpu_relax();
+                continue;
+            }
             pthread_mutex_lock(&pool->lock);
             atomic_fetch_add(&pool->sleeping, 1);
             while (atomic_load(&pool->generation) == seen && !pool->stop)
@@ -118,7 +122,9 @@ void threadpool_run(struct threadpool *pool, threadpool_fn fn, void *ctx) {
         pthread_mutex_unlock(&pool->lock);
     }
     fn(ctx, 0, pool->n_threads);
-    while (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0) cpu_relax();
+    for (unsigned spins = 1; atomic_load_explicit(&pool->pending, memory_order_acquire) > 0; spins++) {
+        if (spins % YIELD_EVERY == 0) sched_yield(); else cpu_relax();
+    }
 }
 
 void threadpool_free(struct threadpool *pool) {

@@ -15,6 +15,15 @@ size_t matmul_scratch_size(const struct matrix *w, int M) {
     return quant_row_size(tr->vec_dot_type, w->cols) * (size_t)M;
 }
 
+void matmul_tile(const struct qtype_traits *tr, int n, const void *w, size_t w_stride, int n_w_rows,
+                 const void *a, size_t a_stride, int n_a_rows, float *out, size_t out_stride) {
+    if (n_a_rows == 1) {
+        for (int i = 0; i < n_w_rows; i++) tr->vec_dot(n, &out[i], (const char *)w + (size_t)i * w_stride, a);
+        return;
+    }
+    tr->gemm_tile(n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
+}
+
 struct quantize_job {
     enum qtype act_type;
     const float *x;
@@ -43,7 +52,7 @@ size_t quantize_rows(struct threadpool *pool, enum qtype weight_type, const floa
 
 struct matmul_job {
     const struct matrix *w;
-    gemm_tile_fn tile;
+    const struct qtype_traits *tr;
     const char *xq;
     size_t act_stride;
     int M;
@@ -62,7 +71,7 @@ static void matmul_range(void *arg, int64_t begin, int64_t end, int thread_index
         const char *wrow = (const char *)w->data + r0 * w->row_bytes;
         for (int m0 = 0; m0 < j->M; m0 += ACT_BLOCK) {
             int m = j->M - m0 < ACT_BLOCK ? j->M - m0 : ACT_BLOCK;
-            j->tile((int)w->cols, wrow, w->row_bytes, (int)(r1 - r0), j->xq + (size_t)m0 * j->act_stride,
+            matmul_tile(j->tr, (int)w->cols, wrow, w->row_bytes, (int)(r1 - r0), j->xq + (size_t)m0 * j->act_stride,
                     j->act_stride, m, j->y + (size_t)m0 * j->y_stride + r0, j->y_stride);
         }
     }
@@ -77,7 +86,7 @@ void matmul_preq(struct threadpool *pool, const struct matrix *w, const void *xq
     int64_t per = (w->rows + threads * 4 - 1) / (threads * 4);
     per = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
     if (per < ROW_ALIGN) per = ROW_ALIGN;
-    struct matmul_job job = { w, tr->gemm_tile, xq, act_stride, M, y, y_stride, per };
+    struct matmul_job job = { w, tr, xq, act_stride, M, y, y_stride, per };
     int64_t items = (w->rows + per - 1) / per;
     threadpool_parallel_for(pool, items, 1, matmul_range, &job);
 }

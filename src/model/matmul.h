@@ -18,6 +18,12 @@ struct matrix {
     size_t row_bytes;
 };
 
+/* out[j * out_stride + i] = w row i . a row j: the type's gemm tile kernel,
+ * or for a single activation row (decode) its vec_dot, which streams the
+ * weights without unpacking them for reuse. */
+void matmul_tile(const struct qtype_traits *tr, int n, const void *w, size_t w_stride, int n_w_rows,
+                 const void *a, size_t a_stride, int n_a_rows, float *out, size_t out_stride);
+
 /* Bytes of scratch matmul() needs for M rows of `cols` inputs. */
 size_t matmul_scratch_size(const struct matrix *w, int M);
 
