@@ -34,7 +34,7 @@ struct gguf_kv {
                                     or in an aligned copy when the file places the array
                                     at an address that is not a multiple of the element
                                     size; always safe to index as the element type */
-    struct gguf_str *array_strs; /* for arrays of strings: array_len entries */
+    struct gguf_str *array_strs; /* for arrays of strings: array_len entries (NULL if 0) */
     union {
         uint64_t u64;
         int64_t i64;
