@@ -1,2 +1,388 @@
+/* AVX-512 VNNI kernels for the hot types (dispatched only where the CPU
+ * reports AVX-512 F/BW/VL and VNNI). They keep the structure of
+ * quant_avx2.c on 256-bit vectors and change two things:
+ *  - vpdpwssd folds "madd by the sub-block scale, then add" into one
+ *    instruction, vpdpbusd folds Q8_0's "maddubs, madd by ones, add";
+ *  - with 32 vector registers the gemm tile's register block is 4 weight
+ *    rows x 4 activation rows instead of 4 x 2. */
 #include "quant/quant_impl.h"
-void quant_fill_avx512(struct quant_isa_table *t) { (void)t; }
+
+#include <immintrin.h>
+#include <string.h>
+
+static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256i bcast_i16_lane(__m256i v, int k) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)((2 * k + 1) << 8 | (2 * k))));
+}
+
+static inline void k4_scales_mins(const uint8_t *scales12, __m256i *scales, __m128i *mins) {
+    uint32_t u[4];
+    unpack_scales_mins_k4(scales12, u);
+    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u));
+    const __m128i sc = _mm256_castsi256_si128(mins_and_scales);
+    *scales = _mm256_set_m128i(sc, sc);
+    *mins = _mm256_extracti128_si256(mins_and_scales, 1);
+}
+
+static inline __m128i q8k_sub_sums(const struct block_q8_K *y) {
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+    return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+}
+
+static inline __m256i q6_scale_pair(__m128i scales8, int k) {
+    const __m128i shuf = _mm_set_epi8((char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1),
+                                      (char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1),
+                                      (char)(2 * k), (char)(2 * k), (char)(2 * k), (char)(2 * k), (char)(2 * k),
+                                      (char)(2 * k), (char)(2 * k), (char)(2 * k));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, shuf));
+}
+
+static inline void q6_unpack_half(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m3));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m3));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m3));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m3));
+}
+
+/* ---------------------------------------------------------------- vec_dot */
+
+static void vec_dot_q4_K_q8_K(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q4_K *x = vx;
+    const struct block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    for (int i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d);
+        const float dmin = -y[i].d * h2f(x[i].dmin);
+        __m256i scales;
+        __m128i mins;
+        k4_scales_mins(x[i].scales, &scales, &mins);
+        const __m128i prod = _mm_madd_epi16(mins, q8k_sub_sums(&y[i]));
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+        const uint8_t *q4 = x[i].qs;
+        const int8_t *q8 = y[i].qs;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q4bits = _mm256_loadu_si256((const __m256i *)(q4 + 32 * j));
+            const __m256i q4l = _mm256_and_si256(q4bits, m4);
+            const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+            const __m256i pl = _mm256_maddubs_epi16(q4l, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j)));
+            const __m256i ph = _mm256_maddubs_epi16(q4h, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32)));
+            sumi = _mm256_dpwssd_epi32(sumi, pl, bcast_i16_lane(scales, 2 * j));
+            sumi = _mm256_dpwssd_epi32(sumi, ph, bcast_i16_lane(scales, 2 * j + 1));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+    acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+    *s = hsum_ps(acc) + _mm_cvtss_f32(acc_m);
+}
+
+static void vec_dot_q5_K_q8_K(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q5_K *x = vx;
+    const struct block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m16 = _mm256_set1_epi8(0x10);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    for (int i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d);
+        const float dmin = -y[i].d * h2f(x[i].dmin);
+        __m256i scales;
+        __m128i mins;
+        k4_scales_mins(x[i].scales, &scales, &mins);
+        const __m128i prod = _mm_madd_epi16(mins, q8k_sub_sums(&y[i]));
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+        const uint8_t *q5 = x[i].qs;
+        const int8_t *q8 = y[i].qs;
+        __m256i hbits = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q5bits = _mm256_loadu_si256((const __m256i *)(q5 + 32 * j));
+            const __m256i hl = _mm256_and_si256(_mm256_slli_epi16(hbits, 4), m16);
+            const __m256i hh = _mm256_and_si256(_mm256_slli_epi16(hbits, 3), m16);
+            hbits = _mm256_srli_epi16(hbits, 2);
+            const __m256i q5l = _mm256_or_si256(_mm256_and_si256(q5bits, m4), hl);
+            const __m256i q5h = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q5bits, 4), m4), hh);
+            const __m256i pl = _mm256_maddubs_epi16(q5l, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j)));
+            const __m256i ph = _mm256_maddubs_epi16(q5h, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32)));
+            sumi = _mm256_dpwssd_epi32(sumi, pl, bcast_i16_lane(scales, 2 * j));
+            sumi = _mm256_dpwssd_epi32(sumi, ph, bcast_i16_lane(scales, 2 * j + 1));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+    acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+    *s = hsum_ps(acc) + _mm_cvtss_f32(acc_m);
+}
+
+static void vec_dot_q6_K_q8_K(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q6_K *x = vx;
+    const struct block_q8_K *y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d);
+        const __m128i scales8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i bias = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales8),
+                                               _mm256_loadu_si256((const __m256i *)y[i].bsums));
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
+        const int8_t *q8 = y[i].qs;
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6_unpack_half(x[i].ql + 64 * h, x[i].qh + 32 * h, q);
+            for (int k = 0; k < 4; k++) {
+                const __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * k)));
+                sumi = _mm256_dpwssd_epi32(sumi, p, q6_scale_pair(scales8, 4 * h + k));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+/* int32 sums of four x*y for signed bytes: |x| (unsigned) times y with x's sign. */
+static inline __m256i dot_i8(__m256i x, __m256i y) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(x), _mm256_sign_epi8(y, x));
+}
+
+static void vec_dot_q8_0_q8_0(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q8_0 *x = vx;
+    const struct block_q8_0 *y = vy;
+    const int nb = n / QK8_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256i p0 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m256i p1 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
+                                  _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i p0 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
+    }
+    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---------------------------------------------------------------- gemm tiles */
+
+struct kblock {
+    __m256i q[8];
+    __m256i sc[8];
+    __m256 mins;
+    __m256i sc16;
+    float d;
+};
+
+static inline void prep_q4_K(const struct block_q4_K *b, struct kblock *p) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256i scales;
+    __m128i mins;
+    k4_scales_mins(b->scales, &scales, &mins);
+    for (int j = 0; j < 4; j++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+        p->q[2 * j] = _mm256_and_si256(bits, m4);
+        p->q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        p->sc[2 * j] = bcast_i16_lane(scales, 2 * j);
+        p->sc[2 * j + 1] = bcast_i16_lane(scales, 2 * j + 1);
+    }
+    p->mins = _mm256_mul_ps(_mm256_set1_ps(h2f(b->dmin)), _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(mins)));
+    p->d = h2f(b->d);
+}
+
+static inline void prep_q5_K(const struct block_q5_K *b, struct kblock *p) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), m16 = _mm256_set1_epi8(0x10);
+    __m256i scales;
+    __m128i mins;
+    k4_scales_mins(b->scales, &scales, &mins);
+    __m256i hbits = _mm256_loadu_si256((const __m256i *)b->qh);
+    for (int j = 0; j < 4; j++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+        const __m256i hl = _mm256_and_si256(_mm256_slli_epi16(hbits, 4), m16);
+        const __m256i hh = _mm256_and_si256(_mm256_slli_epi16(hbits, 3), m16);
+        hbits = _mm256_srli_epi16(hbits, 2);
+        p->q[2 * j] = _mm256_or_si256(_mm256_and_si256(bits, m4), hl);
+        p->q[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), hh);
+        p->sc[2 * j] = bcast_i16_lane(scales, 2 * j);
+        p->sc[2 * j + 1] = bcast_i16_lane(scales, 2 * j + 1);
+    }
+    p->mins = _mm256_mul_ps(_mm256_set1_ps(h2f(b->dmin)), _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(mins)));
+    p->d = h2f(b->d);
+}
+
+static inline void prep_q6_K(const struct block_q6_K *b, struct kblock *p) {
+    const __m128i scales8 = _mm_loadu_si128((const __m128i *)b->scales);
+    q6_unpack_half(b->ql, b->qh, &p->q[0]);
+    q6_unpack_half(b->ql + 64, b->qh + 32, &p->q[4]);
+    for (int k = 0; k < 8; k++) p->sc[k] = q6_scale_pair(scales8, k);
+    p->sc16 = _mm256_cvtepi8_epi16(scales8);
+    p->d = h2f(b->d);
+}
+
+#define KQ_STEP(r, c0, c1, c2, c3)                                                  \
+    do {                                                                            \
+        const __m256i w_ = _mm256_load_si256(&p[r].q[j]);                           \
+        const __m256i s_ = _mm256_load_si256(&p[r].sc[j]);                          \
+        c0 = _mm256_dpwssd_epi32(c0, _mm256_maddubs_epi16(w_, y0), s_);             \
+        c1 = _mm256_dpwssd_epi32(c1, _mm256_maddubs_epi16(w_, y1), s_);             \
+        c2 = _mm256_dpwssd_epi32(c2, _mm256_maddubs_epi16(w_, y2), s_);             \
+        c3 = _mm256_dpwssd_epi32(c3, _mm256_maddubs_epi16(w_, y3), s_);             \
+    } while (0)
+
+/* acc[r][c] for 4 weight rows x 4 activation rows (a[c] = Q8_K quants). */
+static inline void kblock_4x4(const struct kblock *p, const int8_t *const a[4], __m256i acc[4][4]) {
+    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00,
+            c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+    for (int j = 0; j < 8; j++) {
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)(a[0] + 32 * j));
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)(a[1] + 32 * j));
+        const __m256i y2 = _mm256_loadu_si256((const __m256i *)(a[2] + 32 * j));
+        const __m256i y3 = _mm256_loadu_si256((const __m256i *)(a[3] + 32 * j));
+        KQ_STEP(0, c00, c01, c02, c03);
+        KQ_STEP(1, c10, c11, c12, c13);
+        KQ_STEP(2, c20, c21, c22, c23);
+        KQ_STEP(3, c30, c31, c32, c33);
+        /* no re-association of the sums across j (it would spill products) */
+        __asm__("" : "+v"(c00), "+v"(c01), "+v"(c02), "+v"(c03), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13));
+        __asm__("" : "+v"(c20), "+v"(c21), "+v"(c22), "+v"(c23), "+v"(c30), "+v"(c31), "+v"(c32), "+v"(c33));
+    }
+    acc[0][0] = c00; acc[0][1] = c01; acc[0][2] = c02; acc[0][3] = c03;
+    acc[1][0] = c10; acc[1][1] = c11; acc[1][2] = c12; acc[1][3] = c13;
+    acc[2][0] = c20; acc[2][1] = c21; acc[2][2] = c22; acc[2][3] = c23;
+    acc[3][0] = c30; acc[3][1] = c31; acc[3][2] = c32; acc[3][3] = c33;
+}
+
+enum kq_kind { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K };
+
+#define TILE_ROWS 4
+#define TILE_COLS 16
+#define MICRO_COLS 4
+
+static inline __attribute__((always_inline)) void gemm_kq(enum kq_kind kind, int n, const void *w, size_t w_stride,
+                                                          int n_w_rows, const void *a, size_t a_stride, int n_a_rows,
+                                                          float *out, size_t out_stride) {
+    const int nb = n / QK_K;
+    const size_t wblock = kind == KQ_Q4_K ? sizeof(struct block_q4_K)
+                        : kind == KQ_Q5_K ? sizeof(struct block_q5_K) : sizeof(struct block_q6_K);
+    struct kblock prep[TILE_ROWS];
+    __m256 facc[TILE_COLS][TILE_ROWS];
+    for (int c0 = 0; c0 < n_a_rows; c0 += TILE_COLS) {
+        const int nc = n_a_rows - c0 < TILE_COLS ? n_a_rows - c0 : TILE_COLS;
+        for (int r0 = 0; r0 < n_w_rows; r0 += TILE_ROWS) {
+            const int nr = n_w_rows - r0 < TILE_ROWS ? n_w_rows - r0 : TILE_ROWS;
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < TILE_ROWS; r++) facc[c][r] = _mm256_setzero_ps();
+            for (int b = 0; b < nb; b++) {
+                for (int r = 0; r < TILE_ROWS; r++) {
+                    const int row = r0 + (r < nr ? r : nr - 1);
+                    const char *blk = (const char *)w + (size_t)row * w_stride + (size_t)b * wblock;
+                    if (kind == KQ_Q4_K) prep_q4_K((const struct block_q4_K *)blk, &prep[r]);
+                    else if (kind == KQ_Q5_K) prep_q5_K((const struct block_q5_K *)blk, &prep[r]);
+                    else prep_q6_K((const struct block_q6_K *)blk, &prep[r]);
+                }
+                for (int c = 0; c < nc; c += MICRO_COLS) {
+                    /* missing columns of a short step repeat the last one; their results are dropped */
+                    const struct block_q8_K *ys[MICRO_COLS];
+                    const int8_t *qs[MICRO_COLS];
+                    for (int k = 0; k < MICRO_COLS; k++) {
+                        const int col = c0 + (c + k < nc ? c + k : nc - 1);
+                        ys[k] = (const struct block_q8_K *)((const char *)a + (size_t)col * a_stride) + b;
+                        qs[k] = ys[k]->qs;
+                    }
+                    __m256i acc[4][4];
+                    kblock_4x4(prep, qs, acc);
+                    for (int k = 0; k < MICRO_COLS && c + k < nc; k++) {
+                        const struct block_q8_K *y = ys[k];
+                        if (kind == KQ_Q6_K) {
+                            const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+                            for (int r = 0; r < TILE_ROWS; r++) {
+                                const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(prep[r].sc16, bs), 5);
+                                const __m256 dd = _mm256_set1_ps(prep[r].d * y->d);
+                                facc[c + k][r] = _mm256_fmadd_ps(
+                                    dd, _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[r][k], bias)), facc[c + k][r]);
+                            }
+                        } else {
+                            const __m256 ysum = _mm256_mul_ps(
+                                _mm256_set1_ps(y->d), _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(q8k_sub_sums(y))));
+                            for (int r = 0; r < TILE_ROWS; r++) {
+                                const __m256 dd = _mm256_set1_ps(prep[r].d * y->d);
+                                const __m256 f = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(acc[r][k]), facc[c + k][r]);
+                                facc[c + k][r] = _mm256_fnmadd_ps(prep[r].mins, ysum, f);
+                            }
+                        }
+                    }
+                }
+            }
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < nr; r++) out[(size_t)(c0 + c) * out_stride + (size_t)(r0 + r)] = hsum_ps(facc[c][r]);
+        }
+    }
+}
+
+static void gemm_q4_K(int n, const void *w, size_t ws, int nw, const void *a, size_t as, int na, float *out, size_t os) {
+    gemm_kq(KQ_Q4_K, n, w, ws, nw, a, as, na, out, os);
+}
+static void gemm_q5_K(int n, const void *w, size_t ws, int nw, const void *a, size_t as, int na, float *out, size_t os) {
+    gemm_kq(KQ_Q5_K, n, w, ws, nw, a, as, na, out, os);
+}
+static void gemm_q6_K(int n, const void *w, size_t ws, int nw, const void *a, size_t as, int na, float *out, size_t os) {
+    gemm_kq(KQ_Q6_K, n, w, ws, nw, a, as, na, out, os);
+}
+
+static void gemm_q8_0(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                      int n_a_rows, float *out, size_t out_stride) {
+    const int nb = n / QK8_0;
+    __m256 facc[TILE_COLS][TILE_ROWS];
+    for (int c0 = 0; c0 < n_a_rows; c0 += TILE_COLS) {
+        const int nc = n_a_rows - c0 < TILE_COLS ? n_a_rows - c0 : TILE_COLS;
+        for (int r0 = 0; r0 < n_w_rows; r0 += TILE_ROWS) {
+            const int nr = n_w_rows - r0 < TILE_ROWS ? n_w_rows - r0 : TILE_ROWS;
+            const struct block_q8_0 *wr[TILE_ROWS];
+            for (int r = 0; r < TILE_ROWS; r++)
+                wr[r] = (const struct block_q8_0 *)((const char *)w + (size_t)(r0 + (r < nr ? r : nr - 1)) * w_stride);
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < TILE_ROWS; r++) facc[c][r] = _mm256_setzero_ps();
+            for (int b = 0; b < nb; b++) {
+                __m256i wabs[TILE_ROWS], wq[TILE_ROWS];
+                float wd[TILE_ROWS];
+                for (int r = 0; r < TILE_ROWS; r++) {
+                    wq[r] = _mm256_loadu_si256((const __m256i *)wr[r][b].qs);
+                    wabs[r] = _mm256_abs_epi8(wq[r]);
+                    wd[r] = h2f(wr[r][b].d);
+                }
+                for (int c = 0; c < nc; c++) {
+                    const struct block_q8_0 *y = (const struct block_q8_0 *)((const char *)a + (size_t)(c0 + c) * a_stride) + b;
+                    const __m256i yq = _mm256_loadu_si256((const __m256i *)y->qs);
+                    const float yd = h2f(y->d);
+                    for (int r = 0; r < TILE_ROWS; r++) {
+                        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wabs[r], _mm256_sign_epi8(yq, wq[r]));
+                        facc[c][r] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * yd), _mm256_cvtepi32_ps(p), facc[c][r]);
+                    }
+                }
+            }
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < nr; r++) out[(size_t)(c0 + c) * out_stride + (size_t)(r0 + r)] = hsum_ps(facc[c][r]);
+        }
+    }
+}
+
+void quant_fill_avx512(struct quant_isa_table *t) {
+    struct qtype_kernels *k = t->k;
+    k[QT_Q8_0] = (struct qtype_kernels){vec_dot_q8_0_q8_0, gemm_q8_0, NULL, NULL};
+    k[QT_Q4_K] = (struct qtype_kernels){vec_dot_q4_K_q8_K, gemm_q4_K, NULL, NULL};
+    k[QT_Q5_K] = (struct qtype_kernels){vec_dot_q5_K_q8_K, gemm_q5_K, NULL, NULL};
+    k[QT_Q6_K] = (struct qtype_kernels){vec_dot_q6_K_q8_K, gemm_q6_K, NULL, NULL};
+}
