@@ -80,6 +80,7 @@ static void test_dequant_manifest(void) {
         gguf_close(g);
     }
     CHECK(entries >= 10);
+    free(json);
 }
 
 /* Requantize every tensor of the quantized models from the F32 model. */
