@@ -509,7 +509,7 @@ static inline void kblock_4x2(const struct kblock *p, const int8_t *a0, const in
 enum kq_kind { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K };
 
 #define TILE_ROWS 4
-#define TILE_COLS 16 /* activation rows per pass; each prepared block serves all of them */
+#define TILE_COLS 32 /* activation rows per pass; each prepared block serves all of them */
 
 static inline __attribute__((always_inline)) void gemm_kq(enum kq_kind kind, int n, const void *w, size_t w_stride,
                                                           int n_w_rows, const void *a, size_t a_stride, int n_a_rows,
@@ -530,6 +530,9 @@ static inline __attribute__((always_inline)) void gemm_kq(enum kq_kind kind, int
                 for (int r = 0; r < TILE_ROWS; r++) {
                     const int row = r0 + (r < nr ? r : nr - 1);
                     const char *blk = (const char *)w + (size_t)row * w_stride + (size_t)b * wblock;
+                    /* weights come from DRAM once per tile: fetch two blocks ahead */
+                    if (b + 2 < nb)
+                        for (size_t off = 0; off < wblock; off += 64) _mm_prefetch(blk + 2 * wblock + off, _MM_HINT_T0);
                     if (kind == KQ_Q4_K) prep_q4_K((const struct block_q4_K *)blk, &prep[r]);
                     else if (kind == KQ_Q5_K) prep_q5_K((const struct block_q5_K *)blk, &prep[r]);
                     else prep_q6_K((const struct block_q6_K *)blk, &prep[r]);
@@ -604,6 +607,7 @@ static void gemm_q8_0(int n, const void *w, size_t w_stride, int n_w_rows, const
                 __m256i wabs[TILE_ROWS], wq[TILE_ROWS];
                 float wd[TILE_ROWS];
                 for (int r = 0; r < TILE_ROWS; r++) {
+                    if (b + 4 < nb) _mm_prefetch((const char *)&wr[r][b + 4], _MM_HINT_T0);
                     wq[r] = _mm256_loadu_si256((const __m256i *)wr[r][b].qs);
                     wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
                     wd[r] = h2f(wr[r][b].d);

@@ -196,7 +196,7 @@ static void vec_dot_q8_0_q8_0(int n, float *s, const void *vx, const void *vy) {
 enum kq_kind { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K };
 
 #define TILE_ROWS 4
-#define TILE_COLS 16
+#define TILE_COLS 32
 
 static inline __attribute__((always_inline)) void gemm_kq(enum kq_kind kind, int n, const void *w, size_t w_stride,
                                                           int n_w_rows, const void *a, size_t a_stride, int n_a_rows,
@@ -216,6 +216,8 @@ static inline __attribute__((always_inline)) void gemm_kq(enum kq_kind kind, int
                 for (int r = 0; r < TILE_ROWS; r++) {
                     const int row = r0 + (r < nr ? r : nr - 1);
                     const char *blk = (const char *)w + (size_t)row * w_stride + (size_t)b * wblock;
+                    if (b + 2 < nb)
+                        for (size_t off = 0; off < wblock; off += 64) __builtin_prefetch(blk + 2 * wblock + off);
                     if (kind == KQ_Q4_K) prep_q4_K((const struct block_q4_K *)blk, &prep[r]);
                     else if (kind == KQ_Q5_K) prep_q5_K((const struct block_q5_K *)blk, &prep[r]);
                     else prep_q6_K((const struct block_q6_K *)blk, &prep[r]);
