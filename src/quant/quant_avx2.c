@@ -32,9 +32,16 @@ static inline __m256i bcast_i16_lane(__m256i v, int k) {
 /* Sub-block scales (low 128 bits, 8 x int16, duplicated in both halves) and
  * the mins (8 x int16) of a Q4_K/Q5_K block. */
 static inline void k4_scales_mins(const uint8_t *scales12, __m256i *scales, __m128i *mins) {
-    uint32_t u[4];
-    unpack_scales_mins_k4(scales12, u);
-    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u));
+    /* The 12 packed bytes to 8 scales then 8 mins, in registers (the 4
+     * bytes loaded past them belong to the same block and are ignored). */
+    const __m128i v = _mm_loadu_si128((const __m128i *)scales12);
+    const __m128i lo = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i hi = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i low6 = _mm_and_si128(lo, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+    const __m128i nib = _mm_and_si128(_mm_srli_epi16(lo, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
+    const __m128i top = _mm_and_si128(_mm_srli_epi16(hi, 2),
+                                      _mm_setr_epi8(0, 0, 0, 0, 48, 48, 48, 48, 0, 0, 0, 0, 48, 48, 48, 48));
+    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_or_si128(_mm_or_si128(low6, nib), top));
     const __m128i sc = _mm256_castsi256_si128(mins_and_scales);
     *scales = _mm256_set_m128i(sc, sc);
     *mins = _mm256_extracti128_si256(mins_and_scales, 1);
