@@ -138,6 +138,54 @@ static double time_best(struct threadpool *pool, int64_t items, int64_t grain, t
     return best;
 }
 
+/* Compute rate with everything in cache: a 64 x 32 tile (weights 64 rows,
+ * 32 activation rows, K = n), ns per (row, column) pair and 256 values. */
+static void bench_in_cache(int n) {
+    static const enum qtype types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0};
+    const int nw = 64, na = 32;
+    printf("\nIn cache (64 weight rows x %d activation rows, K=%d, one thread): ns per (row, column) pair per 256 values\n\n", na, n);
+    printf("| type | ISA | gemm_tile | vec_dot loop | gemm speed-up |\n|---|---|---|---|---|\n");
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        enum qtype t = types[ti];
+        const struct qtype_traits *tr = quant_traits(t);
+        size_t rb = quant_row_size(t, n), ab = quant_row_size(tr->vec_dot_type, n);
+        uint8_t *w = malloc(rb * nw), *a = malloc(ab * na);
+        float *x = malloc((size_t)n * sizeof(float)), *out = malloc(sizeof(float) * nw * na);
+        srand(2);
+        for (int r = 0; r < nw; r++) {
+            for (int i = 0; i < n; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+            tr->from_float(x, w + (size_t)r * rb, n);
+        }
+        for (int c = 0; c < na; c++) {
+            for (int i = 0; i < n; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+            quant_quantize_act(tr->vec_dot_type, x, a + (size_t)c * ab, n);
+        }
+        for (int isa = 0; isa < ISA_COUNT; isa++) {
+            const struct qtype_kernels *k = quant_kernels(t, (enum isa)isa);
+            if (!k || !k->vec_dot || !k->gemm_tile) continue;
+            int reps = isa == ISA_SCALAR ? 3 : 100;
+            double tg = 1e30, td = 1e30;
+            for (int rep = 0; rep < reps; rep++) {
+                double t0 = time_s();
+                k->gemm_tile(n, w, rb, nw, a, ab, na, out, (size_t)nw);
+                double t1 = time_s();
+                for (int c = 0; c < na; c++)
+                    for (int r = 0; r < nw; r++) k->vec_dot(n, &out[c * nw + r], w + (size_t)r * rb, a + (size_t)c * ab);
+                double t2 = time_s();
+                if (t1 - t0 < tg) tg = t1 - t0;
+                if (t2 - t1 < td) td = t2 - t1;
+            }
+            double per = (double)nw * na * (n / 256.0) / 1e9;
+            printf("| %s | %s | %.2f | %.2f | %.2fx |\n", tr->name, isa_name((enum isa)isa), tg / per, td / per, td / tg);
+            fflush(stdout);
+        }
+        free(w);
+        free(a);
+        free(x);
+        free(out);
+    }
+}
+
 int main(int argc, char **argv) {
     double mib = argc > 1 ? atof(argv[1]) : 64;
     int max_threads = argc > 2 ? atoi(argv[2]) : cpu_physical_cores();
@@ -217,5 +265,6 @@ int main(int argc, char **argv) {
         free(out);
     }
     for (int i = 0; i < n_counts; i++) threadpool_free(pools[i]);
+    bench_in_cache(n);
     return 0;
 }

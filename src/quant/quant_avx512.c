@@ -316,19 +316,20 @@ static inline __attribute__((always_inline)) void gemm_kq(enum kq_kind kind, int
                     kblock_4x4(prep, qs, acc);
                     for (int k = 0; k < MICRO_COLS && c + k < nc; k++) {
                         const struct block_q8_K *y = ys[k];
+                        const __m256 yd = _mm256_set1_ps(y->d);
                         if (kind == KQ_Q6_K) {
                             const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
                             for (int r = 0; r < TILE_ROWS; r++) {
                                 const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(prep[r].sc16, bs), 5);
-                                const __m256 dd = _mm256_set1_ps(prep[r].d * y->d);
+                                const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(prep[r].d), yd);
                                 facc[c + k][r] = _mm256_fmadd_ps(
                                     dd, _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[r][k], bias)), facc[c + k][r]);
                             }
                         } else {
                             const __m256 ysum = _mm256_mul_ps(
-                                _mm256_set1_ps(y->d), _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(q8k_sub_sums(y))));
+                                yd, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(q8k_sub_sums(y))));
                             for (int r = 0; r < TILE_ROWS; r++) {
-                                const __m256 dd = _mm256_set1_ps(prep[r].d * y->d);
+                                const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(prep[r].d), yd);
                                 const __m256 f = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(acc[r][k]), facc[c + k][r]);
                                 facc[c + k][r] = _mm256_fnmadd_ps(prep[r].mins, ysum, f);
                             }
@@ -367,20 +368,20 @@ static void gemm_q8_0(int n, const void *w, size_t w_stride, int n_w_rows, const
                 for (int r = 0; r < TILE_ROWS; r++) facc[c][r] = _mm256_setzero_ps();
             for (int b = 0; b < nb; b++) {
                 __m256i wabs[TILE_ROWS], wq[TILE_ROWS];
-                float wd[TILE_ROWS];
+                __m256 wd[TILE_ROWS];
                 for (int r = 0; r < TILE_ROWS; r++) {
                     if (b + 4 < nb) _mm_prefetch((const char *)&wr[r][b + 4], _MM_HINT_T0);
                     wq[r] = _mm256_loadu_si256((const __m256i *)wr[r][b].qs);
                     wabs[r] = _mm256_abs_epi8(wq[r]);
-                    wd[r] = h2f(wr[r][b].d);
+                    wd[r] = _mm256_set1_ps(h2f(wr[r][b].d));
                 }
                 for (int c = 0; c < nc; c++) {
                     const struct block_q8_0 *y = (const struct block_q8_0 *)((const char *)a + (size_t)(c0 + c) * a_stride) + b;
                     const __m256i yq = _mm256_loadu_si256((const __m256i *)y->qs);
-                    const float yd = h2f(y->d);
+                    const __m256 yd = _mm256_set1_ps(h2f(y->d));
                     for (int r = 0; r < TILE_ROWS; r++) {
                         const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wabs[r], _mm256_sign_epi8(yq, wq[r]));
-                        facc[c][r] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * yd), _mm256_cvtepi32_ps(p), facc[c][r]);
+                        facc[c][r] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], yd), _mm256_cvtepi32_ps(p), facc[c][r]);
                     }
                 }
             }
