@@ -201,7 +201,9 @@ const char *quant_type_name(enum qtype t) {
 
 void quant_quantize_act(enum qtype act_type, const float *src, void *dst, int64_t n) {
     ensure_init();
-    best[act_type].quantize_act(src, dst, n);
+    if ((unsigned)act_type >= QT_MAX) return;
+    if (best[act_type].quantize_act) best[act_type].quantize_act(src, dst, n);
+    else if (type_rows[act_type].from_float) type_rows[act_type].from_float(src, dst, n);
 }
 
 void fp16_to_f32_row(const uint16_t *src, float *dst, int64_t n) {

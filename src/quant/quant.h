@@ -50,15 +50,19 @@ struct qtype_traits {
     int block_size;          /* values per block */
     size_t type_size;        /* bytes per block */
     bool supported;          /* moex can compute with it */
-    to_float_fn to_float;
-    from_float_fn from_float;       /* reference quantizer (k-quant scale search) */
+    to_float_fn to_float;           /* bit identical to ggml's dequantize_row_* */
+    from_float_fn from_float;       /* reference quantizer (k-quant scale search);
+                                       same bytes as llama-quantize without imatrix */
     enum qtype vec_dot_type;        /* activation type vec_dot wants */
     vec_dot_fn vec_dot;             /* best kernel for this machine */
     gemm_tile_fn gemm_tile;         /* best kernel for this machine */
 };
 
 /* Selects the best kernels this CPU can run (at most max_isa; ISA_COUNT =
- * no limit). Idempotent; called by quant_traits() on first use. */
+ * no limit). Idempotent; called by quant_traits() on first use. The
+ * environment variable MOEX_ISA=scalar|avx2|avx512|neon lowers the limit; any
+ * other value is ignored and reported through moex_error(). Calling it again
+ * re-selects: do that before other threads use the table. */
 void quant_init(enum isa max_isa);
 /* The row of type t, or NULL for an id moex does not know. */
 const struct qtype_traits *quant_traits(enum qtype t);
@@ -81,7 +85,7 @@ size_t quant_row_size(enum qtype t, int64_t n);
 const char *quant_type_name(enum qtype t); /* "?" when unknown */
 
 /* Quantize a float row into the activation type of t (fast path, exact same
- * result on every ISA). */
+ * result on every ISA for finite inputs). */
 void quant_quantize_act(enum qtype act_type, const float *src, void *dst, int64_t n);
 
 /* fp16 / bf16 conversion (bit exact, round to nearest even). */
