@@ -10,7 +10,7 @@
 
 static void fill(float *v, int n, unsigned seed) {
     srand(seed);
-    for (int i = 0; i < n; i++) v[i] = (float)rand() / RAND_MAX * 10.0f - 5.0f;
+    for (int i = 0; i < n; i++) v[i] = (float)rand() / (float)RAND_MAX * 10.0f - 5.0f;
 }
 
 static void test_sampler(void) {
