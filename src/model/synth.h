@@ -1,0 +1,65 @@
+/* Synthetic qwen3moe models: GGUF files of any shape that llama.cpp and moex
+ * load, with random but well-scaled weights and a router built so that expert
+ * popularity follows a Zipf law per layer and consecutive tokens share
+ * experts the way trained MoE routers do (docs/synth.md says how). Files are
+ * streamed to disk (a 17 GB model needs little memory) and are the same bytes
+ * for the same parameters, whatever the thread count. */
+#ifndef MOEX_MODEL_SYNTH_H
+#define MOEX_MODEL_SYNTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum synth_type {
+    SYNTH_F16 = 0,
+    SYNTH_Q8_0,
+    SYNTH_Q4_K,
+    SYNTH_Q6_K,
+    SYNTH_Q4_K_M,   /* llama.cpp's Q4_K_M mix of Q4_K, Q5_K, Q6_K and Q8_0 */
+    SYNTH_TYPE_COUNT,
+};
+
+struct synth_params {
+    int n_layers, n_embd;
+    int n_head, n_head_kv, head_dim;
+    int n_expert, n_expert_used, n_ff_exp;
+    int n_vocab;              /* 0: the vocabulary's own size; else cut or padded to this */
+    int n_ctx;                /* context_length written to the file */
+    float rope_base, rms_eps;
+    enum synth_type type;
+    double skew;              /* Zipf exponent of per-layer expert popularity; 0 = uniform */
+    double locality;          /* 0..1: share of the router's variation that moves slowly
+                                 along the sequence (0 = each token routes independently) */
+    uint64_t seed;
+    const char *vocab_from;   /* GGUF whose tokenizer.* keys are copied; NULL = built-in */
+    const char *name;         /* general.name; NULL = "moex-synth" */
+    int n_threads;            /* 0 = one per core */
+    bool progress;            /* progress bar on stderr */
+};
+
+#define SYNTH_DEFAULT_SKEW 0.6
+#define SYNTH_DEFAULT_LOCALITY 0.75
+
+/* Fills p with a preset ("tiny", "small", "q30b", "q30b-l8") and the
+ * defaults of everything else. -1 with moex_error() for an unknown name. */
+int synth_preset(const char *name, struct synth_params *p);
+/* "f16", "q8_0", "q4_k", "q6_k", "q4_k_m"; -1 if unknown. */
+int synth_parse_type(const char *s, enum synth_type *t);
+const char *synth_type_name(enum synth_type t);
+/* llama.cpp's general.file_type for t. */
+uint32_t synth_file_type(enum synth_type t);
+
+/* The ggml type a tensor gets: name is the GGUF tensor name ("blk.3.attn_v.weight"),
+ * ne0 its row length. Follows llama.cpp's rules for the Q4_K_M mix; rows
+ * whose length the chosen type cannot hold fall back to Q8_0, then F16. */
+uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64_t ne0);
+
+/* Checks the shape (positive sizes, head_dim even, top-k <= experts, ...).
+ * 0, or -1 with moex_error(). */
+int synth_check(const struct synth_params *p);
+
+/* Writes the model to path. 0, or -1 with moex_error(); a partly written
+ * file is removed. */
+int synth_write(const struct synth_params *p, const char *path);
+
+#endif
