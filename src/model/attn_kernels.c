@@ -30,6 +30,8 @@ const struct attn_kernels *attn_kernels_isa(int isa) {
 #if defined(__x86_64__)
     const struct cpu_features *f = cpu_features();
     if (isa == 1 && f->avx2 && f->fma && f->f16c) return &attn_kernels_avx2;
+#elif defined(__aarch64__)
+    if (isa == 1) return &attn_kernels_neon;
 #endif
     return 0;
 }

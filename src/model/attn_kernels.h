@@ -13,8 +13,9 @@ struct attn_kernels {
 
 /* The best kernels for this CPU, chosen once. */
 const struct attn_kernels *attn_kernels(void);
-/* Per ISA (NULL where that ISA cannot run here): 0 scalar, 1 AVX2. */
+/* Per ISA (NULL where that ISA cannot run here): 0 scalar, 1 AVX2 or NEON. */
 const struct attn_kernels *attn_kernels_isa(int isa);
 extern const struct attn_kernels attn_kernels_avx2;
+extern const struct attn_kernels attn_kernels_neon;
 
 #endif
