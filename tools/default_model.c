@@ -1,7 +1,45 @@
+/* The built-in default model: the `small` synth preset, made once and cached
+ * (see default_model_path() in session.c). */
 #include "cli.h"
 
-/* Makes the built-in default model; replaced once `moex synth` exists. */
+#include "core/error.h"
+#include "model/synth.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 int make_default_model(const char *path);
+
+/* mkdir -p of the directory part of path. */
+static int make_parents(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
 int make_default_model(const char *path) {
-    return cli_fail("no model given and the default model %s does not exist; pass -m MODEL", path);
+    struct synth_params p;
+    if (synth_preset("small", &p) != 0) return cli_fail("%s", moex_error());
+    p.progress = true;
+    if (make_parents(path) != 0) return cli_fail("cannot create the directory of %s: %s", path, strerror(errno));
+    /* Written under a temporary name and renamed, so an interrupted run never
+     * leaves a half model where the next run would find it. */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    fprintf(stderr, "moex: making the built-in default model (synth preset 'small') in %s\n", path);
+    if (synth_write(&p, tmp) != 0) return cli_fail("%s", moex_error());
+    if (rename(tmp, path) != 0) {
+        unlink(tmp);
+        return cli_fail("cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    }
+    return 0;
 }
