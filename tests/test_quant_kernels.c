@@ -79,6 +79,9 @@ static bool close_enough(float got, float want, double scale) {
     return fabs((double)got - want) <= 1e-5 * scale + 1e-30;
 }
 
+/* Which ISAs' dot products and gemm tiles were compared with the reference. */
+static bool isa_covered[ISA_COUNT];
+
 static void test_dots(void) {
     static const int ns_k[] = {256, 768, 2048}, ns_32[] = {32, 96, 512, 2080}, ns_f[] = {1, 7, 33, 100, 1024};
     for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
@@ -143,6 +146,7 @@ static void test_dots(void) {
             }
             printf("%-5s %-7s vec_dot %4d checks, gemm_tile %4d checks, %d off\n", tr->name, isa_name((enum isa)isa),
                    checked_dot, checked_gemm, bad);
+            if (checked_dot + checked_gemm > 0) isa_covered[isa] = true;
         }
     }
 }
@@ -342,11 +346,30 @@ static void test_table(void) {
     CHECK(quant_active_isa() == best);
 }
 
+static void report_coverage(void) {
+    printf("kernels compared with scalar on:");
+    int n = 0;
+    for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++)
+        if (isa_covered[isa]) {
+            printf(" %s", isa_name((enum isa)isa));
+            n++;
+        }
+    printf("%s\n", n ? "" : " (no SIMD ISA on this machine)");
+#if defined(MOEX_EMULATED_AVX512)
+    /* the point of an emulation build (MOEX_EMULATE_AVX512) */
+    CHECKF(isa_covered[ISA_AVX512], "AVX-512 emulation build, but the avx512 kernels were not tested");
+    CHECK(quant_active_isa() == ISA_AVX512);
+    const struct qtype_kernels *k = quant_kernels(QT_Q4_K, ISA_AVX512);
+    CHECK(k && quant_traits(QT_Q4_K)->gemm_tile == k->gemm_tile);
+#endif
+}
+
 int main(void) {
     test_table();
     test_fp16_bf16();
     test_quantize_act();
     test_roundtrip();
     test_dots();
+    report_coverage();
     return test_finish();
 }

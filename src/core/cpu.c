@@ -42,6 +42,12 @@ static void detect(void) {
     features.avx512vnni = zmm_os && ((c >> 11) & 1);
     features.amx_tile = tile_os && ((d >> 24) & 1);
     features.amx_int8 = tile_os && ((d >> 25) & 1);
+#if defined(MOEX_EMULATED_AVX512)
+    /* Emulation builds only (cmake -DMOEX_EMULATE_AVX512=ON): the AVX-512
+     * kernels were compiled to portable code with SIMDe and run on any CPU
+     * with AVX2, so say AVX-512 is here to have them dispatched and tested. */
+    features.avx512f = features.avx512bw = features.avx512vl = features.avx512vnni = true;
+#endif
 #elif defined(__aarch64__)
     features.neon = true;
 #if defined(__linux__)

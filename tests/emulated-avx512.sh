@@ -1,0 +1,24 @@
+#!/bin/sh
+# Builds moex with -DMOEX_EMULATE_AVX512=ON (the AVX-512 VNNI kernels compiled
+# to portable code by SIMDe, and AVX-512 reported as present) and runs the
+# kernel tests, so that those kernels are checked against the scalar reference
+# on x86 machines without AVX-512. In this build AVX-512 is also the active
+# ISA, so the oracle logits test (skipped without the oracle models) runs the
+# whole forward pass through them. Needs SIMDe (Debian: libsimde-dev) and a
+# CPU with AVX2, FMA and F16C.
+# usage: tests/emulated-avx512.sh [build dir]
+set -eu
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$src/build-emu}
+oracle=${MOEX_ORACLE:-$src/../shared/oracle}
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOEX_EMULATE_AVX512=ON -DMOEX_WERROR=ON >/dev/null
+tests="test_quant_kernels test_quant_oracle test_oracle_logits"
+cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $tests
+fail=0
+for t in $tests; do
+    echo "== $t (AVX-512 emulated)"
+    rc=0
+    (cd "$build" && MOEX_ORACLE="$oracle" MOEX_TEST_TMP="$build/test-tmp" "./$t") || rc=$?
+    if [ "$rc" = 77 ]; then echo "   skipped"; elif [ "$rc" != 0 ]; then echo "   FAILED ($rc)"; fail=1; fi
+done
+exit $fail
