@@ -91,14 +91,22 @@ static void fill_tables(void) {
     quant_fill_scalar(&isa_tables[ISA_SCALAR]);
     isa_filled[ISA_SCALAR] = true;
 #if defined(__x86_64__)
-    quant_fill_avx2(&isa_tables[ISA_AVX2]);
-    isa_filled[ISA_AVX2] = true;
-    quant_fill_avx512(&isa_tables[ISA_AVX512]);
-    isa_filled[ISA_AVX512] = true;
+    /* The fill functions are compiled with their ISA's flags: never call one
+     * on a CPU without it, even though today they are plain stores. */
+    if (isa_available(ISA_AVX2)) {
+        quant_fill_avx2(&isa_tables[ISA_AVX2]);
+        isa_filled[ISA_AVX2] = true;
+    }
+    if (isa_available(ISA_AVX512)) {
+        quant_fill_avx512(&isa_tables[ISA_AVX512]);
+        isa_filled[ISA_AVX512] = true;
+    }
 #endif
 #if defined(__aarch64__)
-    quant_fill_neon(&isa_tables[ISA_NEON]);
-    isa_filled[ISA_NEON] = true;
+    if (isa_available(ISA_NEON)) {
+        quant_fill_neon(&isa_tables[ISA_NEON]);
+        isa_filled[ISA_NEON] = true;
+    }
 #endif
 }
 
