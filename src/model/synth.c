@@ -88,7 +88,9 @@ uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64
     switch (p->type) {
     case SYNTH_Q8_0: t = QT_Q8_0; break;
     case SYNTH_Q4_K: t = QT_Q4_K; break;
-    case SYNTH_Q6_K: t = QT_Q6_K; break;
+    case SYNTH_Q6_K: /* llama.cpp's Q6_K: 8-expert models keep attn_k and attn_v in Q8_0 */
+        t = p->n_expert == 8 && (strstr(name, "attn_k.weight") || strstr(name, "attn_v.weight")) ? QT_Q8_0 : QT_Q6_K;
+        break;
     case SYNTH_Q4_K_M: t = q4_k_m_type(p, name); break;
     default: t = QT_F16; break;
     }

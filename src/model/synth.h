@@ -50,8 +50,11 @@ const char *synth_type_name(enum synth_type t);
 uint32_t synth_file_type(enum synth_type t);
 
 /* The ggml type a tensor gets: name is the GGUF tensor name ("blk.3.attn_v.weight"),
- * ne0 its row length. Follows llama.cpp's rules for the Q4_K_M mix; rows
- * whose length the chosen type cannot hold fall back to Q8_0, then F16. */
+ * ne0 its row length. Norms and the router are F32. f16, q8_0 and q6_k give
+ * the types llama-quantize gives for that file type (Q6_K keeps attn_k/attn_v
+ * of 8-expert models in Q8_0), q4_k_m follows llama.cpp's Q4_K_M mix, q4_k is
+ * Q4_K throughout (for kernel tests; no llama.cpp file type is exactly that).
+ * Rows whose length the chosen type cannot tile fall back to Q8_0, then F16. */
 uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64_t ne0);
 
 /* Checks the shape (positive sizes, head_dim even, top-k <= experts, ...).
