@@ -6,6 +6,7 @@
 
 #include "model/matmul.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,5 +33,20 @@ void moe_experts_cpu(struct threadpool *pool, const struct expert_layer *layer, 
                      const float *x /* (n_tokens, n_embd) */, int n_tokens, int top_k,
                      const int32_t *ids /* (n_tokens, top_k) */, const float *weights /* (n_tokens, top_k) */,
                      float *out /* (n_tokens, n_embd) */);
+
+/* The same in steps, for an executor that sends some experts elsewhere:
+ * group the pairs by expert; compute the experts with on_cpu[e] (all when
+ * NULL) into their pairs' outputs; the caller fills the other pairs'
+ * outputs (moe_pair_output); combine. */
+void moe_group(struct moe_scratch *s, int n_tokens, int top_k, const int32_t *ids);
+void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *layer, struct moe_scratch *s, const float *x,
+                     const bool *on_cpu);
+void moe_combine(const struct moe_scratch *s, const float *weights, float *out);
+/* After moe_group: rows of an expert, its first pair (its pairs are
+ * consecutive), the token of a pair, and a pair's output row (n_embd). */
+int moe_expert_rows(const struct moe_scratch *s, int expert);
+int moe_expert_first_pair(const struct moe_scratch *s, int expert);
+int moe_pair_token(const struct moe_scratch *s, int pair);
+float *moe_pair_output(struct moe_scratch *s, int pair);
 
 #endif

@@ -25,6 +25,8 @@ struct moe_scratch {
     size_t x_act_bytes, h_act_bytes;
     struct { int expert, row0, rows; } *items;
     int max_items;
+    int *masked;                /* (n_expert) rows of experts hidden from the CPU pass, or -1 */
+    int n_tokens, top_k, n_embd; /* of the current batch */
 };
 
 static void *grab(size_t n, int *failed) {
@@ -44,6 +46,8 @@ struct moe_scratch *moe_scratch_new(const struct expert_layer *shape, int max_to
     s->x_act_bytes = (size_t)shape->n_embd * 4 + 64;
     s->h_act_bytes = (size_t)shape->n_ff * 4 + 64;
     s->expert_count = grab(sizeof(int) * shape->n_expert, &failed);
+    s->masked = grab(sizeof(int) * shape->n_expert, &failed);
+    s->n_embd = shape->n_embd;
     s->expert_start = grab(sizeof(int) * (shape->n_expert + 1), &failed);
     s->pair_token = grab(sizeof(int) * pairs, &failed);
     s->pair_of = grab(sizeof(int) * pairs, &failed);
@@ -65,7 +69,7 @@ struct moe_scratch *moe_scratch_new(const struct expert_layer *shape, int max_to
 
 void moe_scratch_free(struct moe_scratch *s) {
     if (!s) return;
-    free(s->expert_count); free(s->expert_start); free(s->pair_token); free(s->pair_of);
+    free(s->expert_count); free(s->masked); free(s->expert_start); free(s->pair_token); free(s->pair_of);
     free(s->xq); free(s->xq_sorted); free(s->gate_out); free(s->up_out); free(s->hq);
     free(s->down_out); free(s->items);
     free(s);
@@ -142,49 +146,82 @@ static int make_items(struct moe_scratch *s, int n_rows) {
     return n;
 }
 
-void moe_experts_cpu(struct threadpool *pool, const struct expert_layer *layer, struct moe_scratch *s,
-                     const float *x, int n_tokens, int top_k, const int32_t *ids, const float *weights,
-                     float *out) {
-    const struct expert_layer *L = layer;
+void moe_group(struct moe_scratch *s, int n_tokens, int top_k, const int32_t *ids) {
     int n_pairs = n_tokens * top_k;
-    /* Group the (token, k) pairs by expert (a counting sort keeps token order
-     * within an expert, so results do not depend on thread timing). */
-    memset(s->expert_count, 0, sizeof(int) * L->n_expert);
+    /* A counting sort keeps token order within an expert, so results do not
+     * depend on thread timing. */
+    memset(s->expert_count, 0, sizeof(int) * s->n_expert);
     for (int p = 0; p < n_pairs; p++) s->expert_count[ids[p]]++;
     s->expert_start[0] = 0;
-    for (int e = 0; e < L->n_expert; e++) s->expert_start[e + 1] = s->expert_start[e] + s->expert_count[e];
-    int *fill = s->expert_count; /* reuse as cursor, restored below */
-    for (int e = 0; e < L->n_expert; e++) fill[e] = s->expert_start[e];
+    for (int e = 0; e < s->n_expert; e++) s->expert_start[e + 1] = s->expert_start[e] + s->expert_count[e];
+    int *fill = s->expert_count; /* reused as a cursor, restored below */
+    for (int e = 0; e < s->n_expert; e++) fill[e] = s->expert_start[e];
     for (int p = 0; p < n_pairs; p++) {
         int slot = fill[ids[p]]++;
         s->pair_token[slot] = p / top_k;
         s->pair_of[p] = slot;
     }
-    for (int e = 0; e < L->n_expert; e++) s->expert_count[e] = s->expert_start[e + 1] - s->expert_start[e];
+    for (int e = 0; e < s->n_expert; e++) s->expert_count[e] = s->expert_start[e + 1] - s->expert_start[e];
+    s->n_tokens = n_tokens;
+    s->top_k = top_k;
+}
 
-    /* Quantize each token once, then gather the rows of each expert. */
-    size_t x_stride = quantize_rows(pool, L->gate->type, x, n_tokens, L->n_embd, s->xq, 0);
-    for (int p = 0; p < n_pairs; p++)
-        memcpy(s->xq_sorted + (size_t)p * x_stride, s->xq + (size_t)s->pair_token[p] * x_stride, x_stride);
+int moe_expert_rows(const struct moe_scratch *s, int expert) { return s->expert_count[expert]; }
+int moe_expert_first_pair(const struct moe_scratch *s, int expert) { return s->expert_start[expert]; }
+int moe_pair_token(const struct moe_scratch *s, int pair) { return s->pair_token[pair]; }
+float *moe_pair_output(struct moe_scratch *s, int pair) { return s->down_out + (size_t)pair * s->n_embd; }
 
-    enum qtype down_act = quant_traits(L->down->type)->vec_dot_type;
-    struct stage_job job = { L, s, n_pairs, x_stride, quant_row_size(down_act, L->n_ff), down_act };
-    int n_items = make_items(s, L->n_ff);
-    threadpool_parallel_for(pool, n_items, 1, gate_up_items, &job);
-    threadpool_parallel_for(n_pairs > 4 ? pool : NULL, n_pairs, 1, quantize_hidden, &job);
-    n_items = make_items(s, L->n_embd);
-    threadpool_parallel_for(pool, n_items, 1, down_items, &job);
+void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, struct moe_scratch *s, const float *x,
+                     const bool *on_cpu) {
+    int n_pairs = s->n_tokens * s->top_k;
+    /* Experts not on the CPU keep their rows but get no work items. */
+    int saved_counts = 0;
+    if (on_cpu) {
+        for (int e = 0; e < L->n_expert; e++)
+            if (!on_cpu[e] && s->expert_count[e]) { s->masked[e] = s->expert_count[e]; s->expert_count[e] = 0; saved_counts = 1; }
+            else s->masked[e] = -1;
+    }
+    int any = 0;
+    for (int e = 0; e < L->n_expert; e++) any |= s->expert_count[e] != 0;
+    if (any) {
+        /* Quantize each token once, then gather the rows of each expert. */
+        size_t x_stride = quantize_rows(pool, L->gate->type, x, s->n_tokens, L->n_embd, s->xq, 0);
+        for (int e = 0; e < L->n_expert; e++)
+            for (int p = s->expert_start[e]; p < s->expert_start[e] + s->expert_count[e]; p++)
+                memcpy(s->xq_sorted + (size_t)p * x_stride, s->xq + (size_t)s->pair_token[p] * x_stride, x_stride);
+        enum qtype down_act = quant_traits(L->down->type)->vec_dot_type;
+        struct stage_job job = { L, s, n_pairs, x_stride, quant_row_size(down_act, L->n_ff), down_act };
+        int n_items = make_items(s, L->n_ff);
+        threadpool_parallel_for(pool, n_items, 1, gate_up_items, &job);
+        threadpool_parallel_for(n_pairs > 4 ? pool : NULL, n_pairs, 1, quantize_hidden, &job);
+        n_items = make_items(s, L->n_embd);
+        threadpool_parallel_for(pool, n_items, 1, down_items, &job);
+    }
+    if (saved_counts)
+        for (int e = 0; e < L->n_expert; e++)
+            if (s->masked[e] >= 0) s->expert_count[e] = s->masked[e];
+}
 
+void moe_combine(const struct moe_scratch *s, const float *weights, float *out) {
+    int top_k = s->top_k, D = s->n_embd;
     /* Weighted sum in k order, as the reference implementation adds them. */
-    for (int t = 0; t < n_tokens; t++) {
-        float *o = out + (size_t)t * L->n_embd;
+    for (int t = 0; t < s->n_tokens; t++) {
+        float *o = out + (size_t)t * D;
         for (int k = 0; k < top_k; k++) {
-            const float *d = s->down_out + (size_t)s->pair_of[t * top_k + k] * L->n_embd;
+            const float *d = s->down_out + (size_t)s->pair_of[t * top_k + k] * D;
             float w = weights[t * top_k + k];
             if (k == 0)
-                for (int i = 0; i < L->n_embd; i++) o[i] = d[i] * w;
+                for (int i = 0; i < D; i++) o[i] = d[i] * w;
             else
-                for (int i = 0; i < L->n_embd; i++) o[i] += d[i] * w;
+                for (int i = 0; i < D; i++) o[i] += d[i] * w;
         }
     }
+}
+
+void moe_experts_cpu(struct threadpool *pool, const struct expert_layer *layer, struct moe_scratch *s,
+                     const float *x, int n_tokens, int top_k, const int32_t *ids, const float *weights,
+                     float *out) {
+    moe_group(s, n_tokens, top_k, ids);
+    moe_compute_cpu(pool, layer, s, x, NULL);
+    moe_combine(s, weights, out);
 }
