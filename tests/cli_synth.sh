@@ -42,7 +42,7 @@ grep -q "top-k 9" "$tmp/err" || { echo "FAIL: top-k message: $(cat "$tmp/err")";
 [ ! -e "$tmp/x.gguf" ] || { echo "FAIL: a failed synth left a file"; fail=1; }
 check "synth unknown option" 2 "$MOEX_BIN" synth --preset tiny --frobnicate -o "$tmp/x.gguf"
 check "synth missing vocab file" 1 "$MOEX_BIN" synth --preset tiny --vocab-from "$tmp/none.gguf" -o "$tmp/x.gguf"
-check "profile without input" 2 "$MOEX_BIN" profile -m "$model" -o "$tmp/s"
+check "profile without -o" 2 "$MOEX_BIN" profile -m "$model" -n 10
 check "profile with both inputs" 2 "$MOEX_BIN" profile -m "$model" -n 10 -f "$tmp/prompts.txt" -o "$tmp/s"
 check "profile bad -n" 2 "$MOEX_BIN" profile -m "$model" -n many -o "$tmp/s"
 check "profile missing file" 1 "$MOEX_BIN" profile -m "$model" -f "$tmp/none.txt" -o "$tmp/s"

@@ -16,12 +16,13 @@
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: moex profile [-m MODEL] (-f PROMPTS.txt | -n TOKENS) -o STATS [options]\n"
+            "usage: moex profile [-m MODEL] [-f PROMPTS.txt | -n TOKENS] -o STATS [options]\n"
             "Runs the model and records, per layer and expert, how often the router chose\n"
             "it, with which other experts, and how often choices repeat on the next tokens;\n"
             "prints a per-layer summary and writes STATS (format: docs/stats-format.md).\n\n"
             "  -f, --file FILE     text to evaluate: each non-empty line is one sequence\n"
-            "  -n, --tokens N      evaluate N random tokens instead (uniform over normal tokens)\n"
+            "  -n, --tokens N      evaluate N random tokens instead (uniform over normal tokens;\n"
+            "                      the default, with N = 4096)\n"
             "  -o, --output FILE   the statistics file\n"
             "      --seq N         tokens per sequence; longer lines are cut (default 512)\n"
             "      --seed N        seed of the random tokens (default 1)\n"
@@ -155,8 +156,9 @@ int cmd_profile(int argc, char **argv) {
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else { cli_fail("profile: unknown option '%s'", a); help(stderr); return 2; }
     }
-    if (!out || (!file) == (!n_random)) {
-        cli_fail("profile: -o STATS and one of -f FILE or -n TOKENS are required");
+    if (!file && !n_random) n_random = 4096;
+    if (!out || (file && n_random)) {
+        cli_fail("profile: -o STATS is required, and -f FILE and -n TOKENS exclude each other");
         help(stderr);
         return 2;
     }
