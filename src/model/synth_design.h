@@ -5,13 +5,15 @@
  *      per-expert static logits (the Zipf skew);
  *   F  holds the current token's own random features (fast);
  *   S  is written by the attention layers, whose q/k norms turn RoPE into a
- *      fixed decaying window over recent positions: S is a moving average of
- *      past tokens' features (slow), the source of routing locality;
+ *      fixed window over recent positions: short heads average the last few
+ *      dozen tokens' F, long heads the whole past, and S gets short minus
+ *      long (slow, zero-mean): the source of routing locality;
  *   J  is written by the experts and read by the output head only.
- * Per-layer scales follow a small energy model of the residual so that the
- * router sees the requested mix at every depth. docs/synth.md has the
- * derivation. Rows are generated independently from (seed, tensor, row), so
- * any split of the work gives the same bytes. */
+ * Per-layer scales follow a small energy model of the residual, and every
+ * router row is scaled, for the actual weights, so that each expert sees
+ * exactly the requested fast/slow mix. docs/synth.md has the derivation.
+ * Rows are generated independently from (seed, tensor, row), so any split of
+ * the work gives the same bytes. */
 #ifndef MOEX_MODEL_SYNTH_DESIGN_H
 #define MOEX_MODEL_SYNTH_DESIGN_H
 
