@@ -1,0 +1,91 @@
+/* The cpu device: a plain C int8 GEMM over [N][K] weights. It is the
+ * reference: int32 sums are exact, so any order of summation gives the same
+ * acc, and the output is written by the one W8A8 expression. */
+#include "dev/dev_impl.h"
+
+#include "core/threadpool.h"
+#include "pack/w8a8.h"
+
+/* Columns per task: 32 rows of weights (64 KiB at K = 2048) stay in L2
+ * while every activation row passes over them. */
+enum { COLS_PER_TASK = 32 };
+
+static int32_t dot_i8(const int8_t *a, const int8_t *w, int K) {
+    int32_t s = 0;
+    for (int k = 0; k < K; k++) s += (int32_t)a[k] * (int32_t)w[k];
+    return s;
+}
+
+struct run_ctx {
+    const struct dev *d;
+    const struct dev_job *jobs;
+    int n_jobs;
+    int64_t task_start[DEV_MAX_JOBS + 1]; /* first task of each job */
+};
+
+static void run_tasks(void *arg, int64_t begin, int64_t end, int thread_index) {
+    (void)thread_index;
+    const struct run_ctx *c = arg;
+    int j = 0;
+    for (int64_t t = begin; t < end; t++) {
+        while (c->task_start[j + 1] <= t) j++;
+        const struct dev_job *job = &c->jobs[j];
+        const struct dev_slot *slot = &c->d->slots[job->slot];
+        const int K = slot->K;
+        const int n0 = (int)(t - c->task_start[j]) * COLS_PER_TASK;
+        const int n1 = n0 + COLS_PER_TASK < slot->N ? n0 + COLS_PER_TASK : slot->N;
+        const int8_t *w = dev_slot_codes(c->d, job->slot);
+        const float *cs = dev_slot_scales(c->d, job->slot);
+        for (int i = 0; i < job->m; i++) {
+            const int8_t *a = job->act + (size_t)i * (size_t)K;
+            float *out = job->out + (size_t)i * job->out_stride;
+            const float rs = job->act_scale[i];
+            for (int n = n0; n < n1; n++) out[n] = w8a8_out(dot_i8(a, w + (size_t)n * (size_t)K, K), rs, cs[n]);
+        }
+    }
+}
+
+void dev_cpu_run(struct dev *d, const struct dev_job *jobs, int n_jobs) {
+    struct run_ctx c = {.d = d, .jobs = jobs, .n_jobs = n_jobs};
+    c.task_start[0] = 0;
+    for (int j = 0; j < n_jobs; j++) {
+        int N = d->slots[jobs[j].slot].N;
+        c.task_start[j + 1] = c.task_start[j] + (N + COLS_PER_TASK - 1) / COLS_PER_TASK;
+    }
+    threadpool_parallel_for(d->pool, c.task_start[n_jobs], 1, run_tasks, &c);
+}
+
+static int cpu_open(struct dev *d, const struct dev_options *opt) {
+    (void)opt;
+    d->layout = PACK_ROWS;
+    d->caps = (struct dev_caps){
+        .name = "cpu",
+        .description = "plain C int8 GEMM (the reference)",
+        .compute = DEV_COMPUTE_W8A8,
+        .min_m = 1,
+        .k_multiple = 1,
+        .n_multiple = 1,
+        .k_max = PACK_MAX_K,
+        .n_max = 1 << 20,
+        .max_jobs = DEV_MAX_JOBS,
+        .modelled_time = false,
+        /* Rough figures for a plain C loop: about 4 int8 MACs per ns and core. */
+        .submit_ns = 2000,
+        .job_ns = 500,
+        .weight_ns_per_byte = 0.1,
+        .ns_per_mac = 0.25,
+        .pack_ns_per_value = 1.0,
+    };
+    return DEV_OK;
+}
+
+static int cpu_submit(struct dev *d, const struct dev_job *jobs, int n_jobs, uint64_t *modelled_ns) {
+    (void)modelled_ns;
+    dev_cpu_run(d, jobs, n_jobs);
+    return DEV_OK;
+}
+
+const struct dev_ops dev_cpu_ops = {
+    .open = cpu_open,
+    .submit = cpu_submit,
+};

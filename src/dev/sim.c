@@ -1,0 +1,179 @@
+/* The sim's clock, cost model, IOVA window and fault injection (sim.h). */
+#include "dev/sim.h"
+
+#include "core/error.h"
+#include "dev/dev.h"
+#include "dev/iova.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#define MIB 1048576.0
+
+struct sim {
+    struct sim_figures f;
+    double clock_ns;
+    struct iova_space *window;
+    uint64_t creates, submits; /* attempts, for "fail the Nth" */
+    uint64_t rng;
+};
+
+struct sim *sim_new(const struct sim_figures *f) {
+    struct sim *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->f = *f;
+    s->window = iova_new((uint64_t)(f->iova_mib * MIB), (uint64_t)f->iova_align, f->iova_reuse != 0);
+    if (!s->window) {
+        free(s);
+        return NULL;
+    }
+    s->rng = (uint64_t)f->fail_seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    return s;
+}
+
+void sim_delete(struct sim *s) {
+    if (!s) return;
+    iova_delete(s->window);
+    free(s);
+}
+
+const struct sim_figures *sim_get_figures(const struct sim *s) { return &s->f; }
+uint64_t sim_clock_ns(const struct sim *s) { return (uint64_t)llround(s->clock_ns); }
+void sim_advance(struct sim *s, double ns) {
+    if (ns > 0) s->clock_ns += ns;
+}
+
+/* xorshift64*: a uniform double in [0, 1). */
+static double next_uniform(struct sim *s) {
+    s->rng ^= s->rng >> 12;
+    s->rng ^= s->rng << 25;
+    s->rng ^= s->rng >> 27;
+    return (double)((s->rng * 0x2545F4914F6CDD1Dull) >> 11) * 0x1p-53;
+}
+
+/* The Nth attempt, or a random draw, fails. */
+static bool inject(struct sim *s, uint64_t attempt, double nth) {
+    if (nth >= 1 && (double)attempt == nth) return true;
+    return s->f.fail_prob > 0 && next_uniform(s) < s->f.fail_prob;
+}
+
+double sim_create_ns(const struct sim *s, uint64_t bytes) {
+    return 1e3 * (s->f.create_us + s->f.create_us_per_mib * (double)bytes / MIB);
+}
+
+double sim_destroy_ns(const struct sim *s, uint64_t bytes) {
+    return 1e3 * (s->f.destroy_us + s->f.destroy_us_per_mib * (double)bytes / MIB);
+}
+
+int sim_buffer_create(struct sim *s, uint64_t bytes, uint64_t *addr) {
+    uint64_t attempt = ++s->creates;
+    if (inject(s, attempt, s->f.fail_alloc)) {
+        moex_errorf("sim: buffer creation %llu failed (injected fault)", (unsigned long long)attempt);
+        return DEV_E_DEVMEM;
+    }
+    if (s->f.max_buffers >= 1 && (double)iova_count(s->window) >= s->f.max_buffers) {
+        moex_errorf("sim: %llu buffers are live, the device maps at most %g", (unsigned long long)iova_count(s->window),
+                    s->f.max_buffers);
+        return DEV_E_DEVMEM;
+    }
+    if (iova_alloc(s->window, bytes, addr) != 0) {
+        moex_errorf("sim: no %llu-byte range left in the %g MiB window (%llu bytes in %llu buffers, largest free "
+                    "%llu): Bad address",
+                    (unsigned long long)bytes, s->f.iova_mib, (unsigned long long)iova_used(s->window),
+                    (unsigned long long)iova_count(s->window), (unsigned long long)iova_largest_free(s->window));
+        return DEV_E_DEVMEM;
+    }
+    sim_advance(s, sim_create_ns(s, bytes));
+    return DEV_OK;
+}
+
+int sim_buffer_destroy(struct sim *s, uint64_t addr) {
+    uint64_t before = iova_used(s->window);
+    if (iova_release(s->window, addr) != 0) {
+        moex_errorf("sim: no buffer at 0x%llx", (unsigned long long)addr);
+        return DEV_E_ARG;
+    }
+    sim_advance(s, sim_destroy_ns(s, before - iova_used(s->window)));
+    return DEV_OK;
+}
+
+uint64_t sim_window_used(const struct sim *s) { return iova_used(s->window); }
+uint64_t sim_buffer_count(const struct sim *s) { return iova_count(s->window); }
+
+double sim_fill_ns(const struct sim *s, uint64_t bytes) { return (double)bytes / s->f.fill_gbps; }
+
+double sim_pack_ns(const struct sim *s, int K, int N) { return s->f.pack_ns_per_value * (double)K * (double)N; }
+
+static bool chainable(const struct sim *s, int k) {
+    return k % (int)s->f.chain_k_multiple == 0 && k <= (int)s->f.chain_k_max;
+}
+
+static double fill_of(const struct sim *s, const struct sim_shape *j) {
+    return sim_fill_ns(s, (uint64_t)j->m * (uint64_t)j->k + (uint64_t)j->m * (uint64_t)j->n * 4u);
+}
+
+/* A job's time on one core inside a chain or stream (ns). */
+static double chained_job_ns(const struct sim *s, const struct sim_shape *j) {
+    double w = (double)j->k * (double)j->n;
+    return 1e3 * s->f.job_us + w / s->f.core_gbps + w * (double)j->m / s->f.core_gmacs;
+}
+
+static double single_ns(const struct sim *s, const struct sim_shape *j) {
+    const struct sim_figures *f = &s->f;
+    double w = (double)j->k * (double)j->n, macs = w * (double)j->m;
+    return 1e3 * (f->single_us + f->kslice_us * ceil((double)j->k / f->kslice)) + w / f->single_gbps +
+           macs / (f->cores * f->core_gmacs) + fill_of(s, j);
+}
+
+double sim_submission_ns(const struct sim *s, enum sim_mode mode, const struct sim_shape *jobs, int n) {
+    if (n < 1) return -1;
+    if (mode == SIM_SINGLE) return n == 1 ? single_ns(s, jobs) : -1;
+    double work = 0, fill = 0;
+    for (int i = 0; i < n; i++) {
+        if (!chainable(s, jobs[i].k)) return -1;
+        work += chained_job_ns(s, &jobs[i]);
+        fill += fill_of(s, &jobs[i]);
+    }
+    if (mode == SIM_STREAM) work /= s->f.cores;
+    return 1e3 * s->f.submit_us + work + fill;
+}
+
+double sim_batch_ns(const struct sim *s, const struct sim_shape *jobs, int n) {
+    enum sim_mode mode = (enum sim_mode)(int)s->f.mode;
+    if (n < 1) return 0;
+    if (n == 1 || mode == SIM_SINGLE) {
+        double total = 0;
+        for (int i = 0; i < n; i++) total += single_ns(s, &jobs[i]);
+        return total;
+    }
+    /* The chainable jobs form one submission; the rest go one by one. */
+    double total = 0, work = 0, fill = 0;
+    int chained = 0;
+    for (int i = 0; i < n; i++) {
+        if (!chainable(s, jobs[i].k)) {
+            total += single_ns(s, &jobs[i]);
+            continue;
+        }
+        chained++;
+        work += chained_job_ns(s, &jobs[i]);
+        fill += fill_of(s, &jobs[i]);
+    }
+    if (chained) total += 1e3 * s->f.submit_us + (mode == SIM_STREAM ? work / s->f.cores : work) + fill;
+    return total;
+}
+
+int sim_submit(struct sim *s, const struct sim_shape *jobs, int n, double *ns) {
+    uint64_t attempt = ++s->submits;
+    if (inject(s, attempt, s->f.fail_submit)) {
+        double floor_ns = 1e3 * (n > 1 ? s->f.submit_us : s->f.single_us);
+        sim_advance(s, floor_ns);
+        if (ns) *ns = floor_ns;
+        moex_errorf("sim: submission %llu failed (injected fault)", (unsigned long long)attempt);
+        return DEV_E_SUBMIT;
+    }
+    double t = sim_batch_ns(s, jobs, n);
+    sim_advance(s, t);
+    if (ns) *ns = t;
+    return DEV_OK;
+}

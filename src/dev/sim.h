@@ -1,0 +1,93 @@
+/* The model behind the `sim` device: an RK3588-class NPU as measured
+ * (../shared/NPU-FACTS.md). Time runs on a virtual clock advanced by a cost
+ * model; device memory is a first-fit 32-bit IOVA window; faults are
+ * injected on request. Results are computed exactly elsewhere (the cpu
+ * kernel): this module only says how long things take and what fails.
+ *
+ * Submission cost (M rows, K x N int8 weight of W = K*N bytes, M*K*N MACs,
+ * F = the DMA fill of M*K activation bytes and M*N*4 output bytes):
+ *   single (one job):   single_us + kslice_us * ceil(K / kslice)
+ *                       + W / single_gbps + MACs / (cores * core_gmacs) + F
+ *   chain (one core):   submit_us + sum over jobs of
+ *                       (job_us + W / core_gbps + MACs / core_gmacs) + F
+ *   stream (cores):     as chain, with the jobs' sum divided by `cores`
+ * Chains and streams take only K % chain_k_multiple == 0 and K <= chain_k_max;
+ * other jobs run as single submits. The rk3588 preset fits the measured
+ * M = 1 table within 25% for every entry (tests/test_dev_sim.c).
+ *
+ * Memory: buffers are created and destroyed on the NPU's one stream, so
+ * their cost (create_us + create_us_per_mib * MiB, likewise destroy) adds
+ * to the clock. With iova_reuse=0 (the preset) a destroyed buffer's range
+ * is never handed out again: on the board, LRU churn with free + re-create
+ * exhausted the window with half as many weights resident as keeping every
+ * expert did, while a fixed pool never failed. */
+#ifndef MOEX_SIM_H
+#define MOEX_SIM_H
+
+#include <stdint.h>
+
+/* Every figure is a double so that one "key=value" parser sets any of them. */
+struct sim_figures {
+    /* single submits */
+    double single_us, kslice_us, kslice, single_gbps;
+    /* chained and streamed submits */
+    double submit_us, job_us, core_gbps, core_gmacs, cores;
+    double chain_k_multiple, chain_k_max;
+    double mode; /* how dev_submit runs several jobs: 0 single, 1 chain, 2 stream */
+    /* host side */
+    double fill_gbps, pack_ns_per_value;
+    double create_us, create_us_per_mib, destroy_us, destroy_us_per_mib;
+    /* memory */
+    double iova_mib, iova_align, iova_reuse, max_buffers; /* max_buffers 0: no limit */
+    /* envelope */
+    double k_multiple, n_multiple, min_m;
+    /* faults: fail the Nth buffer creation / submission (1-based, 0 never),
+     * and every one with probability fail_prob from fail_seed */
+    double fail_alloc, fail_submit, fail_seed, fail_prob;
+};
+
+enum sim_mode { SIM_SINGLE = 0, SIM_CHAIN = 1, SIM_STREAM = 2 };
+
+/* "rk3588" or "rk3588,key=value,..." or "key=value,..." (the preset is
+ * rk3588); mode also takes single|chain|stream. 0, or -1 with moex_error. */
+int sim_figures_parse(const char *spec, struct sim_figures *f);
+/* The keys, one "key default  description" line each. */
+const char *sim_figures_help(void);
+
+struct sim;
+
+struct sim *sim_new(const struct sim_figures *f); /* NULL when out of memory */
+void sim_delete(struct sim *s);
+const struct sim_figures *sim_get_figures(const struct sim *s);
+
+uint64_t sim_clock_ns(const struct sim *s);
+void sim_advance(struct sim *s, double ns);
+
+/* Device buffers in the window. DEV_OK, or DEV_E_DEVMEM (window exhausted,
+ * too many buffers, injected) with moex_error. */
+int sim_buffer_create(struct sim *s, uint64_t bytes, uint64_t *addr);
+int sim_buffer_destroy(struct sim *s, uint64_t addr); /* DEV_E_ARG when unknown */
+uint64_t sim_window_used(const struct sim *s);
+uint64_t sim_buffer_count(const struct sim *s);
+
+struct sim_shape {
+    int m, k, n;
+};
+
+/* One submission of these jobs in a mode (ns); -1 when the mode refuses
+ * them (single takes one job; chain and stream need chainable K). */
+double sim_submission_ns(const struct sim *s, enum sim_mode mode, const struct sim_shape *jobs, int n);
+/* How dev_submit runs a batch: the chainable jobs as one submission of the
+ * preset's mode (single when there is one job), the others one single
+ * submission each. Total ns. */
+double sim_batch_ns(const struct sim *s, const struct sim_shape *jobs, int n);
+/* A batch on the clock: DEV_OK and *ns, or DEV_E_SUBMIT when a fault is
+ * injected (the clock still pays the submission floor). */
+int sim_submit(struct sim *s, const struct sim_shape *jobs, int n, double *ns);
+
+double sim_pack_ns(const struct sim *s, int K, int N);
+double sim_fill_ns(const struct sim *s, uint64_t bytes);
+double sim_create_ns(const struct sim *s, uint64_t bytes);
+double sim_destroy_ns(const struct sim *s, uint64_t bytes);
+
+#endif

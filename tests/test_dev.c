@@ -1,0 +1,525 @@
+/* Devices and packing: every pack path equals dequantize-then-quantize bit
+ * for bit for every source type; every device that runs here equals the cpu
+ * reference bit for bit (Qwen3-30B-A3B expert shapes, odd shapes, M from 1
+ * to 300); errors come back as codes; counters move. */
+#include "harness.h"
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "dev/dev.h"
+#include "pack/pack.h"
+#include "pack/w8a8.h"
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x1234567887654321ull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float uniform(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() & 0xFFFFFF) / 16777216.0f; }
+static float gauss(void) {
+    float u = uniform(1e-7f, 1.0f), v = uniform(0.0f, 1.0f);
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+
+static const enum qtype all_types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_F16, QT_BF16, QT_F32};
+enum { N_TYPES = sizeof all_types / sizeof all_types[0] };
+
+/* N rows of K values of type t: half of the rows quantized from Gaussian
+ * floats (realistic), half random bytes with sane fp16 scales (every code
+ * pattern, either sign of d). */
+static void *make_weight(enum qtype t, int K, int N) {
+    size_t row = quant_row_size(t, K);
+    char *w = malloc(row * (size_t)N);
+    float *x = malloc((size_t)K * sizeof *x);
+    const struct qtype_traits *tr = quant_traits(t);
+    for (int n = 0; n < N; n++) {
+        char *dst = w + row * (size_t)n;
+        float amp = uniform(0.01f, 2.0f);
+        for (int k = 0; k < K; k++) x[k] = amp * gauss();
+        if (n % 2 == 0 || t == QT_F16 || t == QT_BF16 || t == QT_F32) {
+            tr->from_float(x, dst, K);
+            continue;
+        }
+        for (size_t i = 0; i < row; i++) dst[i] = (char)rnd();
+        int nb = K / tr->block_size;
+        for (int b = 0; b < nb; b++) {
+            char *blk = dst + (size_t)b * tr->type_size;
+            uint16_t d = f32_to_fp16(uniform(-0.05f, 0.05f)), dmin = f32_to_fp16(uniform(-0.05f, 0.05f));
+            switch (t) {
+            case QT_Q4_K: ((struct block_q4_K *)(void *)blk)->d = d; ((struct block_q4_K *)(void *)blk)->dmin = dmin; break;
+            case QT_Q5_K: ((struct block_q5_K *)(void *)blk)->d = d; ((struct block_q5_K *)(void *)blk)->dmin = dmin; break;
+            case QT_Q6_K: ((struct block_q6_K *)(void *)blk)->d = d; break;
+            case QT_Q8_0: ((struct block_q8_0 *)(void *)blk)->d = d; break;
+            case QT_Q4_0: ((struct block_q4_0 *)(void *)blk)->d = d; break;
+            default: break;
+            }
+        }
+    }
+    free(x);
+    return w;
+}
+
+/* The rule written independently: dequantize the whole row with the scalar
+ * kernel, max |w|, divide, rintf (nearest even), clamp. */
+static void reference_row(enum qtype t, const void *row, int K, int8_t *q, float *scale) {
+    float *x = malloc((size_t)K * sizeof *x);
+    quant_kernels(t, ISA_SCALAR)->to_float(row, x, K);
+    float amax = 0;
+    for (int k = 0; k < K; k++) amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
+    float s = amax / 127.0f;
+    for (int k = 0; k < K; k++) {
+        float v = s == 0.0f ? 0.0f : rintf(x[k] / s);
+        q[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+    }
+    *scale = s;
+    free(x);
+}
+
+static void test_rounding_rule(void) {
+    /* amax 127 makes the scale exactly 1: x.5 values are ties */
+    const float x[8] = {127.0f, 2.5f, -3.5f, 0.5f, 1.5f, -0.5f, -127.0f, 126.49f};
+    const int8_t want[8] = {127, 2, -4, 0, 2, 0, -127, 126};
+    int8_t q[8], qv[40];
+    float s;
+    CHECK(w8a8_quantize_row(x, 8, q, &s) == 0);
+    CHECK(s == 1.0f);
+    CHECK(memcmp(q, want, 8) == 0);
+    /* the SIMD quantizer (32 at a time) agrees with the scalar one, ties included */
+    float y[40];
+    for (int i = 0; i < 40; i++) y[i] = i < 8 ? x[i] : (float)((int)(rnd() % 254) - 127) + 0.5f;
+    int8_t ref[40];
+    w8a8_quantize_ref(y, 40, 1.0f, ref);
+    w8a8_quantize(y, 40, 1.0f, qv);
+    CHECK(memcmp(ref, qv, 40) == 0);
+    /* activations: rows with their own scales; non-finite is an error */
+    float act[3][64];
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 64; k++) act[r][k] = (float)(r + 1) * gauss();
+    int8_t qa[3][64];
+    float sa[3];
+    CHECK(w8a8_quantize_act(&act[0][0], 3, 64, 64, &qa[0][0], sa) == 0);
+    for (int r = 0; r < 3; r++) {
+        int8_t rq[64];
+        float rs;
+        CHECK(w8a8_quantize_row(act[r], 64, rq, &rs) == 0);
+        CHECK(rs == sa[r] && memcmp(rq, qa[r], 64) == 0);
+    }
+    act[1][5] = NAN;
+    CHECK(w8a8_quantize_act(&act[0][0], 3, 64, 64, &qa[0][0], sa) == -1);
+    float zeros[40] = {0};
+    CHECK(w8a8_quantize_row(zeros, 40, qv, &s) == 0 && s == 0.0f && qv[0] == 0 && qv[39] == 0);
+}
+
+static void test_pack_rows(void) {
+    const enum pack_path paths[] = {PACK_PATH_BEST, PACK_PATH_GENERIC, PACK_PATH_FUSED_SCALAR, PACK_PATH_FUSED_AVX2};
+    const int Ks[] = {256, 2048, 768};
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        enum qtype t = all_types[ti];
+        for (int ki = 0; ki < 3; ki++) {
+            const int K = Ks[ki], N = 24;
+            if (K % quant_traits(t)->block_size) continue;
+            char *w = make_weight(t, K, N);
+            size_t row = quant_row_size(t, K);
+            int8_t *q = malloc((size_t)K), *rq = malloc((size_t)K);
+            for (int pi = 0; pi < 4; pi++) {
+                int bad = 0, ran = 0;
+                for (int n = 0; n < N; n++) {
+                    float s = -1, rs;
+                    int rc = pack_row(paths[pi], t, w + row * (size_t)n, K, q, &s);
+                    if (rc == PACK_E_TYPE && paths[pi] >= PACK_PATH_FUSED_SCALAR) break; /* no such path for t */
+                    ran++;
+                    reference_row(t, w + row * (size_t)n, K, rq, &rs);
+                    if (rc != PACK_OK || s != rs || memcmp(q, rq, (size_t)K)) bad++;
+                }
+                CHECKF(bad == 0, "%s K=%d path %d: %d of %d rows differ from the reference", quant_type_name(t), K,
+                       (int)paths[pi], bad, ran);
+            }
+            free(q);
+            free(rq);
+            free(w);
+        }
+    }
+    CHECKF(!cpu_features()->avx2 || pack_row(PACK_PATH_FUSED_AVX2, QT_Q4_K, (char[144]){0}, 256, (int8_t[256]){0},
+                                             &(float){0}) == PACK_OK,
+           "the AVX2 path runs on an AVX2 machine");
+}
+
+static void test_pack_errors(void) {
+    int8_t q[512];
+    float s;
+    /* a zero row: scale 0, codes 0 */
+    struct block_q4_K zero[2];
+    memset(zero, 0, sizeof zero);
+    for (int p = PACK_PATH_BEST; p <= PACK_PATH_FUSED_AVX2; p++) {
+        memset(q, 1, sizeof q);
+        int rc = pack_row((enum pack_path)p, QT_Q4_K, zero, 512, q, &s);
+        CHECK(rc == PACK_OK || (p == PACK_PATH_FUSED_AVX2 && !cpu_features()->avx2));
+        if (rc == PACK_OK) CHECK(s == 0.0f && q[0] == 0 && q[511] == 0);
+    }
+    /* infinite and NaN scales, NaN floats: an error on every path */
+    struct block_q4_K inf_blk[2];
+    memset(inf_blk, 0x11, sizeof inf_blk);
+    inf_blk[0].d = inf_blk[1].d = 0x3C00;
+    inf_blk[0].dmin = inf_blk[1].dmin = 0x3C00;
+    inf_blk[1].d = 0x7C00; /* +inf */
+    struct block_q8_0 nan_blk[2];
+    memset(nan_blk, 3, sizeof nan_blk);
+    nan_blk[0].d = 0x3C00;
+    nan_blk[1].d = 0x7E00; /* NaN */
+    float f32[64];
+    for (int i = 0; i < 64; i++) f32[i] = (float)i;
+    f32[40] = INFINITY;
+    for (int p = PACK_PATH_BEST; p <= PACK_PATH_FUSED_AVX2; p++) {
+        if (p == PACK_PATH_FUSED_AVX2 && !cpu_features()->avx2) continue;
+        CHECKF(pack_row((enum pack_path)p, QT_Q4_K, inf_blk, 512, q, &s) == PACK_E_VALUE, "Q4_K inf, path %d", p);
+        CHECKF(pack_row((enum pack_path)p, QT_Q8_0, nan_blk, 64, q, &s) == PACK_E_VALUE, "Q8_0 NaN, path %d", p);
+    }
+    CHECK(pack_row(PACK_PATH_BEST, QT_F32, f32, 64, q, &s) == PACK_E_VALUE);
+    CHECK(pack_row(PACK_PATH_GENERIC, QT_F32, f32, 64, q, &s) == PACK_E_VALUE);
+    /* K not a multiple of the block, unknown types, no fused path */
+    CHECK(pack_row(PACK_PATH_BEST, QT_Q4_K, zero, 100, q, &s) == PACK_E_TYPE);
+    CHECK(pack_row(PACK_PATH_BEST, (enum qtype)5, zero, 64, q, &s) == PACK_E_TYPE);
+    CHECK(pack_row(PACK_PATH_FUSED_SCALAR, QT_Q6_K, zero, 256, q, &s) == PACK_E_TYPE);
+    CHECK(pack_check_shape(PACK_AMX, 96, 16) == PACK_E_SHAPE);
+    CHECK(pack_check_shape(PACK_AMX, 128, 24) == PACK_E_SHAPE);
+    CHECK(pack_check_shape(PACK_ROWS, 100, 37) == PACK_OK);
+    CHECK(pack_check_shape(PACK_ROWS, PACK_MAX_K + 1, 1) == PACK_E_SHAPE);
+    CHECK(strlen(pack_status_string(PACK_E_VALUE)) > 0);
+}
+
+/* A matrix packed with 2 threads in both layouts equals row-by-row packing. */
+static void test_pack_matrix(struct threadpool *pool) {
+    const int K = 512, N = 80;
+    char *w = make_weight(QT_Q4_K, K, N);
+    size_t row = quant_row_size(QT_Q4_K, K);
+    int8_t *rows = malloc((size_t)K * N), *amx = malloc((size_t)K * N), *q = malloc((size_t)K);
+    float *s_rows = malloc(N * sizeof(float)), *s_amx = malloc(N * sizeof(float));
+    CHECK(pack_matrix(pool, PACK_PATH_BEST, QT_Q4_K, w, K, N, PACK_ROWS, rows, s_rows) == PACK_OK);
+    CHECK(pack_matrix(NULL, PACK_PATH_GENERIC, QT_Q4_K, w, K, N, PACK_AMX, amx, s_amx) == PACK_OK);
+    int bad = 0;
+    for (int n = 0; n < N; n++) {
+        float s;
+        pack_row(PACK_PATH_GENERIC, QT_Q4_K, w + row * (size_t)n, K, q, &s);
+        bad += s != s_rows[n] || s != s_amx[n];
+        for (int k = 0; k < K; k++)
+            bad += pack_code_at(PACK_ROWS, rows, K, n, k) != q[k] || pack_code_at(PACK_AMX, amx, K, n, k) != q[k];
+    }
+    CHECKF(bad == 0, "%d codes or scales differ between layouts", bad);
+    CHECK(pack_bytes(PACK_AMX, K, N) == (size_t)K * N);
+    /* a NaN in one row fails the whole matrix */
+    float *f = malloc((size_t)K * N * sizeof *f);
+    for (int i = 0; i < K * N; i++) f[i] = gauss();
+    f[K * 70 + 3] = NAN;
+    CHECK(pack_matrix(pool, PACK_PATH_BEST, QT_F32, f, K, N, PACK_ROWS, rows, s_rows) == PACK_E_VALUE);
+    free(f);
+    free(w);
+    free(rows);
+    free(amx);
+    free(q);
+    free(s_rows);
+    free(s_amx);
+}
+
+/* ---- devices ---- */
+
+struct shape {
+    int K, N;
+};
+
+/* Activations for M rows of K. */
+static void make_act(int M, int K, int8_t *q, float *scales) {
+    float *x = malloc((size_t)M * K * sizeof *x);
+    for (int i = 0; i < M * K; i++) x[i] = gauss() * (1.0f + (float)(i / K % 5));
+    CHECK(w8a8_quantize_act(x, M, K, K, q, scales) == 0);
+    free(x);
+}
+
+/* The reference by hand on the cpu device's own codes (slot 0). */
+static int naive_check(const int8_t *codes, const float *cs, int K, int N, int M, const int8_t *a, const float *rs,
+                       const float *out, size_t stride) {
+    int bad = 0;
+    for (int i = 0; i < M; i++)
+        for (int n = 0; n < N; n++) {
+            int64_t acc = 0;
+            for (int k = 0; k < K; k++) acc += (int64_t)a[(size_t)i * K + k] * codes[(size_t)n * K + k];
+            float v = (float)(int32_t)acc * rs[i];
+            v = v * cs[n];
+            bad += memcmp(&v, &out[(size_t)i * stride + n], sizeof v) != 0;
+        }
+    return bad;
+}
+
+/* Runs one weight at each M on `d` and on the cpu reference `ref`; outputs
+ * must match byte for byte, and columns past N must stay untouched. */
+static void compare_devices(struct dev *ref, struct dev *d, enum qtype t, struct shape sh, const int *Ms, int n_m) {
+    const char *name = dev_caps(d)->name;
+    char *w = make_weight(t, sh.K, sh.N);
+    int rc_ref = dev_pack(ref, 0, t, w, sh.K, sh.N), rc = dev_pack(d, 0, t, w, sh.K, sh.N);
+    CHECKF(rc_ref == DEV_OK && rc == DEV_OK, "%s: pack %dx%d: %d %d (%s)", name, sh.K, sh.N, rc_ref, rc, moex_error());
+    free(w);
+    if (rc_ref != DEV_OK || rc != DEV_OK) return;
+    const size_t stride = (size_t)sh.N + 5;
+    for (int mi = 0; mi < n_m; mi++) {
+        const int M = Ms[mi];
+        int8_t *a = malloc((size_t)M * sh.K);
+        float *rs = malloc((size_t)M * sizeof *rs);
+        float *o_ref = malloc((size_t)M * stride * sizeof(float)), *o = malloc((size_t)M * stride * sizeof(float));
+        make_act(M, sh.K, a, rs);
+        for (size_t i = 0; i < (size_t)M * stride; i++) o_ref[i] = o[i] = -12345.0f;
+        struct dev_job job = {.slot = 0, .m = M, .act = a, .act_scale = rs, .out = o_ref, .out_stride = stride};
+        CHECK(dev_submit(ref, &job, 1) == DEV_OK);
+        job.out = o;
+        rc = dev_submit(d, &job, 1);
+        CHECKF(rc == DEV_OK, "%s: submit %dx%d M=%d: %s", name, sh.K, sh.N, M, moex_error());
+        int diff = 0, touched = 0;
+        for (int i = 0; i < M; i++) {
+            diff += memcmp(o_ref + (size_t)i * stride, o + (size_t)i * stride, (size_t)sh.N * sizeof(float)) != 0;
+            for (size_t c = (size_t)sh.N; c < stride; c++) touched += o[(size_t)i * stride + c] != -12345.0f;
+        }
+        CHECKF(diff == 0, "%s %s %dx%d M=%d: %d rows differ from cpu", name, quant_type_name(t), sh.K, sh.N, M, diff);
+        CHECKF(touched == 0, "%s: %d values written past N", name, touched);
+        free(a);
+        free(rs);
+        free(o_ref);
+        free(o);
+    }
+}
+
+/* The cpu reference against a plain triple loop over its packed codes. */
+static void test_cpu_reference(struct threadpool *pool) {
+    struct dev *d;
+    CHECK(dev_open("cpu", &(struct dev_options){.pool = pool}, &d) == DEV_OK);
+    const int K = 320, N = 48, M = 19;
+    CHECK(dev_pool_alloc(d, 1, (int64_t)K * N, N) == DEV_OK);
+    char *w = make_weight(QT_Q8_0, K, N);
+    CHECK(dev_pack(d, 0, QT_Q8_0, w, K, N) == DEV_OK);
+    int8_t *codes = malloc((size_t)K * N), *a = malloc((size_t)M * K);
+    float *cs = malloc(N * sizeof *cs), *rs = malloc(M * sizeof *rs), *o = malloc((size_t)M * N * sizeof *o);
+    CHECK(pack_matrix(NULL, PACK_PATH_GENERIC, QT_Q8_0, w, K, N, PACK_ROWS, codes, cs) == PACK_OK);
+    make_act(M, K, a, rs);
+    struct dev_job job = {.slot = 0, .m = M, .act = a, .act_scale = rs, .out = o, .out_stride = N};
+    CHECK(dev_submit(d, &job, 1) == DEV_OK);
+    CHECKF(naive_check(codes, cs, K, N, M, a, rs, o, N) == 0, "cpu device differs from a plain loop");
+    free(w);
+    free(codes);
+    free(a);
+    free(cs);
+    free(rs);
+    free(o);
+    dev_close(d);
+}
+
+static struct dev *open_with_pool(const char *name, struct threadpool *pool, const char *sim, int64_t slot_values,
+                                  int max_n) {
+    struct dev *d = NULL;
+    int rc = dev_open(name, &(struct dev_options){.pool = pool, .sim = sim}, &d);
+    CHECKF(rc == DEV_OK, "open %s: %s", name, moex_error());
+    if (rc != DEV_OK) return NULL;
+    rc = dev_pool_alloc(d, 4, slot_values, max_n);
+    CHECKF(rc == DEV_OK, "pool %s: %s", name, moex_error());
+    return d;
+}
+
+static void test_backends_equal(struct threadpool *pool) {
+    const int Ms[] = {1, 2, 7, 8, 16, 17, 31, 32, 33, 64, 100, 128, 255, 300};
+    const int n_m = sizeof Ms / sizeof Ms[0];
+    const struct shape qwen[] = {{2048, 768}, {768, 2048}};
+    /* odd shapes: in every envelope (K % 64, N % 16) and outside AMX's */
+    const struct shape odd_all[] = {{64, 16}, {192, 48}, {320, 80}};
+    const struct shape odd_rows[] = {{96, 16}, {32, 112}, {100, 37}, {33, 1}};
+    const int64_t slot_values = 2048 * 768;
+    const bool amx_here = cpu_features()->amx_int8;
+    const char *names[] = {"sim", "amx"};
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !amx_here) continue;
+        struct dev *ref = open_with_pool("cpu", pool, NULL, slot_values, 2048);
+        struct dev *d = open_with_pool(names[b], pool, NULL, slot_values, 2048);
+        if (!ref || !d) {
+            dev_close(ref);
+            dev_close(d);
+            continue;
+        }
+        for (int s = 0; s < 2; s++) compare_devices(ref, d, QT_Q4_K, qwen[s], Ms, n_m);
+        const int few[] = {1, 5, 16, 40};
+        for (int s = 0; s < 3; s++) compare_devices(ref, d, QT_Q8_0, odd_all[s], few, 4);
+        compare_devices(ref, d, QT_F16, odd_all[1], few, 4);
+        compare_devices(ref, d, QT_Q6_K, (struct shape){256, 32}, few, 4);
+        const struct dev_caps *c = dev_caps(d);
+        for (int s = 0; s < 4; s++) {
+            struct shape sh = odd_rows[s];
+            bool fits = sh.K % c->k_multiple == 0 && sh.N % c->n_multiple == 0;
+            char *w = make_weight(QT_F32, sh.K, sh.N);
+            int rc = dev_pack(d, 1, QT_F32, w, sh.K, sh.N);
+            free(w);
+            if (fits) compare_devices(ref, d, QT_F32, sh, few, 4);
+            else CHECKF(rc == DEV_E_SHAPE, "%s: %dx%d outside the envelope: %d", c->name, sh.K, sh.N, rc);
+        }
+        dev_close(ref);
+        dev_close(d);
+    }
+    if (!amx_here) {
+        struct dev *d = (struct dev *)1;
+        int rc = dev_open("amx", NULL, &d);
+        CHECKF(rc == DEV_E_UNAVAILABLE && d == NULL, "amx without AMX: %d", rc);
+        CHECKF(strstr(moex_error(), "amx") && strstr(moex_error(), "AMX"), "message: '%s'", moex_error());
+    }
+    /* cpu odd shapes the other devices refuse, against the plain loop */
+    struct dev *ref = open_with_pool("cpu", NULL, NULL, 4096, 64);
+    if (ref) {
+        const int K = 33, N = 37, M = 3;
+        float *wf = malloc((size_t)K * N * sizeof *wf);
+        for (int i = 0; i < K * N; i++) wf[i] = gauss();
+        CHECK(dev_pack(ref, 2, QT_F32, wf, K, N) == DEV_OK);
+        int8_t *codes = malloc((size_t)K * N), a[M * 33];
+        float cs[37], rs[M], o[M * 40];
+        CHECK(pack_matrix(NULL, PACK_PATH_GENERIC, QT_F32, wf, K, N, PACK_ROWS, codes, cs) == PACK_OK);
+        make_act(M, K, a, rs);
+        struct dev_job job = {.slot = 2, .m = M, .act = a, .act_scale = rs, .out = o, .out_stride = 40};
+        CHECK(dev_submit(ref, &job, 1) == DEV_OK);
+        CHECK(naive_check(codes, cs, K, N, M, a, rs, o, 40) == 0);
+        free(codes);
+        free(wf);
+        dev_close(ref);
+    }
+}
+
+/* Several jobs in one submission equal the same jobs one by one; a pool of
+ * threads equals the caller alone. */
+static void test_batches(struct threadpool *pool) {
+    const char *names[] = {"cpu", "sim", "amx"};
+    for (int b = 0; b < 3; b++) {
+        if (b == 2 && !cpu_features()->amx_int8) continue;
+        struct dev *d = open_with_pool(names[b], pool, NULL, 512 * 256, 512);
+        struct dev *serial = open_with_pool(names[b], NULL, NULL, 512 * 256, 512);
+        if (!d || !serial) {
+            dev_close(d);
+            dev_close(serial);
+            continue;
+        }
+        const struct shape shapes[4] = {{512, 256}, {256, 512}, {512, 128}, {128, 64}};
+        for (int s = 0; s < 4; s++) {
+            char *w = make_weight(QT_Q4_0, shapes[s].K, shapes[s].N);
+            CHECK(dev_pack(d, s, QT_Q4_0, w, shapes[s].K, shapes[s].N) == DEV_OK);
+            CHECK(dev_pack(serial, s, QT_Q4_0, w, shapes[s].K, shapes[s].N) == DEV_OK);
+            free(w);
+        }
+        struct dev_job jobs[6];
+        int8_t *acts[6];
+        float *scales[6], *outs[6], *outs1[6];
+        const int slot_of[6] = {0, 1, 2, 3, 0, 2}, m_of[6] = {3, 40, 1, 17, 9, 64};
+        for (int j = 0; j < 6; j++) {
+            struct shape sh = shapes[slot_of[j]];
+            acts[j] = malloc((size_t)m_of[j] * sh.K);
+            scales[j] = malloc((size_t)m_of[j] * sizeof(float));
+            outs[j] = calloc((size_t)m_of[j] * sh.N, sizeof(float));
+            outs1[j] = calloc((size_t)m_of[j] * sh.N, sizeof(float));
+            make_act(m_of[j], sh.K, acts[j], scales[j]);
+            jobs[j] = (struct dev_job){slot_of[j], m_of[j], acts[j], scales[j], outs[j], (size_t)sh.N};
+        }
+        CHECK(dev_submit(d, jobs, 6) == DEV_OK);
+        for (int j = 0; j < 6; j++) {
+            struct dev_job one = jobs[j];
+            one.out = outs1[j];
+            CHECK(dev_submit(serial, &one, 1) == DEV_OK);
+            CHECKF(!memcmp(outs[j], outs1[j], (size_t)m_of[j] * shapes[slot_of[j]].N * sizeof(float)),
+                   "%s: job %d of a batch differs from alone", names[b], j);
+            free(acts[j]);
+            free(scales[j]);
+            free(outs[j]);
+            free(outs1[j]);
+        }
+        struct dev_counters c;
+        dev_get_counters(d, &c);
+        CHECK(c.submissions == 1 && c.jobs == 6 && c.rows == 3 + 40 + 1 + 17 + 9 + 64);
+        CHECK(c.macs == 3ull * 512 * 256 + 40ull * 256 * 512 + 1ull * 512 * 128 + 17ull * 128 * 64 +
+                            9ull * 512 * 256 + 64ull * 512 * 128);
+        CHECK(c.packs == 4 && c.pack_bytes_read > 0 && c.pack_bytes_written >= 512 * 256);
+        CHECK(c.busy_ns > 0 && c.pack_ns > 0 && c.resident_bytes >= 4ull * 512 * 256);
+        dev_close(d);
+        dev_close(serial);
+    }
+}
+
+/* Every failure is a code, the counters record it, nothing crashes. */
+static void test_errors(void) {
+    struct dev *d = (struct dev *)1;
+    CHECK(dev_open("tpu", NULL, &d) == DEV_E_OPTION && d == NULL);
+    CHECK(strstr(moex_error(), "tpu") != NULL);
+    CHECK(dev_open("sim", &(struct dev_options){.sim = "rk3588,cores=abc"}, &d) == DEV_E_OPTION && d == NULL);
+    CHECK(dev_open("sim", &(struct dev_options){.sim = "rk9999"}, &d) == DEV_E_OPTION);
+    CHECK(dev_open("sim", &(struct dev_options){.sim = "rk3588,warp=3"}, &d) == DEV_E_OPTION);
+    CHECK(dev_open("cpu", &(struct dev_options){.budget_bytes = 1 << 20, .n_threads = 2}, &d) == DEV_OK);
+    int8_t a[64] = {1};
+    float rs[1] = {1}, out[64];
+    struct dev_job job = {.slot = 0, .m = 1, .act = a, .act_scale = rs, .out = out, .out_stride = 64};
+    float w[64 * 16];
+    for (int i = 0; i < 64 * 16; i++) w[i] = (float)(i % 7) - 3.0f;
+    CHECK(dev_submit(d, &job, 1) == DEV_E_STATE);
+    CHECK(dev_pack(d, 0, QT_F32, w, 64, 16) == DEV_E_STATE);
+    CHECK(dev_pool_alloc(d, 1000, 1 << 20, 64) == DEV_E_BUDGET);
+    CHECK(dev_pool_alloc(d, 2, 0, 16) == DEV_E_ARG);
+    CHECK(dev_pool_alloc(d, 0, 64 * 64, 64) == DEV_OK);
+    CHECK(dev_pool_slots(d) == (int)((1 << 20) / dev_slot_bytes(d, 64 * 64, 64)));
+    CHECK(dev_pool_alloc(d, 1, 64 * 64, 64) == DEV_E_STATE);
+    CHECK(dev_submit(d, &job, 1) == DEV_E_STATE); /* slot empty */
+    CHECK(dev_pack(d, -1, QT_F32, w, 64, 16) == DEV_E_ARG);
+    CHECK(dev_pack(d, 1 << 20, QT_F32, w, 64, 16) == DEV_E_ARG);
+    CHECK(dev_pack(d, 0, QT_F32, NULL, 64, 16) == DEV_E_ARG);
+    CHECK(dev_pack(d, 0, QT_F32, w, 128, 48) == DEV_E_SHAPE);   /* more values than a slot */
+    CHECK(dev_pack(d, 0, QT_F32, w, 16, 65) == DEV_E_SHAPE);    /* more channels than a slot */
+    CHECK(dev_pack(d, 0, (enum qtype)5, w, 64, 16) == DEV_E_TYPE);
+    CHECK(dev_pack(d, 0, QT_Q4_K, w, 64, 16) == DEV_E_TYPE);    /* K not a multiple of 256 */
+    w[100] = NAN;
+    CHECK(dev_pack(d, 0, QT_F32, w, 64, 16) == DEV_E_VALUE);
+    int K, N;
+    dev_slot_shape(d, 0, &K, &N);
+    CHECK(K == 0 && N == 0);
+    w[100] = 1.0f;
+    CHECK(dev_pack(d, 0, QT_F32, w, 64, 16) == DEV_OK);
+    dev_slot_shape(d, 0, &K, &N);
+    CHECK(K == 64 && N == 16);
+    CHECK(dev_submit(d, &job, 0) == DEV_E_ARG);
+    CHECK(dev_submit(d, NULL, 1) == DEV_E_ARG);
+    job.m = 0;
+    CHECK(dev_submit(d, &job, 1) == DEV_E_ARG);
+    job.m = 1;
+    job.out_stride = 8;
+    CHECK(dev_submit(d, &job, 1) == DEV_E_ARG);
+    job.out_stride = 64;
+    job.slot = 1;
+    CHECK(dev_submit(d, &job, 1) == DEV_E_STATE);
+    job.slot = 0;
+    CHECK(dev_submit(d, &job, 1) == DEV_OK);
+    struct dev_counters c;
+    dev_get_counters(d, &c);
+    CHECK(c.failed_submissions == 7 && c.submissions == 1);
+    CHECKF(c.failed_packs == 9 && c.packs == 1, "%llu %llu", (unsigned long long)c.failed_packs, (unsigned long long)c.packs);
+    CHECK(dev_estimate_ns(d, &job, 1) > 0);
+    for (int s = DEV_E_OPTION; s <= DEV_OK; s++) CHECK(strcmp(dev_status_string(s), "unknown device status") != 0);
+    dev_close(d);
+    dev_close(NULL);
+}
+
+int main(void) {
+    struct threadpool *pool = threadpool_new(2, false);
+    CHECK(pool != NULL);
+    test_rounding_rule();
+    test_pack_rows();
+    test_pack_errors();
+    test_pack_matrix(pool);
+    test_cpu_reference(pool);
+    test_backends_equal(pool);
+    test_batches(pool);
+    test_errors();
+    threadpool_free(pool);
+    return test_finish();
+}
