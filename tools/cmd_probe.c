@@ -1,7 +1,348 @@
+/* moex probe: per expert shape and rows M, the CPU quantized path (Q4_K
+ * weights, Q8_K activations, the best kernels of src/quant) against a
+ * device with resident W8A8 weights; pack time and throughput next to the
+ * memory bandwidth measured in the same run. A microbenchmark in the style
+ * of the NPU probe tools; it measures, it asserts nothing. */
 #include "cli.h"
 
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "core/timer.h"
+#include "dev/dev.h"
+#include "dev/sim.h"
+#include "model/matmul.h"
+#include "pack/w8a8.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(FILE *out) {
+    fprintf(out,
+            "usage: moex probe [--device cpu|amx|sim] [--shape KxN ...] [--m 1,8,16,32,64,128] [-t N]\n"
+            "For each weight shape (K inputs x N outputs, a Q4_K weight) and each number of\n"
+            "rows M, times the CPU path (Q4_K weights, activations quantized to Q8_K once)\n"
+            "and the device with the weight resident (activations quantized to int8 once),\n"
+            "marks where the device starts to win, and measures packing (GB/s of Q4_K read)\n"
+            "next to the machine's memory read bandwidth. Device times on sim are modelled.\n\n"
+            "  --device NAME    cpu, amx or sim (default: amx where present, else sim)\n"
+            "  --shape KxN      a weight shape; repeat for more (default 2048x768 768x2048,\n"
+            "                   the Qwen3-30B-A3B expert gate/up and down); K a multiple of 256\n"
+            "  --m LIST         rows to try (default 1,8,16,32,64,128)\n"
+            "  -t, --threads N  threads (default: one per physical core)\n"
+            "  --sim SPEC       sim figures: rk3588[,key=value...] (--sim-help lists them)\n");
+}
+
+struct shape {
+    int K, N;
+};
+
+static int parse_shape(const char *s, struct shape *out) {
+    char *x = strchr(s, 'x');
+    if (!x) return cli_fail("--shape: invalid value '%s' (expected KxN, e.g. 2048x768)", s), -1;
+    char k[32];
+    size_t len = (size_t)(x - s);
+    if (len == 0 || len >= sizeof k) return cli_fail("--shape: invalid value '%s'", s), -1;
+    memcpy(k, s, len);
+    k[len] = 0;
+    int64_t K, N;
+    if (cli_parse_int("--shape K", k, 256, 32768, &K) || cli_parse_int("--shape N", x + 1, 1, 1 << 20, &N)) return -1;
+    if (K % 256) return cli_fail("--shape: K = %lld is not a multiple of 256 (a Q4_K block)", (long long)K), -1;
+    out->K = (int)K;
+    out->N = (int)N;
+    return 0;
+}
+
+static float gauss(uint64_t *state) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    double u = ((double)(*state >> 11) + 0.5) * 0x1p-53;
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    double v = (double)(*state >> 11) * 0x1p-53;
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* Median of the run times of fn over at least `min_reps` runs and 50 ms. */
+typedef void (*timed_fn)(void *ctx);
+static double median_ns(timed_fn fn, void *ctx, int min_reps) {
+    double t[64];
+    int n = 0;
+    int64_t start = time_ns();
+    fn(ctx); /* warm-up */
+    while (n < 64 && (n < min_reps || time_ns() - start < 50000000)) {
+        int64_t t0 = time_ns();
+        fn(ctx);
+        t[n++] = (double)(time_ns() - t0);
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    return t[n / 2];
+}
+
+/* ---- memory bandwidth: parallel sums over a buffer far larger than caches ---- */
+
+struct bw_ctx {
+    const uint64_t *buf;
+    int64_t n;
+    uint64_t sums[64];
+};
+
+static void bw_range(void *arg, int64_t begin, int64_t end, int thread_index) {
+    struct bw_ctx *c = arg;
+    const int64_t chunk = c->n / 1024;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t b = begin; b < end; b++) {
+        const uint64_t *p = c->buf + b * chunk;
+        for (int64_t i = 0; i < chunk; i += 4) {
+            s0 += p[i];
+            s1 += p[i + 1];
+            s2 += p[i + 2];
+            s3 += p[i + 3];
+        }
+    }
+    c->sums[thread_index & 63] += s0 + s1 + s2 + s3;
+}
+
+struct bw_run {
+    struct threadpool *pool;
+    struct bw_ctx *c;
+};
+static void bw_once(void *arg) {
+    struct bw_run *r = arg;
+    threadpool_parallel_for(r->pool, 1024, 16, bw_range, r->c);
+}
+
+static double memory_gbps(struct threadpool *pool) {
+    const int64_t bytes = 256ll << 20;
+    uint64_t *buf = malloc((size_t)bytes);
+    if (!buf) return 0;
+    for (int64_t i = 0; i < bytes / 8; i++) buf[i] = (uint64_t)i;
+    struct bw_ctx c = {.buf = buf, .n = bytes / 8};
+    struct bw_run r = {pool, &c};
+    double ns = median_ns(bw_once, &r, 5);
+    free(buf);
+    return (double)bytes / ns;
+}
+
+/* ---- the two paths ---- */
+
+struct cpu_run {
+    struct threadpool *pool;
+    struct matrix w;
+    const void *xq;
+    size_t stride;
+    int M;
+    float *y;
+};
+static void cpu_once(void *arg) {
+    struct cpu_run *r = arg;
+    matmul_preq(r->pool, &r->w, r->xq, r->stride, r->M, r->y, (size_t)r->w.rows);
+}
+
+struct dev_run {
+    struct dev *d;
+    struct dev_job job;
+    int rc;
+};
+static void dev_once(void *arg) {
+    struct dev_run *r = arg;
+    if (r->rc == DEV_OK) r->rc = dev_submit(r->d, &r->job, 1);
+}
+
+struct pack_run {
+    struct dev *d;
+    const void *w;
+    int K, N, rc;
+};
+static void pack_once(void *arg) {
+    struct pack_run *r = arg;
+    if (r->rc == DEV_OK) r->rc = dev_pack(r->d, 0, QT_Q4_K, r->w, r->K, r->N);
+}
+
+/* Modelled time of the last submission (sim) or of one pack. */
+static uint64_t busy_of(struct dev *d) {
+    struct dev_counters c;
+    dev_get_counters(d, &c);
+    return c.busy_ns;
+}
+static uint64_t pack_ns_of(struct dev *d) {
+    struct dev_counters c;
+    dev_get_counters(d, &c);
+    return c.pack_ns;
+}
+
+struct totals {
+    double q4k_bytes, pack_ns;
+};
+
+static int probe_shape(struct threadpool *pool, struct dev *d, struct shape sh, const int64_t *ms, int n_m,
+                       struct totals *tot) {
+    const bool modelled = dev_caps(d)->modelled_time;
+    const int K = sh.K, N = sh.N;
+    int M_max = 1;
+    for (int i = 0; i < n_m; i++) M_max = ms[i] > M_max ? (int)ms[i] : M_max;
+    const size_t row = quant_row_size(QT_Q4_K, K);
+    uint64_t seed = 0x5eed0000u + (uint64_t)K * 31 + (uint64_t)N;
+    float *x = malloc((size_t)(K > M_max ? K : M_max) * (size_t)K * sizeof *x);
+    char *wq = malloc(row * (size_t)N);
+    const size_t q8_stride = quant_row_size(QT_Q8_K, K);
+    void *xq = malloc(q8_stride * (size_t)M_max);
+    int8_t *xa = malloc((size_t)M_max * (size_t)K);
+    float *xs = malloc((size_t)M_max * sizeof *xs), *y = malloc((size_t)M_max * (size_t)N * sizeof *y);
+    int rc = !x || !wq || !xq || !xa || !xs || !y ? DEV_E_NOMEM : DEV_OK;
+    if (rc == DEV_OK) {
+        for (int n = 0; n < N; n++) {
+            for (int k = 0; k < K; k++) x[k] = 0.02f * gauss(&seed);
+            quant_traits(QT_Q4_K)->from_float(x, wq + row * (size_t)n, K);
+        }
+        for (int i = 0; i < M_max * K; i++) x[i] = gauss(&seed);
+        quantize_rows(pool, QT_Q4_K, x, M_max, K, xq, q8_stride);
+        if (w8a8_quantize_act(x, M_max, K, K, xa, xs) != 0) rc = DEV_E_VALUE;
+    }
+    struct pack_run pr = {d, wq, K, N, rc};
+    double pack_ns = 0;
+    if (rc == DEV_OK) {
+        uint64_t p0 = pack_ns_of(d);
+        pack_once(&pr);
+        pack_ns = (double)(pack_ns_of(d) - p0);
+        if (!modelled && pr.rc == DEV_OK) pack_ns = median_ns(pack_once, &pr, 3);
+        rc = pr.rc;
+    }
+    if (rc != DEV_OK) {
+        fprintf(stderr, "moex: probe %dx%d: %s (%s)\n", K, N, moex_error(), dev_status_string(rc));
+        goto out;
+    }
+    tot->q4k_bytes += (double)row * N;
+    tot->pack_ns += pack_ns;
+    printf("\n### %d x %d (Q4_K %.2f MiB, int8 %.2f MiB)\n\n", K, N, (double)row * N / 1048576.0,
+           (double)K * N / 1048576.0);
+    printf("pack: %.3f ms%s, %.2f GB/s of Q4_K read\n\n", pack_ns / 1e6, modelled ? " (modelled)" : "",
+           (double)row * N / pack_ns);
+    printf("| M | cpu Q4_K x Q8_K (us) | %s W8A8 (us)%s | device speedup |\n|---:|---:|---:|---:|\n",
+           dev_caps(d)->name, modelled ? " modelled" : "");
+    int crossover = 0;
+    for (int i = 0; i < n_m; i++) {
+        const int M = (int)ms[i];
+        struct cpu_run cr = {pool, {wq, QT_Q4_K, N, K, row}, xq, q8_stride, M, y};
+        double cpu_ns = median_ns(cpu_once, &cr, 3);
+        struct dev_run dr = {d, {0, M, xa, xs, y, (size_t)N}, DEV_OK};
+        double dev_ns;
+        if (modelled) {
+            uint64_t b0 = busy_of(d);
+            dev_once(&dr);
+            dev_ns = (double)(busy_of(d) - b0);
+        } else {
+            dev_ns = median_ns(dev_once, &dr, 3);
+        }
+        if (dr.rc != DEV_OK) {
+            fprintf(stderr, "moex: probe %dx%d M=%d: %s\n", K, N, M, moex_error());
+            rc = dr.rc;
+            goto out;
+        }
+        bool wins = dev_ns < cpu_ns;
+        if (wins && !crossover) crossover = M;
+        if (!wins) crossover = 0; /* the device must keep winning at larger M */
+        printf("| %d | %.1f | %.1f | %.2fx%s |\n", M, cpu_ns / 1e3, dev_ns / 1e3, cpu_ns / dev_ns, wins ? " *" : "");
+    }
+    if (crossover) printf("\ncrossover: the device wins from M = %d on (min M of the device: %d)\n", crossover,
+                          dev_caps(d)->min_m);
+    else printf("\ncrossover: none in the M tried (the CPU path wins at the largest M)\n");
+out:
+    free(x);
+    free(wq);
+    free(xq);
+    free(xa);
+    free(xs);
+    free(y);
+    return rc;
+}
+
 int cmd_probe(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_fail("'probe' is not available in this build yet");
+    const char *device = NULL, *m_list = "1,8,16,32,64,128", *sim = NULL;
+    struct shape shapes[16];
+    int n_shapes = 0;
+    int64_t threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (cli_is_help(a)) {
+            help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--sim-help")) {
+            printf("sim figures (rk3588 preset; override with --sim rk3588,key=value,...):\n%s", sim_figures_help());
+            return 0;
+        } else if (!strcmp(a, "--device")) {
+            if (!(device = cli_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--shape")) {
+            if (!(v = cli_value(argc, argv, &i))) return 2;
+            if (n_shapes == 16) return cli_fail("--shape: at most 16 shapes"), 2;
+            if (parse_shape(v, &shapes[n_shapes])) return 2;
+            n_shapes++;
+        } else if (!strcmp(a, "--m")) {
+            if (!(m_list = cli_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--threads", v, 1, 1024, &threads)) return 2;
+        } else if (!strcmp(a, "--sim")) {
+            if (!(sim = cli_value(argc, argv, &i))) return 2;
+        } else {
+            cli_fail("probe: unknown option '%s'", a);
+            help(stderr);
+            return 2;
+        }
+    }
+    int64_t *ms = NULL;
+    int n_m = cli_parse_int_list("--m", m_list, 1, 4096, &ms);
+    if (n_m < 0) return 2;
+    if (n_shapes == 0) {
+        shapes[0] = (struct shape){2048, 768};
+        shapes[1] = (struct shape){768, 2048};
+        n_shapes = 2;
+    }
+    if (!device) device = cpu_features()->amx_int8 ? "amx" : "sim";
+    struct threadpool *pool = threadpool_new((int)threads, true);
+    if (!pool) {
+        free(ms);
+        return cli_fail("probe: %s", moex_error());
+    }
+    struct dev *d = NULL;
+    int64_t slot_values = 0;
+    int max_n = 0;
+    for (int s = 0; s < n_shapes; s++) {
+        if ((int64_t)shapes[s].K * shapes[s].N > slot_values) slot_values = (int64_t)shapes[s].K * shapes[s].N;
+        if (shapes[s].N > max_n) max_n = shapes[s].N;
+    }
+    int rc = dev_open(device, &(struct dev_options){.pool = pool, .sim = sim}, &d);
+    if (rc == DEV_OK) rc = dev_pool_alloc(d, 1, slot_values, max_n);
+    if (rc != DEV_OK) {
+        cli_fail("probe: %s", moex_error());
+        dev_close(d);
+        threadpool_free(pool);
+        free(ms);
+        return 1;
+    }
+    const struct dev_caps *caps = dev_caps(d);
+    printf("## moex probe: %s (%s)\n\n", caps->name, caps->description);
+    printf("CPU: %s, %d threads; CPU path kernels: %s. Activations are quantized once, outside the timings.\n",
+           cpu_features_string(), threadpool_size(pool), isa_name(quant_active_isa()));
+    if (caps->modelled_time)
+        printf("Device times are the sim's RK3588 cost model (modelled, not measured); CPU times are measured "
+               "on this machine.\n");
+    double gbps = memory_gbps(pool);
+    struct totals tot = {0, 0};
+    for (int s = 0; s < n_shapes && rc == DEV_OK; s++) rc = probe_shape(pool, d, shapes[s], ms, n_m, &tot);
+    if (rc == DEV_OK) {
+        double pack_gbps = tot.q4k_bytes / tot.pack_ns;
+        printf("\nmemory read bandwidth (measured now, %d threads): %.1f GB/s\n", threadpool_size(pool), gbps);
+        printf("packing (%s): %.2f GB/s of Q4_K read = %.2f of the memory bandwidth\n",
+               caps->modelled_time ? "modelled" : "measured", pack_gbps, pack_gbps / gbps);
+    }
+    dev_close(d);
+    threadpool_free(pool);
+    free(ms);
+    return rc == DEV_OK ? 0 : 1;
 }
