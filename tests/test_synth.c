@@ -199,7 +199,7 @@ static void check_runs(const char *path) {
     struct model *m = model_load(path);
     CHECKF(m != NULL, "%s: %s", path, moex_error());
     if (!m) return;
-    struct context_params cp = { 256, 64, KV_F32, NULL };
+    struct context_params cp = { .n_ctx = 256, .n_batch = 64, .kv_type = KV_F32 };
     struct context *c = context_new(m, &cp);
     CHECK(c != NULL);
     int V = m->hp.n_vocab, n = 48;

@@ -29,7 +29,7 @@ static int profile(const struct synth_params *p, const char *name, struct measur
     if (synth_write(p, path)) { fprintf(stderr, "%s: %s\n", name, moex_error()); return -1; }
     struct model *m = model_load(path);
     if (!m) { fprintf(stderr, "%s: %s\n", name, moex_error()); return -1; }
-    struct context_params cp = { SEQ_LEN, SEQ_LEN, KV_F32, NULL };
+    struct context_params cp = { .n_ctx = SEQ_LEN, .n_batch = SEQ_LEN, .kv_type = KV_F32 };
     struct context *c = context_new(m, &cp);
     struct routing_stats *s = routing_stats_new(m->hp.n_layers, m->hp.n_expert, m->hp.n_expert_used, name);
     int32_t *ids = malloc(SEQ_LEN * sizeof *ids);
