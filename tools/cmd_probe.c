@@ -33,7 +33,8 @@ static void help(FILE *out) {
             "                   the Qwen3-30B-A3B expert gate/up and down); K a multiple of 256\n"
             "  --m LIST         rows to try (default 1,8,16,32,64,128)\n"
             "  -t, --threads N  threads (default: one per physical core)\n"
-            "  --sim SPEC       sim figures: rk3588[,key=value...] (--sim-help lists them)\n");
+            "  --sim-preset P   sim preset (rk3588, the default)\n"
+            "  --sim SPEC       sim figures: [rk3588,]key=value,... (--sim-help lists them)\n");
 }
 
 struct shape {
@@ -264,7 +265,7 @@ out:
 }
 
 int cmd_probe(int argc, char **argv) {
-    const char *device = NULL, *m_list = "1,8,16,32,64,128", *sim = NULL;
+    const char *device = NULL, *m_list = "1,8,16,32,64,128", *sim = NULL, *preset = "rk3588";
     struct shape shapes[16];
     int n_shapes = 0;
     int64_t threads = 0;
@@ -289,6 +290,8 @@ int cmd_probe(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--threads", v, 1, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--sim")) {
             if (!(sim = cli_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--sim-preset")) {
+            if (!(preset = cli_value(argc, argv, &i))) return 2;
         } else {
             cli_fail("probe: unknown option '%s'", a);
             help(stderr);
@@ -316,7 +319,13 @@ int cmd_probe(int argc, char **argv) {
         if ((int64_t)shapes[s].K * shapes[s].N > slot_values) slot_values = (int64_t)shapes[s].K * shapes[s].N;
         if (shapes[s].N > max_n) max_n = shapes[s].N;
     }
-    int rc = dev_open(device, &(struct dev_options){.pool = pool, .sim = sim}, &d);
+    /* --sim may name its preset itself ("rk3588,cores=2"); else --sim-preset's */
+    char sim_spec[512];
+    const char *eq = sim ? strchr(sim, '=') : NULL, *comma = sim ? strchr(sim, ',') : NULL;
+    bool own_preset = sim && (!eq || (comma && comma < eq));
+    if (own_preset) snprintf(sim_spec, sizeof sim_spec, "%s", sim);
+    else snprintf(sim_spec, sizeof sim_spec, "%s%s%s", preset, sim ? "," : "", sim ? sim : "");
+    int rc = dev_open(device, &(struct dev_options){.pool = pool, .sim = sim_spec}, &d);
     if (rc == DEV_OK) rc = dev_pool_alloc(d, 1, slot_values, max_n);
     if (rc != DEV_OK) {
         cli_fail("probe: %s", moex_error());

@@ -16,6 +16,24 @@ static int32_t dot_i8(const int8_t *a, const int8_t *w, int K) {
     return s;
 }
 
+/* Four channels at once: each activation value is loaded once for four
+ * weight rows, which the compiler's vectorizer turns into wide multiplies. */
+static void dot4_i8(const int8_t *a, const int8_t *w, size_t K, int32_t acc[4]) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const int8_t *w0 = w, *w1 = w + K, *w2 = w + 2 * K, *w3 = w + 3 * K;
+    for (size_t k = 0; k < K; k++) {
+        int32_t x = a[k];
+        s0 += x * w0[k];
+        s1 += x * w1[k];
+        s2 += x * w2[k];
+        s3 += x * w3[k];
+    }
+    acc[0] = s0;
+    acc[1] = s1;
+    acc[2] = s2;
+    acc[3] = s3;
+}
+
 struct run_ctx {
     const struct dev *d;
     const struct dev_job *jobs;
@@ -40,7 +58,13 @@ static void run_tasks(void *arg, int64_t begin, int64_t end, int thread_index) {
             const int8_t *a = job->act + (size_t)i * (size_t)K;
             float *out = job->out + (size_t)i * job->out_stride;
             const float rs = job->act_scale[i];
-            for (int n = n0; n < n1; n++) out[n] = w8a8_out(dot_i8(a, w + (size_t)n * (size_t)K, K), rs, cs[n]);
+            int n = n0;
+            for (; n + 4 <= n1; n += 4) {
+                int32_t acc[4];
+                dot4_i8(a, w + (size_t)n * (size_t)K, (size_t)K, acc);
+                for (int c = 0; c < 4; c++) out[n + c] = w8a8_out(acc[c], rs, cs[n + c]);
+            }
+            for (; n < n1; n++) out[n] = w8a8_out(dot_i8(a, w + (size_t)n * (size_t)K, K), rs, cs[n]);
         }
     }
 }
