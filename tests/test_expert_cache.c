@@ -22,11 +22,15 @@ static void test_plan(void) {
     in.backbone_bytes = 0; in.budget_bytes = 1 << 20; in.pinned_share = 1;
     CHECK(placement_plan(&in, &p) == 0);
     CHECK(p.n_slots == 8);                 /* capped at the number of experts */
-    CHECK(p.n_pinned == 6);                /* unrouted experts are never pinned */
+    CHECK(p.n_pinned == 8);                /* everything fits: everything pinned */
+    placement_free(&p);
+
+    in.budget_bytes = 700;                 /* 7 of 8: unrouted experts are never pinned */
+    CHECK(placement_plan(&in, &p) == 0 && p.n_slots == 7 && p.n_pinned == 6);
     placement_free(&p);
 
     in.expert_rate = NULL;                 /* no stats: everything is cache */
-    CHECK(placement_plan(&in, &p) == 0 && p.n_slots == 8 && p.n_pinned == 0);
+    CHECK(placement_plan(&in, &p) == 0 && p.n_slots == 7 && p.n_pinned == 0);
     placement_free(&p);
 }
 

@@ -51,7 +51,7 @@ static void print_ops(const char *test, const struct op_times *t, int runs) {
 
 int cmd_bench(int argc, char **argv) {
     struct session_opts so;
-    session_opts_defaults(&so);
+    if (session_opts_defaults(&so)) return 2;
     const char *pp_list = "512", *tg_list = "128";
     int64_t reps = 3;
     bool ops = false;

@@ -49,7 +49,7 @@ static int history_push(struct history *h, const int32_t *ids, int n) {
 int cmd_chat(int argc, char **argv) {
     struct session_opts so;
     struct sampler_opts sm;
-    session_opts_defaults(&so);
+    if (session_opts_defaults(&so)) return 2;
     sampler_opts_defaults(&sm);
     const char *system = NULL;
     bool think = true;

@@ -44,7 +44,7 @@ static int read_ids_file(const char *path, int64_t **ids) {
 
 int cmd_eval(int argc, char **argv) {
     struct session_opts so;
-    session_opts_defaults(&so);
+    if (session_opts_defaults(&so)) return 2;
     const char *tokens_arg = NULL, *tokens_file = NULL, *out_path = NULL;
     for (int i = 1; i < argc; i++) {
         int r = session_opts_parse(&so, argc, argv, &i);

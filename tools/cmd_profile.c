@@ -135,7 +135,7 @@ static void print_summary(const struct model *m, const struct routing_stats *st)
 
 int cmd_profile(int argc, char **argv) {
     struct session_opts so;
-    session_opts_defaults(&so);
+    if (session_opts_defaults(&so)) return 2;
     const char *file = NULL, *out = NULL;
     int64_t n_random = 0, seq_len = 512, seed = 1;
     bool quiet = false;

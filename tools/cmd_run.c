@@ -32,7 +32,7 @@ static void help(FILE *out) {
 int cmd_run(int argc, char **argv) {
     struct session_opts so;
     struct sampler_opts sm;
-    session_opts_defaults(&so);
+    if (session_opts_defaults(&so)) return 2;
     sampler_opts_defaults(&sm);
     const char *prompt = NULL, *file = NULL, *tokens = NULL;
     int64_t n_predict = 128;

@@ -39,7 +39,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (!prompt == !file) { cli_fail("tokenize: give exactly one of -p and -f"); help(stderr); return 2; }
     if (!model) {
         struct session_opts so;
-        session_opts_defaults(&so);
+        if (session_opts_defaults(&so)) return 2;
         struct session s;
         if (session_open(&s, &so)) return 1; /* makes the default model if needed */
         session_close(&s);

@@ -3,15 +3,72 @@
 #include "cli.h"
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "core/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-void session_opts_defaults(struct session_opts *o) {
+static int parse_device(const char *what, const char *v, struct session_opts *o) {
+    static const char *names[] = { "cpu", "amx", "sim", "auto", "none" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(v, names[i])) { o->experts.device = names[i]; return 0; }
+    cli_fail("%s: invalid value '%s' (expected cpu, amx, sim, auto or none)", what, v);
+    return -1;
+}
+
+/* "6G", "512M", a byte count, or "40%" of all experts' device bytes. */
+static int parse_budget(const char *what, const char *v, struct session_opts *o) {
+    size_t n = strlen(v);
+    if (n > 1 && v[n - 1] == '%') {
+        char num[64];
+        double pct;
+        if (n - 1 >= sizeof num) return cli_fail("%s: invalid value '%s'", what, v), -1;
+        memcpy(num, v, n - 1);
+        num[n - 1] = 0;
+        if (cli_parse_float(what, num, 0, 100, &pct)) return -1;
+        o->experts.hot_fraction = pct / 100.0;
+        o->experts.hot_budget = 0;
+        if (pct == 0) o->experts.hot_fraction = 0;
+        return 0;
+    }
+    o->experts.hot_fraction = 0;
+    return cli_parse_size(what, v, &o->experts.hot_budget);
+}
+
+static int parse_bool(const char *what, const char *v, bool *out) {
+    if (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "yes")) *out = true;
+    else if (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "no")) *out = false;
+    else return cli_fail("%s: invalid value '%s' (expected 1/0, on/off, true/false, yes/no)", what, v), -1;
+    return 0;
+}
+
+int session_opts_defaults(struct session_opts *o) {
     memset(o, 0, sizeof *o);
     o->kv_type = KV_F16;
     o->pin = true;
+    o->experts.device = "none";
+    o->experts.hot_fraction = 1.0;
+    o->experts.pinned_share = -1;
+    const char *v;
+    int64_t n;
+    bool overlap;
+    if ((v = getenv("MOEX_DEVICE")) && parse_device("MOEX_DEVICE", v, o)) return -1;
+    if ((v = getenv("MOEX_HOT_BUDGET")) && parse_budget("MOEX_HOT_BUDGET", v, o)) return -1;
+    if ((v = getenv("MOEX_MIN_M"))) {
+        if (cli_parse_int("MOEX_MIN_M", v, 1, 1 << 20, &n)) return -1;
+        o->experts.min_m = (int)n;
+    }
+    if ((v = getenv("MOEX_STATS"))) {
+        if (!*v) return cli_fail("MOEX_STATS: empty path"), -1;
+        o->experts.stats_path = v;
+    }
+    if ((v = getenv("MOEX_OVERLAP"))) {
+        if (parse_bool("MOEX_OVERLAP", v, &overlap)) return -1;
+        o->experts.no_overlap = !overlap;
+    }
+    if ((v = getenv("MOEX_SIM"))) o->experts.sim_figures = v;
+    return 0;
 }
 
 int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
@@ -36,6 +93,26 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         else return cli_fail("--kv-type: invalid value '%s' (expected f16 or f32)", v), -1;
     } else if (!strcmp(a, "--no-pin")) {
         o->pin = false;
+    } else if (!strcmp(a, "--device")) {
+        if (!(v = cli_value(argc, argv, i)) || parse_device("--device", v, o)) return -1;
+    } else if (!strcmp(a, "--hot-budget")) {
+        if (!(v = cli_value(argc, argv, i)) || parse_budget("--hot-budget", v, o)) return -1;
+    } else if (!strcmp(a, "--min-m")) {
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--min-m", v, 1, 1 << 20, &n)) return -1;
+        o->experts.min_m = (int)n;
+    } else if (!strcmp(a, "--stats")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        o->experts.stats_path = v;
+    } else if (!strcmp(a, "--no-overlap")) {
+        o->experts.no_overlap = true;
+    } else if (!strcmp(a, "--sim")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        o->experts.sim_figures = v;
+    } else if (!strcmp(a, "--profile")) {
+        o->profile = true;
+    } else if (!strcmp(a, "--trace")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        o->trace_path = v;
     } else {
         return 0;
     }
@@ -50,6 +127,18 @@ void session_opts_help(FILE *out) {
             "  -c, --ctx N         context length in tokens (default: min(4096, trained))\n"
             "  -b, --batch N       most tokens per forward pass (default: 512)\n"
             "      --kv-type T     KV cache type: f16 (default) or f32\n"
+            "      --device D      where hot experts run: cpu (int8 reference), amx, sim (RK3588 NPU\n"
+            "                      model), auto (amx where present), none (default: none = all on\n"
+            "                      the CPU's quantized kernels) [MOEX_DEVICE]\n"
+            "      --hot-budget S  device bytes for experts: 6G, 512M, or 40%% of all experts\n"
+            "                      (default 100%%) [MOEX_HOT_BUDGET]\n"
+            "      --min-m N       rows from which an expert goes to the device (default: the\n"
+            "                      device's figure) [MOEX_MIN_M]\n"
+            "      --stats FILE    routing statistics (moex profile) for the pinned experts [MOEX_STATS]\n"
+            "      --no-overlap    run device and CPU experts one after the other [MOEX_OVERLAP=0]\n"
+            "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n"
+            "      --profile       print expert placement counters per phase at the end\n"
+            "      --trace FILE    write a Chrome trace-event timeline (opens in Perfetto)\n"
             "      --no-pin        do not pin worker threads to CPUs (pinned by default: an unpinned\n"
             "                      pool migrates and costs ~25 us per parallel step instead of ~2)\n",
             default_model_path());
@@ -88,7 +177,15 @@ int session_open(struct session *s, const struct session_opts *o) {
         session_close(s);
         return -1;
     }
-    struct context_params cp = { o->n_ctx, o->n_batch, o->kv_type, s->pool };
+    s->profile = o->profile;
+    s->trace_path = o->trace_path;
+    struct moe_exec_options experts = o->experts;
+    if (o->trace_path) {
+        s->trace = trace_new(1 << 20);
+        if (!s->trace) { cli_fail("out of memory"); session_close(s); return -1; }
+        experts.trace = s->trace;
+    }
+    struct context_params cp = { o->n_ctx, o->n_batch, o->kv_type, s->pool, &experts };
     s->ctx = context_new(s->model, &cp);
     if (!s->ctx) {
         cli_fail("%s", moex_error());
@@ -99,6 +196,16 @@ int session_open(struct session *s, const struct session_opts *o) {
 }
 
 void session_close(struct session *s) {
+    if (s->ctx) {
+        struct moe_executor *e = context_executor(s->ctx);
+        if (s->profile) moe_executor_print(e, stderr);
+        else if (moe_executor_note(e)[0]) fprintf(stderr, "moex: note: %s\n", moe_executor_note(e));
+    }
+    if (s->trace && s->trace_path) {
+        if (trace_write(s->trace, s->trace_path) != 0) cli_fail("%s", moex_error());
+        else fprintf(stderr, "moex: wrote the timeline to %s\n", s->trace_path);
+    }
+    trace_free(s->trace);
     context_free(s->ctx);
     threadpool_free(s->pool);
     model_free(s->model);

@@ -4,6 +4,7 @@
 #define MOEX_SESSION_H
 
 #include "model/model.h"
+#include "moe/executor.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,15 +15,24 @@ struct session_opts {
     int n_ctx, n_batch;
     enum kv_type kv_type;
     bool pin;
+    struct moe_exec_options experts; /* --device, --hot-budget, --min-m, --stats, --no-overlap, --sim */
+    bool profile;                    /* --profile: counters per phase on stderr at the end */
+    const char *trace_path;          /* --trace FILE */
 };
 
 struct session {
     struct model *model;
     struct threadpool *pool;
     struct context *ctx;
+    struct trace *trace;
+    bool profile;
+    const char *trace_path;
 };
 
-void session_opts_defaults(struct session_opts *o);
+/* Defaults, then the MOEX_* environment variables (MOEX_DEVICE,
+ * MOEX_HOT_BUDGET, MOEX_MIN_M, MOEX_STATS, MOEX_OVERLAP, MOEX_SIM), parsed
+ * strictly: -1 after printing an error for a bad value. */
+int session_opts_defaults(struct session_opts *o);
 /* If argv[*i] is a shared option, consumes it (and its value) and returns 1;
  * 0 if it is not one; -1 after printing an error. */
 int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i);
@@ -31,6 +41,8 @@ void session_opts_help(FILE *out);
 /* Loads the model (making the default one first if needed), starts the
  * threads and makes a context. Prints the error and returns -1 on failure. */
 int session_open(struct session *s, const struct session_opts *o);
+/* Prints the --profile counters, writes the --trace file and reports a
+ * device fallback once; then frees everything. */
 void session_close(struct session *s);
 /* Path of the built-in default model (made on first use). */
 const char *default_model_path(void);

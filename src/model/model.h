@@ -62,11 +62,15 @@ typedef void (*route_observer_fn)(void *user, int layer, int n_tokens, int top_k
 
 enum kv_type { KV_F16 = 0, KV_F32 = 1 };
 
+struct moe_exec_options;
+struct moe_executor;
+
 struct context_params {
     int n_ctx;            /* KV cache length; 0 = min(4096, trained) */
     int n_batch;          /* most tokens per eval call; 0 = 512 */
     enum kv_type kv_type;
     struct threadpool *pool;
+    const struct moe_exec_options *experts; /* where experts run; NULL: the CPU */
 };
 
 struct context;
@@ -83,6 +87,8 @@ int context_n_ctx(const struct context *c);
 void context_truncate(struct context *c, int n_past);
 void context_set_route_observer(struct context *c, route_observer_fn fn, void *user);
 struct model *context_model(struct context *c);
+/* The expert executor (counters, device notes). */
+struct moe_executor *context_executor(struct context *c);
 
 /* Where the time goes, accumulated over evals (nanoseconds). */
 struct op_times {

@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "model/attn_kernels.h"
+#include "moe/executor.h"
 #include "moe/experts.h"
 
 #include <math.h>
@@ -38,6 +39,7 @@ struct context {
     void *act;                  /* quantized activations for matmul */
     float *rope_cos, *rope_sin; /* (n_batch, head_dim/2) for the current batch */
     struct moe_scratch *moe;
+    struct moe_executor *exec;
     route_observer_fn on_route;
     void *route_user;
     struct op_times times;
@@ -97,6 +99,12 @@ struct context *context_new(struct model *m, const struct context_params *p) {
     c->rope_sin = malloc(B * hp->head_dim / 2 * 4);
     struct expert_layer shape = { NULL, NULL, NULL, hp->n_expert, hp->n_ff_exp, hp->n_embd };
     c->moe = moe_scratch_new(&shape, c->n_batch, hp->n_expert_used);
+    struct moe_exec_options cpu_only = { 0 };
+    c->exec = moe_executor_new(m, c->pool, c->n_batch, p->experts ? p->experts : &cpu_only);
+    if (!c->exec) {
+        context_free(c);
+        return NULL;
+    }
     if (!c->k_cache || !c->v_cache || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->attn || !c->tmp ||
         !c->router || !c->expert_ids || !c->expert_w || !c->scores || !c->last_logits || !c->act ||
         !c->rope_cos || !c->rope_sin || !c->moe) {
@@ -114,6 +122,7 @@ void context_free(struct context *c) {
     free(c->attn); free(c->tmp); free(c->router); free(c->expert_ids); free(c->expert_w); free(c->scores);
     free(c->last_logits); free(c->act); free(c->rope_cos); free(c->rope_sin);
     moe_scratch_free(c->moe);
+    moe_executor_free(c->exec);
     free(c);
 }
 
@@ -121,6 +130,7 @@ int context_n_past(const struct context *c) { return c->n_past; }
 int context_n_ctx(const struct context *c) { return c->n_ctx; }
 void context_truncate(struct context *c, int n_past) { if (n_past < c->n_past) c->n_past = n_past < 0 ? 0 : n_past; }
 struct model *context_model(struct context *c) { return c->m; }
+struct moe_executor *context_executor(struct context *c) { return c->exec; }
 const struct op_times *context_op_times(const struct context *c) { return &c->times; }
 void context_reset_op_times(struct context *c) { memset(&c->times, 0, sizeof c->times); }
 void context_set_route_observer(struct context *c, route_observer_fn fn, void *user) {
@@ -281,8 +291,7 @@ static void forward_layer(struct context *c, int l, int n) {
     route(c, n);
     if (c->on_route) c->on_route(c->route_user, l, n, hp->n_expert_used, c->expert_ids, c->expert_w);
     int64_t t4 = time_ns();
-    struct expert_layer el = { &L->gate_exps, &L->up_exps, &L->down_exps, hp->n_expert, hp->n_ff_exp, D };
-    moe_experts_cpu(c->pool, &el, c->moe, c->xn, n, hp->n_expert_used, c->expert_ids, c->expert_w, c->tmp);
+    moe_executor_run(c->exec, l, c->moe, c->xn, n, c->expert_ids, c->expert_w, c->tmp);
     for (size_t i = 0; i < (size_t)n * D; i++) c->x[i] += c->tmp[i];
     int64_t t5 = time_ns();
     c->times.attn_matmul += (t1 - t0) + (t3 - t2);

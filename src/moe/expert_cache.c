@@ -35,6 +35,14 @@ int placement_plan(const struct placement_input *in, struct placement *out) {
     uint64_t avail = in->budget_bytes > in->backbone_bytes ? in->budget_bytes - in->backbone_bytes : 0;
     uint64_t slots = in->slot_bytes ? avail / in->slot_bytes : 0;
     out->n_slots = slots > (uint64_t)n_keys ? n_keys : (int)slots;
+    if (out->n_slots == n_keys && n_keys > 0) {
+        /* Everything fits: every expert is packed once, at start. */
+        out->pinned = malloc(sizeof *out->pinned * (size_t)n_keys);
+        if (!out->pinned) return -1;
+        for (int k = 0; k < n_keys; k++) out->pinned[k] = k;
+        out->n_pinned = n_keys;
+        return 0;
+    }
     if (!in->expert_rate || out->n_slots == 0) return 0;
     double share = in->pinned_share < 0 ? 0 : in->pinned_share > 1 ? 1 : in->pinned_share;
     int n_pin = (int)(out->n_slots * share);

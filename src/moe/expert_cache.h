@@ -26,7 +26,8 @@ struct placement {
 
 /* Pins the experts that buy the most time per resident byte: every expert
  * has the same packed size, so that is the highest routing rate. Without
- * stats nothing is pinned and every slot is cache. -1 on out of memory. */
+ * stats nothing is pinned and every slot is cache. When the budget holds
+ * every expert, all are pinned. -1 on out of memory. */
 int placement_plan(const struct placement_input *in, struct placement *out);
 void placement_free(struct placement *p);
 

@@ -25,7 +25,8 @@ struct moe_scratch {
     size_t x_act_bytes, h_act_bytes;
     struct { int expert, row0, rows; } *items;
     int max_items;
-    int *masked;                /* (n_expert) rows of experts hidden from the CPU pass, or -1 */
+    int *cpu_pairs;             /* (max_pairs) pairs of the experts on the CPU this batch */
+    int n_cpu_pairs;
     int n_tokens, top_k, n_embd; /* of the current batch */
 };
 
@@ -46,7 +47,7 @@ struct moe_scratch *moe_scratch_new(const struct expert_layer *shape, int max_to
     s->x_act_bytes = (size_t)shape->n_embd * 4 + 64;
     s->h_act_bytes = (size_t)shape->n_ff * 4 + 64;
     s->expert_count = grab(sizeof(int) * shape->n_expert, &failed);
-    s->masked = grab(sizeof(int) * shape->n_expert, &failed);
+    s->cpu_pairs = grab(sizeof(int) * pairs, &failed);
     s->n_embd = shape->n_embd;
     s->expert_start = grab(sizeof(int) * (shape->n_expert + 1), &failed);
     s->pair_token = grab(sizeof(int) * pairs, &failed);
@@ -69,7 +70,7 @@ struct moe_scratch *moe_scratch_new(const struct expert_layer *shape, int max_to
 
 void moe_scratch_free(struct moe_scratch *s) {
     if (!s) return;
-    free(s->expert_count); free(s->masked); free(s->expert_start); free(s->pair_token); free(s->pair_of);
+    free(s->expert_count); free(s->cpu_pairs); free(s->expert_start); free(s->pair_token); free(s->pair_of);
     free(s->xq); free(s->xq_sorted); free(s->gate_out); free(s->up_out); free(s->hq);
     free(s->down_out); free(s->items);
     free(s);
@@ -111,9 +112,11 @@ static void gate_up_items(void *arg, int64_t begin, int64_t end, int thread_inde
 static void quantize_hidden(void *arg, int64_t begin, int64_t end, int thread_index) {
     (void)thread_index;
     struct stage_job *j = arg;
-    for (int64_t p = begin; p < end; p++)
-        quant_quantize_act(j->down_act, j->s->gate_out + (size_t)p * j->layer->n_ff, j->s->hq + p * j->h_stride,
+    for (int64_t i = begin; i < end; i++) {
+        int p = j->s->cpu_pairs[i];
+        quant_quantize_act(j->down_act, j->s->gate_out + (size_t)p * j->layer->n_ff, j->s->hq + (size_t)p * j->h_stride,
                            j->layer->n_ff);
+    }
 }
 
 static void down_items(void *arg, int64_t begin, int64_t end, int thread_index) {
@@ -132,10 +135,10 @@ static void down_items(void *arg, int64_t begin, int64_t end, int thread_index) 
     }
 }
 
-static int make_items(struct moe_scratch *s, int n_rows) {
+static int make_items(struct moe_scratch *s, int n_rows, const bool *on_cpu) {
     int n = 0;
     for (int e = 0; e < s->n_expert; e++) {
-        if (!s->expert_count[e]) continue;
+        if (!s->expert_count[e] || (on_cpu && !on_cpu[e])) continue;
         for (int r = 0; r < n_rows; r += ITEM_ROWS) {
             s->items[n].expert = e;
             s->items[n].row0 = r;
@@ -173,33 +176,27 @@ float *moe_pair_output(struct moe_scratch *s, int pair) { return s->down_out + (
 
 void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, struct moe_scratch *s, const float *x,
                      const bool *on_cpu) {
-    int n_pairs = s->n_tokens * s->top_k;
-    /* Experts not on the CPU keep their rows but get no work items. */
-    int saved_counts = 0;
-    if (on_cpu) {
-        for (int e = 0; e < L->n_expert; e++)
-            if (!on_cpu[e] && s->expert_count[e]) { s->masked[e] = s->expert_count[e]; s->expert_count[e] = 0; saved_counts = 1; }
-            else s->masked[e] = -1;
-    }
-    int any = 0;
-    for (int e = 0; e < L->n_expert; e++) any |= s->expert_count[e] != 0;
-    if (any) {
-        /* Quantize each token once, then gather the rows of each expert. */
-        size_t x_stride = quantize_rows(pool, L->gate->type, x, s->n_tokens, L->n_embd, s->xq, 0);
-        for (int e = 0; e < L->n_expert; e++)
+    /* Only reads the grouping: a device may work on the other experts'
+     * pairs at the same time. */
+    s->n_cpu_pairs = 0;
+    for (int e = 0; e < L->n_expert; e++)
+        if (!on_cpu || on_cpu[e])
             for (int p = s->expert_start[e]; p < s->expert_start[e] + s->expert_count[e]; p++)
-                memcpy(s->xq_sorted + (size_t)p * x_stride, s->xq + (size_t)s->pair_token[p] * x_stride, x_stride);
-        enum qtype down_act = quant_traits(L->down->type)->vec_dot_type;
-        struct stage_job job = { L, s, n_pairs, x_stride, quant_row_size(down_act, L->n_ff), down_act };
-        int n_items = make_items(s, L->n_ff);
-        threadpool_parallel_for(pool, n_items, 1, gate_up_items, &job);
-        threadpool_parallel_for(n_pairs > 4 ? pool : NULL, n_pairs, 1, quantize_hidden, &job);
-        n_items = make_items(s, L->n_embd);
-        threadpool_parallel_for(pool, n_items, 1, down_items, &job);
+                s->cpu_pairs[s->n_cpu_pairs++] = p;
+    if (!s->n_cpu_pairs) return;
+    /* Quantize each token once, then gather the rows of each expert. */
+    size_t x_stride = quantize_rows(pool, L->gate->type, x, s->n_tokens, L->n_embd, s->xq, 0);
+    for (int i = 0; i < s->n_cpu_pairs; i++) {
+        int p = s->cpu_pairs[i];
+        memcpy(s->xq_sorted + (size_t)p * x_stride, s->xq + (size_t)s->pair_token[p] * x_stride, x_stride);
     }
-    if (saved_counts)
-        for (int e = 0; e < L->n_expert; e++)
-            if (s->masked[e] >= 0) s->expert_count[e] = s->masked[e];
+    enum qtype down_act = quant_traits(L->down->type)->vec_dot_type;
+    struct stage_job job = { L, s, s->n_cpu_pairs, x_stride, quant_row_size(down_act, L->n_ff), down_act };
+    int n_items = make_items(s, L->n_ff, on_cpu);
+    threadpool_parallel_for(pool, n_items, 1, gate_up_items, &job);
+    threadpool_parallel_for(s->n_cpu_pairs > 4 ? pool : NULL, s->n_cpu_pairs, 1, quantize_hidden, &job);
+    n_items = make_items(s, L->n_embd, on_cpu);
+    threadpool_parallel_for(pool, n_items, 1, down_items, &job);
 }
 
 void moe_combine(const struct moe_scratch *s, const float *weights, float *out) {

@@ -1,0 +1,500 @@
+#include "moe/executor.h"
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/progress.h"
+#include "core/threadpool.h"
+#include "core/timer.h"
+#include "core/trace.h"
+#include "dev/dev.h"
+#include "model/model.h"
+#include "moe/expert_cache.h"
+#include "moe/experts.h"
+#include "moe/routing_stats.h"
+#include "pack/w8a8.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Each resident expert takes three device slots: gate, up, down. */
+enum { MATS = 3 };
+/* Lanes of the timeline. */
+enum { LANE_CPU = 0, LANE_DEVICE = 1 };
+
+struct device_work {
+    int layer;
+    struct moe_scratch *s;
+    const float *x;
+    int status;
+};
+
+struct moe_executor {
+    const struct model *m;
+    struct threadpool *pool;
+    int n_layers, n_expert, n_ff, n_embd, top_k, max_pairs;
+    struct dev *dev;                 /* NULL: everything on the CPU */
+    const struct dev_caps *caps;
+    int min_m;
+    bool overlap, failed;
+    char note[512];
+    struct placement plan;
+    struct expert_cache *cache;
+    uint64_t expert_gguf_bytes;      /* an expert's three matrices as stored in the GGUF */
+    double cpu_ns_per_row;           /* measured (decayed average) CPU time of one routed row */
+    bool cpu_cost_fixed;             /* given by the options: not measured */
+    double dev_ns_per_row, pack_ns;  /* from the device's cost model */
+    /* Device-side buffers, (max_pairs, ...) rows indexed by pair. */
+    int8_t *act_codes; float *act_scales;   /* (pairs, n_embd) */
+    float *gate, *up;                        /* (pairs, n_ff) */
+    int8_t *h_codes; float *h_scales;        /* (pairs, n_ff) */
+    struct dev_job *jobs;                    /* (2 * n_expert) */
+    bool *on_cpu;                            /* (n_expert) this batch */
+    int *dev_slot;                           /* (n_expert) expert slot this batch, or -1 */
+    bool *busy;                              /* (expert slots) used by this batch */
+    int *to_pack;                            /* (n_expert) experts admitted this batch */
+    int n_to_pack;
+    struct moe_phase_counters counters[MOE_PHASES];
+    enum moe_phase phase;
+    struct trace *trace;
+    /* The device thread: runs one layer's device pipeline while the pool
+     * runs the CPU experts. */
+    pthread_t thread;
+    bool thread_started, has_work, work_done, stop;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct device_work work;
+};
+
+static void note(struct moe_executor *e, const char *fmt, const char *detail) {
+    if (!e->note[0]) snprintf(e->note, sizeof e->note, fmt, detail);
+}
+
+/* ---------------------------------------------------------------- device pipeline */
+
+static int pack_expert(struct moe_executor *e, int layer, int expert, int slot) {
+    const struct layer_weights *L = &e->m->layers[layer];
+    const struct matrix *mats[MATS] = { &L->gate_exps, &L->up_exps, &L->down_exps };
+    int64_t t0 = time_ns();
+    for (int i = 0; i < MATS; i++) {
+        int rows = i < 2 ? e->n_ff : e->n_embd, K = i < 2 ? e->n_embd : e->n_ff;
+        const char *data = (const char *)mats[i]->data + (size_t)expert * rows * mats[i]->row_bytes;
+        int rc = dev_pack(e->dev, slot * MATS + i, mats[i]->type, data, K, rows);
+        if (rc != DEV_OK) return rc;
+    }
+    trace_event(e->trace, LANE_DEVICE, "pack expert", t0, time_ns());
+    return DEV_OK;
+}
+
+static int submit(struct moe_executor *e, const struct dev_job *jobs, int n, const char *what) {
+    int64_t t0 = time_ns();
+    struct moe_phase_counters *c = &e->counters[e->phase];
+    for (int done = 0; done < n;) {
+        int chunk = n - done < e->caps->max_jobs ? n - done : e->caps->max_jobs;
+        int rc = dev_submit(e->dev, jobs + done, chunk);
+        if (rc != DEV_OK) return rc;
+        c->submissions++;
+        c->jobs += (uint64_t)chunk;
+        done += chunk;
+    }
+    trace_event(e->trace, LANE_DEVICE, what, t0, time_ns());
+    return DEV_OK;
+}
+
+/* Gate and up of every device expert in one submission, SiLU(gate) * up on
+ * the host, down in a second submission, into the pairs' output rows. */
+static int device_layer(struct moe_executor *e, int layer, struct moe_scratch *s, const float *x) {
+    for (int i = 0; i < e->n_to_pack; i++) {
+        int ex = e->to_pack[i];
+        int rc = pack_expert(e, layer, ex, e->dev_slot[ex]);
+        if (rc != DEV_OK) return rc;
+    }
+    int n_jobs = 0;
+    for (int ex = 0; ex < e->n_expert; ex++) {
+        if (e->dev_slot[ex] < 0) continue;
+        int p0 = moe_expert_first_pair(s, ex), rows = moe_expert_rows(s, ex);
+        for (int p = p0; p < p0 + rows; p++)
+            if (w8a8_quantize_act(x + (size_t)moe_pair_token(s, p) * e->n_embd, 1, e->n_embd, e->n_embd,
+                                  e->act_codes + (size_t)p * e->n_embd, &e->act_scales[p]) != 0)
+                return moex_errorf("non-finite activations"), DEV_E_VALUE;
+        for (int i = 0; i < 2; i++)
+            e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + i, rows, e->act_codes + (size_t)p0 * e->n_embd,
+                                                  &e->act_scales[p0], (i ? e->up : e->gate) + (size_t)p0 * e->n_ff,
+                                                  (size_t)e->n_ff };
+    }
+    int rc = submit(e, e->jobs, n_jobs, "device gate+up");
+    if (rc != DEV_OK) return rc;
+    n_jobs = 0;
+    for (int ex = 0; ex < e->n_expert; ex++) {
+        if (e->dev_slot[ex] < 0) continue;
+        int p0 = moe_expert_first_pair(s, ex), rows = moe_expert_rows(s, ex);
+        for (int p = p0; p < p0 + rows; p++) {
+            float *g = e->gate + (size_t)p * e->n_ff, *u = e->up + (size_t)p * e->n_ff;
+            for (int i = 0; i < e->n_ff; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+            if (w8a8_quantize_act(g, 1, e->n_ff, e->n_ff, e->h_codes + (size_t)p * e->n_ff, &e->h_scales[p]) != 0)
+                return moex_errorf("non-finite activations"), DEV_E_VALUE;
+        }
+        e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + 2, rows, e->h_codes + (size_t)p0 * e->n_ff,
+                                              &e->h_scales[p0], moe_pair_output(s, p0), (size_t)e->n_embd };
+    }
+    return submit(e, e->jobs, n_jobs, "device down");
+}
+
+static void *device_thread(void *arg) {
+    struct moe_executor *e = arg;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        while (!e->has_work && !e->stop) pthread_cond_wait(&e->cond, &e->lock);
+        if (e->stop) break;
+        e->has_work = false;
+        pthread_mutex_unlock(&e->lock);
+        int rc = device_layer(e, e->work.layer, e->work.s, e->work.x);
+        pthread_mutex_lock(&e->lock);
+        e->work.status = rc;
+        e->work_done = true;
+        pthread_cond_broadcast(&e->cond);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- set-up */
+
+static int load_rates(struct moe_executor *e, const char *path, double **rates) {
+    struct routing_stats *st = routing_stats_read(path);
+    if (!st) return -1;
+    if (st->n_layers != e->n_layers || st->n_expert != e->n_expert) {
+        moex_errorf("%s: statistics of %d layers x %d experts do not match the model (%d x %d)", path, st->n_layers,
+                    st->n_expert, e->n_layers, e->n_expert);
+        routing_stats_free(st);
+        return -1;
+    }
+    int n = e->n_layers * e->n_expert;
+    *rates = malloc(sizeof **rates * (size_t)n);
+    if (!*rates) { routing_stats_free(st); return moex_errorf("out of memory"); }
+    for (int k = 0; k < n; k++) (*rates)[k] = st->n_tokens ? (double)st->counts[k] / (double)st->n_tokens : 0;
+    routing_stats_free(st);
+    return 0;
+}
+
+static int open_device(struct moe_executor *e, const struct moe_exec_options *o) {
+    const char *name = o->device;
+    if (!name || !strcmp(name, "none")) return 0;
+    if (!strcmp(name, "auto")) {
+        if (!cpu_features()->amx_int8) { note(e, "device auto: no AMX on this CPU; experts run on the CPU%s", ""); return 0; }
+        name = "amx";
+    }
+    const struct layer_weights *L0 = &e->m->layers[0];
+    int64_t slot_values = (int64_t)e->n_embd * e->n_ff;
+    int max_n = e->n_embd > e->n_ff ? e->n_embd : e->n_ff;
+    bool shares_cores = !strcmp(name, "amx");
+    struct dev_options dopt = { 0, shares_cores ? e->pool : NULL, 1, o->sim_figures };
+    struct dev *probe = NULL;
+    /* Open once without a budget to learn the slot size, then for real. */
+    int rc = dev_open(name, &dopt, &probe);
+    if (rc == DEV_E_OPTION) return moex_errorf("--device %s: %s", name, moex_error());
+    if (rc != DEV_OK) { note(e, "device unavailable: %s; experts run on the CPU", moex_error()); return 0; }
+    uint64_t slot_bytes = MATS * dev_slot_bytes(probe, slot_values, max_n);
+    const struct dev_caps *caps = dev_caps(probe);
+    bool in_envelope = e->n_embd % caps->k_multiple == 0 && e->n_ff % caps->k_multiple == 0 &&
+                       e->n_embd % caps->n_multiple == 0 && e->n_ff % caps->n_multiple == 0 &&
+                       e->n_embd <= caps->k_max && e->n_ff <= caps->k_max && e->n_embd <= caps->n_max &&
+                       e->n_ff <= caps->n_max;
+    dev_close(probe);
+    (void)L0;
+    if (!in_envelope) {
+        note(e, "the expert shapes are outside the %s device's envelope; experts run on the CPU", name);
+        return 0;
+    }
+    uint64_t all_experts = slot_bytes * (uint64_t)e->n_layers * e->n_expert;
+    uint64_t budget = o->hot_fraction > 0 ? (uint64_t)(o->hot_fraction * (double)all_experts) : o->hot_budget;
+    double *rates = NULL;
+    if (o->stats_path && load_rates(e, o->stats_path, &rates) != 0) return -1;
+    struct placement_input pin = { e->n_layers, e->n_expert, rates, slot_bytes, budget, 0,
+                                   o->pinned_share < 0 ? 0.25 : o->pinned_share };
+    rc = placement_plan(&pin, &e->plan);
+    free(rates);
+    if (rc != 0) return moex_errorf("out of memory");
+    if (e->plan.n_slots == 0) {
+        note(e, "the hot budget holds no expert; experts run on the CPU%s", "");
+        return 0;
+    }
+    dopt.budget_bytes = budget;
+    if (dev_open(name, &dopt, &e->dev) != DEV_OK) {
+        note(e, "device unavailable: %s; experts run on the CPU", moex_error());
+        return 0;
+    }
+    if (dev_pool_alloc(e->dev, e->plan.n_slots * MATS, slot_values, max_n) != DEV_OK) {
+        note(e, "device slot pool: %s; experts run on the CPU", moex_error());
+        dev_close(e->dev);
+        e->dev = NULL;
+        return 0;
+    }
+    e->caps = dev_caps(e->dev);
+    e->min_m = o->min_m > 0 ? o->min_m : e->caps->min_m;
+    e->dev_ns_per_row = 3.0 * (double)slot_values * e->caps->ns_per_mac;
+    e->pack_ns = 3.0 * (double)slot_values * e->caps->pack_ns_per_value;
+    e->cache = expert_cache_new(e->n_layers, e->n_expert, &e->plan);
+    if (!e->cache) return moex_errorf("out of memory");
+    /* The pinned core is packed now, once. */
+    struct progress bar;
+    progress_begin(&bar, "packing pinned experts", (uint64_t)e->plan.n_pinned);
+    for (int i = 0; i < e->plan.n_pinned; i++) {
+        int key = e->plan.pinned[i];
+        rc = pack_expert(e, key / e->n_expert, key % e->n_expert, i);
+        if (rc != DEV_OK) {
+            note(e, "packing the pinned experts failed: %s; experts run on the CPU", moex_error());
+            e->failed = true;
+            break;
+        }
+        e->counters[MOE_PREFILL].packs += MATS;
+        progress_update(&bar, (uint64_t)i + 1);
+    }
+    progress_end(&bar);
+    return 0;
+}
+
+static void *alloc(size_t n, bool *failed) {
+    void *p = malloc(n ? n : 1);
+    if (!p) *failed = true;
+    return p;
+}
+
+struct moe_executor *moe_executor_new(const struct model *m, struct threadpool *pool, int max_tokens,
+                                      const struct moe_exec_options *opt) {
+    struct moe_executor *e = calloc(1, sizeof *e);
+    if (!e) { moex_errorf("out of memory"); return NULL; }
+    const struct model_hparams *hp = &m->hp;
+    e->m = m;
+    e->pool = pool;
+    e->n_layers = hp->n_layers;
+    e->n_expert = hp->n_expert;
+    e->n_ff = hp->n_ff_exp;
+    e->n_embd = hp->n_embd;
+    e->top_k = hp->n_expert_used;
+    e->max_pairs = max_tokens * e->top_k;
+    e->overlap = !opt->no_overlap;
+    e->trace = opt->trace;
+    const struct layer_weights *L0 = &m->layers[0];
+    e->expert_gguf_bytes = (uint64_t)e->n_ff * (L0->gate_exps.row_bytes + L0->up_exps.row_bytes) +
+                           (uint64_t)e->n_embd * L0->down_exps.row_bytes;
+    /* A first guess of the CPU's time per routed row (3 matrices at ~40
+     * int8 MACs/ns); replaced by measurements as batches run. */
+    e->cpu_ns_per_row = opt->cpu_row_ns > 0 ? opt->cpu_row_ns : 3.0 * e->n_embd * e->n_ff / 40.0;
+    e->cpu_cost_fixed = opt->cpu_row_ns > 0;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
+    trace_lane(e->trace, LANE_CPU, "cpu (experts)");
+    trace_lane(e->trace, LANE_DEVICE, "device");
+    if (open_device(e, opt) != 0) { moe_executor_free(e); return NULL; }
+    if (!e->dev) return e;
+    bool failed = false;
+    size_t P = (size_t)e->max_pairs;
+    e->act_codes = alloc(P * e->n_embd, &failed);
+    e->act_scales = alloc(P * sizeof(float), &failed);
+    e->gate = alloc(P * e->n_ff * sizeof(float), &failed);
+    e->up = alloc(P * e->n_ff * sizeof(float), &failed);
+    e->h_codes = alloc(P * e->n_ff, &failed);
+    e->h_scales = alloc(P * sizeof(float), &failed);
+    e->jobs = alloc(sizeof *e->jobs * 2 * (size_t)e->n_expert, &failed);
+    e->on_cpu = alloc(sizeof *e->on_cpu * (size_t)e->n_expert, &failed);
+    e->dev_slot = alloc(sizeof *e->dev_slot * (size_t)e->n_expert, &failed);
+    e->to_pack = alloc(sizeof *e->to_pack * (size_t)e->n_expert, &failed);
+    e->busy = alloc(sizeof *e->busy * (size_t)e->plan.n_slots, &failed);
+    if (failed) { moe_executor_free(e); moex_errorf("out of memory"); return NULL; }
+    if (e->overlap) {
+        if (pthread_create(&e->thread, NULL, device_thread, e) == 0) e->thread_started = true;
+        else e->overlap = false;
+    }
+    return e;
+}
+
+void moe_executor_free(struct moe_executor *e) {
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->lock);
+        e->stop = true;
+        pthread_cond_broadcast(&e->cond);
+        pthread_mutex_unlock(&e->lock);
+        pthread_join(e->thread, NULL);
+    }
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->cond);
+    dev_close(e->dev);
+    expert_cache_free(e->cache);
+    placement_free(&e->plan);
+    free(e->act_codes); free(e->act_scales); free(e->gate); free(e->up); free(e->h_codes); free(e->h_scales);
+    free(e->jobs); free(e->on_cpu); free(e->dev_slot); free(e->to_pack); free(e->busy);
+    free(e);
+}
+
+/* ---------------------------------------------------------------- per batch */
+
+/* Where each active expert runs: the M rule first (residency never bypasses
+ * it), then residency, then admission. */
+static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *s) {
+    struct moe_phase_counters *c = &e->counters[e->phase];
+    int n_device = 0;
+    e->n_to_pack = 0;
+    memset(e->busy, 0, sizeof *e->busy * (size_t)e->plan.n_slots);
+    double gain = e->cpu_ns_per_row - e->dev_ns_per_row;
+    for (int ex = 0; ex < e->n_expert; ex++) {
+        int rows = moe_expert_rows(s, ex);
+        e->on_cpu[ex] = true;
+        e->dev_slot[ex] = -1;
+        if (!rows) continue;
+        expert_cache_touch(e->cache, layer, ex, rows);
+        if (rows < e->min_m) continue;
+        int slot = expert_cache_lookup(e->cache, layer, ex);
+        if (slot >= 0) {
+            c->hits++; c->hit_rows += (uint64_t)rows; c->hit_bytes += e->expert_gguf_bytes;
+        } else {
+            c->misses++; c->miss_rows += (uint64_t)rows; c->miss_bytes += e->expert_gguf_bytes;
+            /* A decode miss runs on the CPU without evicting: the devices here
+             * share DRAM with the CPU, so one row gains nothing worth a pack. */
+            if (e->phase == MOE_PREFILL && expert_cache_should_admit(e->cache, layer, ex, rows, gain, e->pack_ns)) {
+                int32_t evicted;
+                slot = expert_cache_admit(e->cache, layer, ex, e->busy, &evicted);
+                if (slot >= 0) {
+                    c->admissions++;
+                    if (evicted >= 0) c->evictions++;
+                    c->packs += MATS;
+                    e->to_pack[e->n_to_pack++] = ex;
+                }
+            }
+        }
+        if (slot < 0) continue;
+        e->busy[slot] = true;
+        e->dev_slot[ex] = slot;
+        e->on_cpu[ex] = false;
+        n_device++;
+    }
+    return n_device;
+}
+
+static void cpu_part(struct moe_executor *e, const struct expert_layer *L, struct moe_scratch *s, const float *x,
+                     const bool *mask, int rows) {
+    int64_t t0 = time_ns();
+    moe_compute_cpu(e->pool, L, s, x, mask);
+    int64_t dt = time_ns() - t0;
+    e->counters[e->phase].cpu_ns += dt;
+    trace_event(e->trace, LANE_CPU, "cpu experts", t0, t0 + dt);
+    if (rows > 0 && !e->cpu_cost_fixed) e->cpu_ns_per_row = 0.9 * e->cpu_ns_per_row + 0.1 * (double)dt / rows;
+}
+
+void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, const float *x, int n_tokens,
+                      const int32_t *ids, const float *weights, float *out) {
+    const struct layer_weights *W = &e->m->layers[layer];
+    struct expert_layer L = { &W->gate_exps, &W->up_exps, &W->down_exps, e->n_expert, e->n_ff, e->n_embd };
+    int64_t t_start = time_ns();
+    e->phase = n_tokens > 1 ? MOE_PREFILL : MOE_DECODE;
+    struct moe_phase_counters *c = &e->counters[e->phase];
+    c->batches++;
+    int n_pairs = n_tokens * e->top_k;
+    moe_group(s, n_tokens, e->top_k, ids);
+    int n_device = e->dev && !e->failed ? place_experts(e, layer, s) : 0;
+    if (n_device == 0) {
+        cpu_part(e, &L, s, x, NULL, n_pairs);
+        c->rows_cpu += (uint64_t)n_pairs;
+    } else {
+        int dev_rows = 0;
+        for (int ex = 0; ex < e->n_expert; ex++) if (!e->on_cpu[ex]) dev_rows += moe_expert_rows(s, ex);
+        struct dev_counters before, after;
+        dev_get_counters(e->dev, &before);
+        int64_t t_pack0 = time_ns();
+        int status;
+        if (e->overlap) {
+            pthread_mutex_lock(&e->lock);
+            e->work = (struct device_work){ layer, s, x, DEV_OK };
+            e->work_done = false;
+            e->has_work = true;
+            pthread_cond_broadcast(&e->cond);
+            pthread_mutex_unlock(&e->lock);
+            cpu_part(e, &L, s, x, e->on_cpu, n_pairs - dev_rows);
+            pthread_mutex_lock(&e->lock);
+            while (!e->work_done) pthread_cond_wait(&e->cond, &e->lock);
+            status = e->work.status;
+            pthread_mutex_unlock(&e->lock);
+        } else {
+            status = device_layer(e, layer, s, x);
+            cpu_part(e, &L, s, x, e->on_cpu, n_pairs - dev_rows);
+        }
+        (void)t_pack0;
+        dev_get_counters(e->dev, &after);
+        c->device_ns += (int64_t)(after.busy_ns - before.busy_ns);
+        c->pack_ns += (int64_t)(after.pack_ns - before.pack_ns);
+        if (status != DEV_OK) {
+            /* The device's share runs on the CPU now, and so does everything
+             * after: a failing device is not retried mid-run. */
+            note(e, "device error, the rest of the run is on the CPU: %s", moex_error());
+            e->failed = true;
+            c->fallbacks++;
+            for (int ex = 0; ex < e->n_expert; ex++) e->on_cpu[ex] = !e->on_cpu[ex];
+            cpu_part(e, &L, s, x, e->on_cpu, dev_rows);
+            c->rows_cpu += (uint64_t)n_pairs;
+        } else {
+            c->rows_device += (uint64_t)dev_rows;
+            c->rows_cpu += (uint64_t)(n_pairs - dev_rows);
+        }
+    }
+    if (e->cache) expert_cache_end_batch(e->cache);
+    moe_combine(s, weights, out);
+    c->wall_ns += time_ns() - t_start;
+}
+
+/* ---------------------------------------------------------------- reports */
+
+const struct moe_phase_counters *moe_executor_counters(const struct moe_executor *e, enum moe_phase phase) {
+    return &e->counters[phase];
+}
+
+void moe_executor_reset_counters(struct moe_executor *e) { memset(e->counters, 0, sizeof e->counters); }
+
+uint64_t moe_executor_resident_bytes(const struct moe_executor *e) {
+    if (!e->dev) return 0;
+    struct dev_counters c;
+    dev_get_counters(e->dev, &c);
+    return c.resident_bytes;
+}
+
+void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total) {
+    *pinned = e->dev ? e->plan.n_pinned : 0;
+    *total = e->dev ? e->plan.n_slots : 0;
+}
+
+const char *moe_executor_note(const struct moe_executor *e) { return e->note; }
+
+const char *moe_executor_device(const struct moe_executor *e) { return e->dev ? e->caps->name : "none"; }
+
+void moe_executor_print(const struct moe_executor *e, FILE *out) {
+    int pinned, total;
+    moe_executor_slots(e, &pinned, &total);
+    fprintf(out, "moex profile: device %s", moe_executor_device(e));
+    if (e->dev)
+        fprintf(out, " (min M %d, %d expert slots of which %d pinned, resident %.1f MiB%s)", e->min_m, total, pinned,
+                moe_executor_resident_bytes(e) / 1048576.0, e->caps->modelled_time ? ", device times modelled" : "");
+    fputc('\n', out);
+    if (e->note[0]) fprintf(out, "moex profile: note: %s\n", e->note);
+    fprintf(out, "| phase | batches | rows dev | rows cpu | submits | jobs | packs | hits | misses | admits | evicts "
+                 "| fallbacks | hit rows | hit bytes | device ms | pack ms | cpu ms | wall ms | overlap ms |\n");
+    fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    static const char *names[MOE_PHASES] = { "prefill", "decode" };
+    for (int p = 0; p < MOE_PHASES; p++) {
+        const struct moe_phase_counters *c = &e->counters[p];
+        double hit_rows = c->hit_rows + c->miss_rows ? 100.0 * c->hit_rows / (double)(c->hit_rows + c->miss_rows) : 0;
+        double hit_bytes =
+            c->hit_bytes + c->miss_bytes ? 100.0 * c->hit_bytes / (double)(c->hit_bytes + c->miss_bytes) : 0;
+        /* Work the two sides did at the same time: their sum past the wall. */
+        double busy = (double)(c->device_ns + c->cpu_ns), overlap = busy > c->wall_ns ? busy - c->wall_ns : 0;
+        if (e->dev && e->caps->modelled_time) overlap = 0;
+        fprintf(out, "| %s | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %.1f%% | %.1f%% "
+                     "| %.1f | %.1f | %.1f | %.1f | %.1f |\n",
+                names[p], (unsigned long long)c->batches, (unsigned long long)c->rows_device,
+                (unsigned long long)c->rows_cpu, (unsigned long long)c->submissions, (unsigned long long)c->jobs,
+                (unsigned long long)c->packs, (unsigned long long)c->hits, (unsigned long long)c->misses,
+                (unsigned long long)c->admissions, (unsigned long long)c->evictions,
+                (unsigned long long)c->fallbacks, hit_rows, hit_bytes, c->device_ns / 1e6, c->pack_ns / 1e6,
+                c->cpu_ns / 1e6, c->wall_ns / 1e6, overlap / 1e6);
+    }
+}

@@ -1,0 +1,70 @@
+/* The expert executor with a device: per batch and per expert, the rows of
+ * each active expert run either on the device (when rows >= the device's min
+ * M, the shape is in its envelope, and the expert is resident or worth
+ * packing now) or on the CPU straight from the quantized weights. All device
+ * work of a layer goes out as two submissions (gate+up, then down); while the
+ * device runs them the CPU threads run the cold experts; then both join and
+ * the outputs are combined. Any device error moves the work to the CPU for
+ * the rest of the run; it is counted and reported once. */
+#ifndef MOEX_EXECUTOR_H
+#define MOEX_EXECUTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct model;
+struct threadpool;
+struct trace;
+struct moe_scratch;
+
+struct moe_exec_options {
+    const char *device;        /* "cpu", "amx", "sim", "auto" (amx where present), NULL or "none": CPU only */
+    uint64_t hot_budget;       /* resident bytes for experts; 0 with hot_fraction 0: no device slots */
+    double hot_fraction;       /* > 0: the budget is this share of all experts' device bytes */
+    int min_m;                 /* 0: the device's own figure */
+    const char *stats_path;    /* routing statistics (moex profile) for the pinned core; NULL: none */
+    double pinned_share;       /* share of the expert slots pinned from stats (default 0.25 when < 0) */
+    bool no_overlap;           /* run device and CPU work one after the other */
+    const char *sim_figures;   /* sim: "rk3588[,key=value...]" */
+    struct trace *trace;       /* timeline, or NULL */
+    double cpu_row_ns;         /* > 0: the CPU's time per routed row for admission decisions
+                                  (tests); 0: measured as batches run */
+};
+
+enum moe_phase { MOE_PREFILL = 0, MOE_DECODE = 1, MOE_PHASES = 2 };
+
+struct moe_phase_counters {
+    uint64_t batches, rows_device, rows_cpu;   /* routed (token, expert) rows */
+    uint64_t submissions, jobs, packs;
+    uint64_t hits, misses, admissions, evictions, fallbacks;  /* expert uses with rows >= min M */
+    uint64_t hit_rows, miss_rows, hit_bytes, miss_bytes;       /* the same weighted by rows / weight bytes */
+    int64_t device_ns, cpu_ns, wall_ns, pack_ns;               /* device: busy (modelled on sim) */
+};
+
+struct moe_executor;
+
+/* NULL with moex_error() on a bad option or an unusable stats file. A device
+ * that cannot be opened or allocated is not an error: the executor runs on
+ * the CPU and says why in moe_executor_note(). */
+struct moe_executor *moe_executor_new(const struct model *m, struct threadpool *pool, int max_tokens,
+                                      const struct moe_exec_options *opt);
+void moe_executor_free(struct moe_executor *e);
+
+/* One MoE layer: out[t] = sum_k w[t][k] * expert_{ids[t][k]}(x[t]). */
+void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, const float *x, int n_tokens,
+                      const int32_t *ids, const float *weights, float *out);
+
+const struct moe_phase_counters *moe_executor_counters(const struct moe_executor *e, enum moe_phase phase);
+void moe_executor_reset_counters(struct moe_executor *e);
+/* Resident device bytes (slot pool) and the slots: pinned, total. */
+uint64_t moe_executor_resident_bytes(const struct moe_executor *e);
+void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total);
+/* "" or one line: why the device is not used, or the first device error. */
+const char *moe_executor_note(const struct moe_executor *e);
+/* The device's name, or "none". */
+const char *moe_executor_device(const struct moe_executor *e);
+/* The --profile table. */
+void moe_executor_print(const struct moe_executor *e, FILE *out);
+
+#endif
