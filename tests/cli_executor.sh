@@ -1,0 +1,43 @@
+#!/bin/sh
+# Executor settings from the command line and the environment: strict values,
+# --profile tables, a --trace file that parses as trace-event JSON, and
+# devices that cannot open leaving the run on the CPU.
+set -u
+[ -d "$MOEX_ORACLE" ] || { echo "SKIP: oracle directory $MOEX_ORACLE not found"; exit 77; }
+fail=0
+tmp=${MOEX_TEST_TMP:-/tmp}/cli_executor.$$
+mkdir -p "$tmp"
+model=$MOEX_ORACLE/models/qwen3moe-o1-Q4_K_M.gguf
+run() { "$MOEX_BIN" run -m "$model" --tokens 1,2,3,4,5,6,7,8,9,10,11,12 -n 4 --temp 0 --print-ids "$@"; }
+expect() { # description, wanted status, then the command
+    what=$1; want=$2; shift 2
+    "$@" > "$tmp/out" 2> "$tmp/err"; rc=$?
+    if [ "$rc" -ne "$want" ]; then echo "FAIL: $what: exit $rc, wanted $want"; cat "$tmp/err"; fail=1
+    else echo "ok: $what"; fi
+}
+expect "MOEX_DEVICE=0 is an error" 2 env MOEX_DEVICE=0 "$MOEX_BIN" run -m "$model" -n 1
+grep -q "MOEX_DEVICE" "$tmp/err" || { echo "FAIL: message names MOEX_DEVICE"; fail=1; }
+expect "MOEX_HOT_BUDGET=lots is an error" 2 env MOEX_HOT_BUDGET=lots "$MOEX_BIN" run -m "$model" -n 1
+expect "MOEX_OVERLAP=maybe is an error" 2 env MOEX_OVERLAP=maybe "$MOEX_BIN" run -m "$model" -n 1
+expect "MOEX_MIN_M= is an error" 2 env MOEX_MIN_M= "$MOEX_BIN" run -m "$model" -n 1
+expect "--hot-budget 150% is an error" 2 run --device sim --hot-budget 150%
+expect "--device gpu is an error" 2 run --device gpu
+expect "--sim with an unknown figure is an error" 1 run --device sim --sim rk3588,warp=9
+
+expect "sim device with profile and trace" 0 run --device sim --hot-budget 50% --min-m 1 --profile --trace "$tmp/t.json"
+grep -q "^| prefill |" "$tmp/err" && grep -q "^| decode |" "$tmp/err" || { echo "FAIL: no profile table"; fail=1; }
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]; assert any(e.get("name")=="cpu experts" for e in ev); assert any(e.get("tid")==1 and e.get("ph")=="X" for e in ev)' "$tmp/t.json" \
+    || { echo "FAIL: trace JSON"; fail=1; }
+cp "$tmp/out" "$tmp/sim_ids"
+expect "the cpu reference device gives the sim's tokens" 0 run --device cpu --hot-budget 100% --min-m 1
+cmp -s "$tmp/out" "$tmp/sim_ids" || { echo "FAIL: cpu and sim tokens differ"; fail=1; }
+expect "environment equals flags" 0 env MOEX_DEVICE=sim MOEX_HOT_BUDGET=50% MOEX_MIN_M=1 "$MOEX_BIN" run -m "$model" \
+    --tokens 1,2,3,4,5,6,7,8,9,10,11,12 -n 4 --temp 0 --print-ids
+cmp -s "$tmp/out" "$tmp/sim_ids" || { echo "FAIL: env and flags differ"; fail=1; }
+expect "amx: runs (on the CPU where there is no AMX)" 0 run --device amx --profile
+expect "auto" 0 run --device auto
+expect "injected device fault: still an answer" 0 run --device sim --min-m 1 --sim rk3588,fail_submit=1 --profile
+grep -q "device error" "$tmp/err" || { echo "FAIL: fallback not reported"; cat "$tmp/err"; fail=1; }
+[ -s "$tmp/out" ] || { echo "FAIL: no tokens after the fault"; fail=1; }
+rm -rf "$tmp"
+exit $fail
