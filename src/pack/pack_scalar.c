@@ -82,8 +82,10 @@ int pack_row_q4_K_scalar(const void *row, int K, int8_t *q, float *scale) {
             uint8_t sc, m;
             get_scale_min_k4(sb, x[i].scales, &sc, &m);
             const float d1 = d * (float)sc, m1 = dmin * (float)m;
+            float values[16];
             int8_t table[16];
-            for (int c = 0; c < 16; c++) table[c] = (int8_t)w8a8_quantize_one(d1 * (float)c - m1, s);
+            for (int c = 0; c < 16; c++) values[c] = d1 * (float)c - m1;
+            w8a8_quantize(values, 16, s, table);
             const uint8_t *qs = x[i].qs + 32 * (sb / 2);
             const int shift = 4 * (sb & 1);
             int8_t *out = q + (size_t)i * QK_K + 32 * sb;
@@ -114,8 +116,9 @@ int pack_row_q8_0_scalar(const void *row, int K, int8_t *q, float *scale) {
     const float s = w8a8_scale(amax);
     for (int i = 0; i < nb; i++) {
         const float d = fp16_to_f32(x[i].d);
-        for (int l = 0; l < QK8_0; l++)
-            q[(size_t)i * QK8_0 + l] = (int8_t)w8a8_quantize_one((float)x[i].qs[l] * d, s);
+        float values[QK8_0];
+        for (int l = 0; l < QK8_0; l++) values[l] = (float)x[i].qs[l] * d;
+        w8a8_quantize(values, QK8_0, s, q + (size_t)i * QK8_0);
     }
     *scale = s;
     return PACK_OK;
