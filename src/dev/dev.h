@@ -12,7 +12,10 @@
  * allocated or freed after the pool. Every failure is a dev_status the
  * caller can act on (run the matmul on the CPU and count it); the message
  * is in moex_error(). A device is used by one thread at a time; it spreads
- * its own work over the thread pool it was given.
+ * its own work (packing; compute on cpu, amx and sim) over the thread pool it
+ * was given, so nothing else may run on that pool meanwhile. dev_submit
+ * returns when the work is done: to overlap it with CPU work, call it from
+ * another thread and give the device threads of its own (n_threads).
  *
  * Numbers are W8A8 (pack/w8a8.h): out = (float)acc * act_scale * channel_scale. */
 #ifndef MOEX_DEV_H
