@@ -90,26 +90,41 @@ static void test_sampler(void) {
 
 static void test_attn_kernels(void) {
     const struct attn_kernels *ref = attn_kernels_isa(0);
-    float q[200], acc0[200], acc1[200], vf[200];
-    uint16_t k[200];
-    fill(q, 200, 3);
-    fill(vf, 200, 4);
-    for (int i = 0; i < 200; i++) k[i] = f32_to_fp16(vf[i]);
-    for (int isa = 1; isa < 2; isa++) {
-        const struct attn_kernels *ak = attn_kernels_isa(isa);
-        if (!ak) continue;
-        for (int n = 1; n <= 200; n += 13) {
-            float r = ref->dot_f16(q, k, n), g = ak->dot_f16(q, k, n);
-            float scale = 0;
-            for (int i = 0; i < n; i++) scale += fabsf(q[i] * vf[i]);
-            CHECKF(fabsf(r - g) <= 1e-5f * scale + 1e-6f, "dot_f16 n=%d %g vs %g", n, r, g);
-            r = ref->dot_f32(q, vf, n); g = ak->dot_f32(q, vf, n);
-            CHECKF(fabsf(r - g) <= 1e-5f * scale + 1e-6f, "dot_f32 n=%d", n);
-            memcpy(acc0, q, sizeof acc0); memcpy(acc1, q, sizeof acc1);
-            ref->axpy_f16(0.37f, k, acc0, n); ak->axpy_f16(0.37f, k, acc1, n);
-            for (int i = 0; i < n; i++) CHECK(fabsf(acc0[i] - acc1[i]) <= 1e-5f * (fabsf(acc0[i]) + 1));
-            ref->axpy_f32(0.37f, vf, acc0, n); ak->axpy_f32(0.37f, vf, acc1, n);
-            for (int i = 0; i < n; i++) CHECK(fabsf(acc0[i] - acc1[i]) <= 1e-5f * (fabsf(acc0[i]) + 1));
+    enum { N = 200, HEADS = 11 };
+    static float q[HEADS * N], acc0[HEADS * N], acc1[HEADS * N], vf[N];
+    float r[HEADS], g[HEADS];
+    uint16_t k[N];
+    fill(q, HEADS * N, 3);
+    fill(vf, N, 4);
+    for (int i = 0; i < N; i++) k[i] = f32_to_fp16(vf[i]);
+    for (int i = 0; i < N; i++) vf[i] = fp16_to_f32(k[i]);
+    const struct attn_kernels *ak = attn_kernels_isa(1);
+    CHECK(ak != NULL || attn_kernels() == ref);
+    if (!ak) return;
+    for (int nq = 1; nq <= HEADS; nq++) {
+        for (int n = 1; n <= N; n += 13) {
+            ref->dot_f16(q, nq, n, k, r);
+            ak->dot_f16(q, nq, n, k, g);
+            for (int j = 0; j < nq; j++) {
+                float scale = 0;
+                for (int i = 0; i < n; i++) scale += fabsf(q[j * n + i] * vf[i]);
+                CHECKF(fabsf(r[j] - g[j]) <= 1e-5f * scale + 1e-6f, "dot_f16 nq=%d n=%d j=%d", nq, n, j);
+            }
+            ref->dot_f32(q, nq, n, vf, r);
+            ak->dot_f32(q, nq, n, vf, g);
+            for (int j = 0; j < nq; j++) {
+                float scale = 0;
+                for (int i = 0; i < n; i++) scale += fabsf(q[j * n + i] * vf[i]);
+                CHECKF(fabsf(r[j] - g[j]) <= 1e-5f * scale + 1e-6f, "dot_f32 nq=%d n=%d", nq, n);
+            }
+            /* Weighted sums over 7 keys whose rows are 3 values apart (rows overlap). */
+            int keys = 7;
+            ref->wsum_f16(q, nq, keys, k, 3, n < N - 18 ? n : N - 18, acc0);
+            ak->wsum_f16(q, nq, keys, k, 3, n < N - 18 ? n : N - 18, acc1);
+            for (int i = 0; i < nq * (n < N - 18 ? n : N - 18); i++) CHECK(fabsf(acc0[i] - acc1[i]) <= 1e-4f * (fabsf(acc0[i]) + 1));
+            ref->wsum_f32(q, nq, keys, vf, 3, n < N - 18 ? n : N - 18, acc0);
+            ak->wsum_f32(q, nq, keys, vf, 3, n < N - 18 ? n : N - 18, acc1);
+            for (int i = 0; i < nq * (n < N - 18 ? n : N - 18); i++) CHECK(fabsf(acc0[i] - acc1[i]) <= 1e-4f * (fabsf(acc0[i]) + 1));
         }
     }
 }

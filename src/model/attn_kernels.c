@@ -3,27 +3,37 @@
 #include "core/cpu.h"
 #include "quant/quant.h"
 
-static float dot_f16(const float *q, const uint16_t *k, int n) {
-    float s = 0;
-    for (int i = 0; i < n; i++) s += q[i] * fp16_to_f32(k[i]);
-    return s;
+static void dot_f16(const float *q, int nq, int n, const uint16_t *k, float *out) {
+    for (int j = 0; j < nq; j++) {
+        float s = 0;
+        for (int i = 0; i < n; i++) s += q[(size_t)j * n + i] * fp16_to_f32(k[i]);
+        out[j] = s;
+    }
 }
 
-static void axpy_f16(float w, const uint16_t *v, float *acc, int n) {
-    for (int i = 0; i < n; i++) acc[i] += w * fp16_to_f32(v[i]);
+static void wsum_f16(const float *w, int nq, int n_keys, const uint16_t *v, size_t v_stride, int n, float *out) {
+    for (int j = 0; j < nq * n; j++) out[j] = 0;
+    for (int p = 0; p < n_keys; p++)
+        for (int j = 0; j < nq; j++)
+            for (int i = 0; i < n; i++) out[(size_t)j * n + i] += w[(size_t)p * nq + j] * fp16_to_f32(v[p * v_stride + i]);
 }
 
-static float dot_f32(const float *q, const float *k, int n) {
-    float s = 0;
-    for (int i = 0; i < n; i++) s += q[i] * k[i];
-    return s;
+static void dot_f32(const float *q, int nq, int n, const float *k, float *out) {
+    for (int j = 0; j < nq; j++) {
+        float s = 0;
+        for (int i = 0; i < n; i++) s += q[(size_t)j * n + i] * k[i];
+        out[j] = s;
+    }
 }
 
-static void axpy_f32(float w, const float *v, float *acc, int n) {
-    for (int i = 0; i < n; i++) acc[i] += w * v[i];
+static void wsum_f32(const float *w, int nq, int n_keys, const float *v, size_t v_stride, int n, float *out) {
+    for (int j = 0; j < nq * n; j++) out[j] = 0;
+    for (int p = 0; p < n_keys; p++)
+        for (int j = 0; j < nq; j++)
+            for (int i = 0; i < n; i++) out[(size_t)j * n + i] += w[(size_t)p * nq + j] * v[p * v_stride + i];
 }
 
-static const struct attn_kernels scalar = { dot_f16, axpy_f16, dot_f32, axpy_f32 };
+static const struct attn_kernels scalar = { dot_f16, wsum_f16, dot_f32, wsum_f32 };
 
 const struct attn_kernels *attn_kernels_isa(int isa) {
     if (isa == 0) return &scalar;

@@ -1,14 +1,20 @@
-/* The inner loops of attention over the KV cache, per ISA. */
+/* The inner loops of attention over the KV cache, per ISA. A key or value
+ * row is read once for all the query heads that share it (GQA group). */
 #ifndef MOEX_ATTN_KERNELS_H
 #define MOEX_ATTN_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct attn_kernels {
-    float (*dot_f16)(const float *q, const uint16_t *k, int n);        /* sum q[i]*k[i] */
-    void (*axpy_f16)(float w, const uint16_t *v, float *acc, int n);   /* acc += w*v */
-    float (*dot_f32)(const float *q, const float *k, int n);
-    void (*axpy_f32)(float w, const float *v, float *acc, int n);
+    /* out[j] = q_j . k for j < nq, q_j = q + j*n: one key row, nq query heads. */
+    void (*dot_f16)(const float *q, int nq, int n, const uint16_t *k, float *out);
+    /* out_j = sum_p w[p][j] * v_p for j < nq (out_j = out + j*n, overwritten),
+     * p < n_keys, v_p = v + p*v_stride: all the value rows at once, so the
+     * accumulators stay in registers. */
+    void (*wsum_f16)(const float *w, int nq, int n_keys, const uint16_t *v, size_t v_stride, int n, float *out);
+    void (*dot_f32)(const float *q, int nq, int n, const float *k, float *out);
+    void (*wsum_f32)(const float *w, int nq, int n_keys, const float *v, size_t v_stride, int n, float *out);
 };
 
 /* The best kernels for this CPU, chosen once. */

@@ -2,51 +2,63 @@
 
 #include <arm_neon.h>
 
-static float dot_f16(const float *q, const uint16_t *k, int n) {
-    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float16x8_t kh = vreinterpretq_f16_u16(vld1q_u16(k + i));
-        a0 = vfmaq_f32(a0, vld1q_f32(q + i), vcvt_f32_f16(vget_low_f16(kh)));
-        a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), vcvt_high_f32_f16(kh));
-    }
-    float s = vaddvq_f32(vaddq_f32(a0, a1));
-    for (; i < n; i++) {
-        float16x4_t h = vreinterpret_f16_u16(vdup_n_u16(k[i]));
-        s += q[i] * vgetq_lane_f32(vcvt_f32_f16(h), 0);
-    }
-    return s;
+enum { GROUP = 8 };
+
+static inline float32x4_t lo_f16(const uint16_t *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+static inline float scalar_f16(uint16_t h) {
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
 }
 
-static void axpy_f16(float w, const uint16_t *v, float *acc, int n) {
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float16x8_t vh = vreinterpretq_f16_u16(vld1q_u16(v + i));
-        vst1q_f32(acc + i, vfmaq_n_f32(vld1q_f32(acc + i), vcvt_f32_f16(vget_low_f16(vh)), w));
-        vst1q_f32(acc + i + 4, vfmaq_n_f32(vld1q_f32(acc + i + 4), vcvt_high_f32_f16(vh), w));
+#define DOT_GROUP(NAME, T, LOAD, SCALAR)                                                        \
+    static void NAME(const float *q, int nq, int n, const T *k, float *out) {                  \
+        for (int j0 = 0; j0 < nq; j0 += GROUP) {                                                \
+            int nj = nq - j0 < GROUP ? nq - j0 : GROUP;                                         \
+            const float *qj = q + (size_t)j0 * n;                                               \
+            float32x4_t acc[GROUP];                                                             \
+            for (int j = 0; j < GROUP; j++) acc[j] = vdupq_n_f32(0);                            \
+            int i = 0;                                                                          \
+            for (; i + 4 <= n; i += 4) {                                                        \
+                float32x4_t kv = LOAD(k + i);                                                   \
+                for (int j = 0; j < nj; j++) acc[j] = vfmaq_f32(acc[j], vld1q_f32(qj + (size_t)j * n + i), kv); \
+            }                                                                                   \
+            for (int j = 0; j < nj; j++) {                                                      \
+                float s = vaddvq_f32(acc[j]);                                                   \
+                for (int t = i; t < n; t++) s += qj[(size_t)j * n + t] * SCALAR(k[t]);          \
+                out[j0 + j] = s;                                                                \
+            }                                                                                   \
+        }                                                                                       \
     }
-    for (; i < n; i++) {
-        float16x4_t h = vreinterpret_f16_u16(vdup_n_u16(v[i]));
-        acc[i] += w * vgetq_lane_f32(vcvt_f32_f16(h), 0);
+
+#define WSUM_GROUP(NAME, T, LOAD, SCALAR)                                                       \
+    static void NAME(const float *w, int nq, int n_keys, const T *v, size_t v_stride, int n, float *out) { \
+        for (int j0 = 0; j0 < nq; j0 += GROUP) {                                                \
+            int nj = nq - j0 < GROUP ? nq - j0 : GROUP;                                         \
+            int i = 0;                                                                          \
+            for (; i + 4 <= n; i += 4) {                                                        \
+                float32x4_t acc[GROUP];                                                         \
+                for (int j = 0; j < GROUP; j++) acc[j] = vdupq_n_f32(0);                        \
+                for (int p = 0; p < n_keys; p++) {                                              \
+                    float32x4_t vv = LOAD(v + (size_t)p * v_stride + i);                        \
+                    const float *wp = w + (size_t)p * nq + j0;                                  \
+                    for (int j = 0; j < nj; j++) acc[j] = vfmaq_n_f32(acc[j], vv, wp[j]);       \
+                }                                                                               \
+                for (int j = 0; j < nj; j++) vst1q_f32(out + (size_t)(j0 + j) * n + i, acc[j]); \
+            }                                                                                   \
+            for (; i < n; i++)                                                                  \
+                for (int j = 0; j < nj; j++) {                                                  \
+                    float s = 0;                                                                \
+                    for (int p = 0; p < n_keys; p++) s += w[(size_t)p * nq + j0 + j] * SCALAR(v[(size_t)p * v_stride + i]); \
+                    out[(size_t)(j0 + j) * n + i] = s;                                          \
+                }                                                                               \
+        }                                                                                       \
     }
-}
 
-static float dot_f32(const float *q, const float *k, int n) {
-    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        a0 = vfmaq_f32(a0, vld1q_f32(q + i), vld1q_f32(k + i));
-        a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), vld1q_f32(k + i + 4));
-    }
-    float s = vaddvq_f32(vaddq_f32(a0, a1));
-    for (; i < n; i++) s += q[i] * k[i];
-    return s;
-}
+#define F32_SCALAR(x) (x)
+DOT_GROUP(dot_f16, uint16_t, lo_f16, scalar_f16)
+DOT_GROUP(dot_f32, float, vld1q_f32, F32_SCALAR)
+WSUM_GROUP(wsum_f16, uint16_t, lo_f16, scalar_f16)
+WSUM_GROUP(wsum_f32, float, vld1q_f32, F32_SCALAR)
 
-static void axpy_f32(float w, const float *v, float *acc, int n) {
-    int i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(acc + i, vfmaq_n_f32(vld1q_f32(acc + i), vld1q_f32(v + i), w));
-    for (; i < n; i++) acc[i] += w * v[i];
-}
-
-const struct attn_kernels attn_kernels_neon = { dot_f16, axpy_f16, dot_f32, axpy_f32 };
+const struct attn_kernels attn_kernels_neon = { dot_f16, wsum_f16, dot_f32, wsum_f32 };

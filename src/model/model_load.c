@@ -112,6 +112,9 @@ static int load_hparams(struct model *m) {
     if (hp->n_head % hp->n_head_kv != 0)
         return moex_errorf("%s: head_count %d is not a multiple of head_count_kv %d", f->path, hp->n_head,
                            hp->n_head_kv);
+    if (hp->n_head / hp->n_head_kv > 64)
+        return moex_errorf("%s: %d query heads per KV head; moex supports up to 64", f->path,
+                           hp->n_head / hp->n_head_kv);
     if (hp->n_expert_used > hp->n_expert)
         return moex_errorf("%s: expert_used_count %d exceeds expert_count %d", f->path, hp->n_expert_used,
                            hp->n_expert);

@@ -34,7 +34,8 @@ struct context {
     float *router;              /* (n_batch, n_expert) probabilities */
     int32_t *expert_ids;        /* (n_batch, top_k) */
     float *expert_w;            /* (n_batch, top_k) */
-    float *scores;              /* (threads, n_ctx) attention scores */
+    float *scores;              /* (threads, n_ctx, group) attention scores */
+    float *attn_q;              /* (threads, group, head_dim) queries rounded to the cache type */
     float *last_logits;         /* (n_vocab) */
     void *act;                  /* quantized activations for matmul */
     float *rope_cos, *rope_sin; /* (n_batch, head_dim/2) for the current batch */
@@ -92,7 +93,9 @@ struct context *context_new(struct model *m, const struct context_params *p) {
     c->router = malloc(B * hp->n_expert * 4);
     c->expert_ids = malloc(B * hp->n_expert_used * 4);
     c->expert_w = malloc(B * hp->n_expert_used * 4);
-    c->scores = malloc((size_t)threads * c->n_ctx * 4);
+    int group = hp->n_head / hp->n_head_kv;
+    c->scores = malloc((size_t)threads * c->n_ctx * group * 4);
+    c->attn_q = malloc((size_t)threads * group * hp->head_dim * 4);
     c->last_logits = malloc((size_t)hp->n_vocab * 4);
     c->act = malloc(max_scratch(m, c->n_batch));
     c->rope_cos = malloc(B * hp->head_dim / 2 * 4);
@@ -106,7 +109,7 @@ struct context *context_new(struct model *m, const struct context_params *p) {
         return NULL;
     }
     if (!c->k_cache || !c->v_cache || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->attn || !c->tmp ||
-        !c->router || !c->expert_ids || !c->expert_w || !c->scores || !c->last_logits || !c->act ||
+        !c->router || !c->expert_ids || !c->expert_w || !c->scores || !c->attn_q || !c->last_logits || !c->act ||
         !c->rope_cos || !c->rope_sin || !c->moe) {
         context_free(c);
         moex_errorf("out of memory for a context of %d tokens (KV cache %.1f MiB)", c->n_ctx,
@@ -119,7 +122,7 @@ struct context *context_new(struct model *m, const struct context_params *p) {
 void context_free(struct context *c) {
     if (!c) return;
     free(c->k_cache); free(c->v_cache); free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v);
-    free(c->attn); free(c->tmp); free(c->router); free(c->expert_ids); free(c->expert_w); free(c->scores);
+    free(c->attn); free(c->tmp); free(c->router); free(c->expert_ids); free(c->expert_w); free(c->scores); free(c->attn_q);
     free(c->last_logits); free(c->act); free(c->rope_cos); free(c->rope_sin);
     moe_scratch_free(c->moe);
     moe_executor_free(c->exec);
@@ -174,7 +177,8 @@ struct attn_job {
     int layer, n_tokens;
 };
 
-/* One (token, head) pair per item: causal softmax over the cache. With an
+/* One (token, KV head) per item: the query heads of the group share each
+ * key and value row as it is read. Causal softmax over the cache. With an
  * f16 cache, q and the probabilities are rounded to f16 before their dot
  * products, as the reference computes with f16 caches. */
 static void attention_items(void *arg, int64_t begin, int64_t end, int thread_index) {
@@ -185,44 +189,49 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
     size_t kvd = (size_t)hp->n_head_kv * hd;
     size_t layer_off = (size_t)j->layer * c->n_ctx * kvd;
     float scale = 1.0f / sqrtf((float)hd);
-    float *scores = c->scores + (size_t)thread_index * c->n_ctx;
-    float qh[1024], acc[1024];
+    float *scores = c->scores + (size_t)thread_index * c->n_ctx * group; /* (n_ctx, group) */
+    float *qh = c->attn_q + (size_t)thread_index * group * hd;         /* (group, hd) */
     const struct attn_kernels *ak = attn_kernels();
+    float max[64], w[64];
+    double sum[64];
     for (int64_t item = begin; item < end; item++) {
-        int t = (int)(item / hp->n_head), h = (int)(item % hp->n_head), kvh = h / group;
+        int t = (int)(item / hp->n_head_kv), g = (int)(item % hp->n_head_kv);
         int n_keys = c->n_past + t + 1;
-        const float *q = c->q + (size_t)t * hp->n_head * hd + (size_t)h * hd;
-        float max = -INFINITY;
+        const float *q = c->q + (size_t)t * hp->n_head * hd + (size_t)g * group * hd;
+        float *out = c->attn + (size_t)t * hp->n_head * hd + (size_t)g * group * hd;
+        size_t off = layer_off + (size_t)g * hd;
         if (c->kv_elem == 2) {
-            for (int i = 0; i < hd; i++) qh[i] = fp16_to_f32(f32_to_fp16(q[i]));
-            const uint16_t *kc = (const uint16_t *)c->k_cache + layer_off + (size_t)kvh * hd;
-            for (int p = 0; p < n_keys; p++) {
-                scores[p] = ak->dot_f16(qh, kc + (size_t)p * kvd, hd) * scale;
-                if (scores[p] > max) max = scores[p];
-            }
+            for (int i = 0; i < group * hd; i++) qh[i] = fp16_to_f32(f32_to_fp16(q[i]));
+            const uint16_t *kc = (const uint16_t *)c->k_cache + off;
+            for (int p = 0; p < n_keys; p++) ak->dot_f16(qh, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
         } else {
-            const float *kc = (const float *)c->k_cache + layer_off + (size_t)kvh * hd;
-            for (int p = 0; p < n_keys; p++) {
-                scores[p] = ak->dot_f32(q, kc + (size_t)p * kvd, hd) * scale;
-                if (scores[p] > max) max = scores[p];
+            const float *kc = (const float *)c->k_cache + off;
+            for (int p = 0; p < n_keys; p++) ak->dot_f32(q, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
+        }
+        for (int h = 0; h < group; h++) { max[h] = -INFINITY; sum[h] = 0; }
+        for (int p = 0; p < n_keys; p++)
+            for (int h = 0; h < group; h++) {
+                float v = scores[(size_t)p * group + h] * scale;
+                scores[(size_t)p * group + h] = v;
+                if (v > max[h]) max[h] = v;
             }
-        }
-        double sum = 0;
-        for (int p = 0; p < n_keys; p++) {
-            scores[p] = expf(scores[p] - max);
-            sum += scores[p];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int i = 0; i < hd; i++) acc[i] = 0;
-        if (c->kv_elem == 2) {
-            const uint16_t *vc = (const uint16_t *)c->v_cache + layer_off + (size_t)kvh * hd;
-            for (int p = 0; p < n_keys; p++)
-                ak->axpy_f16(fp16_to_f32(f32_to_fp16(scores[p] * inv)), vc + (size_t)p * kvd, acc, hd);
-        } else {
-            const float *vc = (const float *)c->v_cache + layer_off + (size_t)kvh * hd;
-            for (int p = 0; p < n_keys; p++) ak->axpy_f32(scores[p] * inv, vc + (size_t)p * kvd, acc, hd);
-        }
-        memcpy(c->attn + (size_t)t * hp->n_head * hd + (size_t)h * hd, acc, (size_t)hd * 4);
+        for (int p = 0; p < n_keys; p++)
+            for (int h = 0; h < group; h++) {
+                float e = expf(scores[(size_t)p * group + h] - max[h]);
+                scores[(size_t)p * group + h] = e;
+                sum[h] += e;
+            }
+        for (int h = 0; h < group; h++) w[h] = (float)(1.0 / sum[h]);
+        /* The probabilities, in place (rounded to f16 for an f16 cache). */
+        for (int p = 0; p < n_keys; p++)
+            for (int h = 0; h < group; h++) {
+                float pr = scores[(size_t)p * group + h] * w[h];
+                scores[(size_t)p * group + h] = c->kv_elem == 2 ? fp16_to_f32(f32_to_fp16(pr)) : pr;
+            }
+        if (c->kv_elem == 2)
+            ak->wsum_f16(scores, group, n_keys, (const uint16_t *)c->v_cache + off, kvd, hd, out);
+        else
+            ak->wsum_f32(scores, group, n_keys, (const float *)c->v_cache + off, kvd, hd, out);
     }
 }
 
@@ -280,7 +289,7 @@ static void forward_layer(struct context *c, int l, int n) {
     }
     int64_t t1 = time_ns();
     struct attn_job aj = { c, l, n };
-    threadpool_parallel_for(c->pool, (int64_t)n * hp->n_head, 1, attention_items, &aj);
+    threadpool_parallel_for(c->pool, (int64_t)n * hp->n_head_kv, 1, attention_items, &aj);
     int64_t t2 = time_ns();
     matmul(c->pool, &L->wo, c->attn, n, c->tmp, c->act);
     for (size_t i = 0; i < (size_t)n * D; i++) c->x[i] += c->tmp[i];
