@@ -83,6 +83,7 @@ int main(void) {
     struct moe_exec_options cpu_only = { 0 };
     struct run base = run_model(m, &cpu_only);
     CHECK(base.ok && base.pre.rows_device == 0 && base.pre.rows_cpu == (uint64_t)(64 * 2 * 2));
+    CHECK(base.pre.modelled_ns == base.pre.wall_ns && base.dec.modelled_ns == base.dec.wall_ns);
 
     /* 1. The int8 reference device and the NPU model compute the same numbers
      *    bit for bit; with every expert resident and min M 1, all rows go to
@@ -156,6 +157,9 @@ int main(void) {
     CHECK(churn.dec.admissions == 0 && churn.dec.evictions == 0); /* decode misses never evict */
     CHECK(churn.dec.hits + churn.dec.misses == 32 && churn.dec.rows_device == churn.dec.hits);
     CHECK(churn.pre.device_ns > 0 && churn.pre.cpu_ns > 0);
+    /* Modelled time: per layer the longer of the CPU side and the device's
+     * modelled busy + pack time, never more than their sum. */
+    CHECK(churn.pre.modelled_ns > 0 && churn.pre.modelled_ns <= churn.pre.cpu_ns + churn.pre.device_ns + churn.pre.pack_ns + churn.pre.wall_ns);
     free(churn.logits);
 
     /* 4. Faults: an injected submission failure moves the work to the CPU

@@ -7,6 +7,7 @@
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "gguf/gguf.h"
+#include "moe/executor.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -99,9 +100,12 @@ int cmd_bench(int argc, char **argv) {
             int n = (int)(kind == 0 ? pp[ti] : tg[ti]);
             if (n <= 0) continue;
             double *rate = malloc(sizeof(double) * (size_t)(reps + 1));
+            double *modelled_rate = malloc(sizeof(double) * (size_t)(reps + 1));
+            struct moe_executor *ex = context_executor(s.ctx);
             for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up */
                 context_truncate(s.ctx, 0);
                 if (r == 0) context_reset_op_times(s.ctx);
+                struct moe_phase_counters before = *moe_executor_counters(ex, kind == 0 ? MOE_PREFILL : MOE_DECODE);
                 double t0 = time_s();
                 if (kind == 0) {
                     rc = context_eval(s.ctx, tokens, n, NULL, false);
@@ -109,25 +113,34 @@ int cmd_bench(int argc, char **argv) {
                     for (int i = 0; i < n && !rc; i++) rc = context_eval(s.ctx, &tokens[i], 1, NULL, false);
                 }
                 double dt = time_s() - t0;
-                if (r >= 0) rate[r] = n / dt;
+                /* With a modelled device, the experts' host-simulated time is
+                 * replaced by the modelled one. */
+                const struct moe_phase_counters *pc = moe_executor_counters(ex, kind == 0 ? MOE_PREFILL : MOE_DECODE);
+                double mdt = dt - (double)((pc->wall_ns - before.wall_ns) - (pc->modelled_ns - before.modelled_ns)) * 1e-9;
+                if (r >= 0) { rate[r] = n / dt; modelled_rate[r] = n / mdt; }
             }
-            if (rc) { cli_fail("bench: %s", moex_error()); free(rate); break; }
+            if (rc) { cli_fail("bench: %s", moex_error()); free(rate); free(modelled_rate); break; }
+            bool modelled = moe_executor_modelled(ex);
             double mean = 0, var = 0;
-            for (int r = 0; r < reps; r++) mean += rate[r];
+            for (int r = 0; r < reps; r++) mean += (modelled ? modelled_rate : rate)[r];
             mean /= (double)reps;
-            for (int r = 0; r < reps; r++) var += (rate[r] - mean) * (rate[r] - mean);
+            for (int r = 0; r < reps; r++) var += ((modelled ? modelled_rate : rate)[r] - mean) * ((modelled ? modelled_rate : rate)[r] - mean);
             double sd = reps > 1 ? sqrt(var / (double)(reps - 1)) : 0;
             char test[32];
             snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
+            char backend[48];
+            if (!strcmp(moe_executor_device(ex), "none")) snprintf(backend, sizeof backend, "CPU");
+            else snprintf(backend, sizeof backend, "CPU+%s%s", moe_executor_device(ex), modelled ? " (modelled)" : "");
             double gib = (double)s.model->weight_bytes / (1024.0 * 1024 * 1024);
-            printf("| %s | %.2f %s | %.2f %s | CPU | %d | %s | %.2f ± %.2f |\n", label,
+            printf("| %s | %.2f %s | %.2f %s | %s | %d | %s | %.2f ± %.2f |\n", label,
                    gib >= 1 ? gib : gib * 1024, gib >= 1 ? "GiB" : "MiB",
                    s.model->n_params >= 1000000000 ? s.model->n_params / 1e9 : s.model->n_params / 1e6,
-                   s.model->n_params >= 1000000000 ? "B" : "M",
+                   s.model->n_params >= 1000000000 ? "B" : "M", backend,
                    threadpool_size(s.pool), test, mean, sd);
             fflush(stdout);
             if (ops) print_ops(test, context_op_times(s.ctx), (int)reps);
             free(rate);
+            free(modelled_rate);
         }
     }
     free(tokens);

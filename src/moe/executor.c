@@ -373,14 +373,15 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
     return n_device;
 }
 
-static void cpu_part(struct moe_executor *e, const struct expert_layer *L, struct moe_scratch *s, const float *x,
-                     const bool *mask, int rows) {
+static int64_t cpu_part(struct moe_executor *e, const struct expert_layer *L, struct moe_scratch *s, const float *x,
+                        const bool *mask, int rows) {
     int64_t t0 = time_ns();
     moe_compute_cpu(e->pool, L, s, x, mask);
     int64_t dt = time_ns() - t0;
     e->counters[e->phase].cpu_ns += dt;
     trace_event(e->trace, LANE_CPU, "cpu experts", t0, t0 + dt);
     if (rows > 0 && !e->cpu_cost_fixed) e->cpu_ns_per_row = 0.9 * e->cpu_ns_per_row + 0.1 * (double)dt / rows;
+    return dt;
 }
 
 void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, const float *x, int n_tokens,
@@ -394,10 +395,12 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
     int n_pairs = n_tokens * e->top_k;
     moe_group(s, n_tokens, e->top_k, ids);
     int n_device = e->dev && !e->failed ? place_experts(e, layer, s) : 0;
+    int64_t modelled = -1;
     if (n_device == 0) {
         cpu_part(e, &L, s, x, NULL, n_pairs);
         c->rows_cpu += (uint64_t)n_pairs;
     } else {
+        int64_t cpu_dt = 0;
         int dev_rows = 0;
         for (int ex = 0; ex < e->n_expert; ex++) if (!e->on_cpu[ex]) dev_rows += moe_expert_rows(s, ex);
         struct dev_counters before, after;
@@ -411,19 +414,24 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
             e->has_work = true;
             pthread_cond_broadcast(&e->cond);
             pthread_mutex_unlock(&e->lock);
-            cpu_part(e, &L, s, x, e->on_cpu, n_pairs - dev_rows);
+            cpu_dt = cpu_part(e, &L, s, x, e->on_cpu, n_pairs - dev_rows);
             pthread_mutex_lock(&e->lock);
             while (!e->work_done) pthread_cond_wait(&e->cond, &e->lock);
             status = e->work.status;
             pthread_mutex_unlock(&e->lock);
         } else {
             status = device_layer(e, layer, s, x);
-            cpu_part(e, &L, s, x, e->on_cpu, n_pairs - dev_rows);
+            cpu_dt = cpu_part(e, &L, s, x, e->on_cpu, n_pairs - dev_rows);
         }
         (void)t_pack0;
         dev_get_counters(e->dev, &after);
-        c->device_ns += (int64_t)(after.busy_ns - before.busy_ns);
-        c->pack_ns += (int64_t)(after.pack_ns - before.pack_ns);
+        int64_t busy = (int64_t)(after.busy_ns - before.busy_ns), pack = (int64_t)(after.pack_ns - before.pack_ns);
+        c->device_ns += busy;
+        c->pack_ns += pack;
+        if (e->caps->modelled_time) {
+            int64_t device_side = busy + pack;
+            modelled = e->overlap ? (cpu_dt > device_side ? cpu_dt : device_side) : cpu_dt + device_side;
+        }
         if (status != DEV_OK) {
             /* The device's share runs on the CPU now, and so does everything
              * after: a failing device is not retried mid-run. */
@@ -431,16 +439,20 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
             e->failed = true;
             c->fallbacks++;
             for (int ex = 0; ex < e->n_expert; ex++) e->on_cpu[ex] = !e->on_cpu[ex];
-            cpu_part(e, &L, s, x, e->on_cpu, dev_rows);
+            int64_t redo = cpu_part(e, &L, s, x, e->on_cpu, dev_rows);
+            if (modelled >= 0) modelled += redo;
             c->rows_cpu += (uint64_t)n_pairs;
         } else {
             c->rows_device += (uint64_t)dev_rows;
             c->rows_cpu += (uint64_t)(n_pairs - dev_rows);
         }
     }
-    if (e->cache) expert_cache_end_batch(e->cache);
+    /* Recency and rates age once per forward pass, not once per layer. */
+    if (e->cache && layer == e->n_layers - 1) expert_cache_end_batch(e->cache);
     moe_combine(s, weights, out);
-    c->wall_ns += time_ns() - t_start;
+    int64_t wall = time_ns() - t_start;
+    c->wall_ns += wall;
+    c->modelled_ns += modelled >= 0 ? modelled : wall;
 }
 
 /* ---------------------------------------------------------------- reports */
@@ -464,6 +476,8 @@ void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total) {
 }
 
 const char *moe_executor_note(const struct moe_executor *e) { return e->note; }
+
+bool moe_executor_modelled(const struct moe_executor *e) { return e->dev && e->caps->modelled_time; }
 
 const char *moe_executor_device(const struct moe_executor *e) { return e->dev ? e->caps->name : "none"; }
 

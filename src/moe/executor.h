@@ -40,6 +40,11 @@ struct moe_phase_counters {
     uint64_t hits, misses, admissions, evictions, fallbacks;  /* expert uses with rows >= min M */
     uint64_t hit_rows, miss_rows, hit_bytes, miss_bytes;       /* the same weighted by rows / weight bytes */
     int64_t device_ns, cpu_ns, wall_ns, pack_ns;               /* device: busy (modelled on sim) */
+    /* The experts' time with the device's modelled busy and pack times in
+     * place of the host's simulation of them: per layer the longer of the
+     * CPU side and the device side when overlapped, their sum when not.
+     * Equals wall_ns for devices with real clocks and for CPU-only runs. */
+    int64_t modelled_ns;
 };
 
 struct moe_executor;
@@ -60,6 +65,8 @@ void moe_executor_reset_counters(struct moe_executor *e);
 /* Resident device bytes (slot pool) and the slots: pinned, total. */
 uint64_t moe_executor_resident_bytes(const struct moe_executor *e);
 void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total);
+/* Whether device times are modelled (sim), so that wall times mean little. */
+bool moe_executor_modelled(const struct moe_executor *e);
 /* "" or one line: why the device is not used, or the first device error. */
 const char *moe_executor_note(const struct moe_executor *e);
 /* The device's name, or "none". */
