@@ -106,7 +106,7 @@ int cmd_run(int argc, char **argv) {
     struct generate_result r;
     if (smp && generate(&s, smp, ids, n_prompt, (int)n_predict, ignore_eos, print_ids ? NULL : stdout,
                         print_ids ? stdout : NULL, NULL, &r) == 0) {
-        if (!print_ids) putchar('\n');
+        if (!print_ids) { putchar('\n'); fflush(stdout); }
         fprintf(stderr, "moex: prompt %d tokens in %.2f s (%.1f t/s), generated %d tokens in %.2f s (%.1f t/s)\n",
                 r.n_prompt, r.prompt_s, r.n_prompt / (r.prompt_s > 0 ? r.prompt_s : 1e-9), r.n_generated,
                 r.generate_s, r.n_generated > 1 ? (r.n_generated - 1) / r.generate_s : 0.0);
