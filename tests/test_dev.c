@@ -124,10 +124,10 @@ static void test_rounding_rule(void) {
 
 static void test_pack_rows(void) {
     const enum pack_path paths[] = {PACK_PATH_BEST, PACK_PATH_GENERIC, PACK_PATH_FUSED_SCALAR, PACK_PATH_FUSED_AVX2};
-    const int Ks[] = {256, 2048, 768};
+    const int Ks[] = {256, 2048, 768, 100}; /* 100: the tails of the per-value types */
     for (int ti = 0; ti < N_TYPES; ti++) {
         enum qtype t = all_types[ti];
-        for (int ki = 0; ki < 3; ki++) {
+        for (int ki = 0; ki < 4; ki++) {
             const int K = Ks[ki], N = 24;
             if (K % quant_traits(t)->block_size) continue;
             char *w = make_weight(t, K, N);
@@ -151,9 +151,124 @@ static void test_pack_rows(void) {
             free(w);
         }
     }
-    CHECKF(!avx2_on() || pack_row(PACK_PATH_FUSED_AVX2, QT_Q4_K, (char[144]){0}, 256, (int8_t[256]){0},
-                                             &(float){0}) == PACK_OK,
-           "the AVX2 path runs on an AVX2 machine");
+    const enum qtype fused_avx2[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_F16, QT_BF16};
+    for (int i = 0; i < 6; i++)
+        CHECKF(!avx2_on() || pack_row(PACK_PATH_FUSED_AVX2, fused_avx2[i], (char[512]){0}, 256, (int8_t[256]){0},
+                                      &(float){0}) == PACK_OK,
+               "the AVX2 path of %s runs on an AVX2 machine", quant_type_name(fused_avx2[i]));
+}
+
+/* One row on every path that has t: the reference's codes and scale, or
+ * PACK_E_VALUE on every path when want_error. Returns the paths that differ. */
+static int check_row_paths(enum qtype t, const void *row, int K, bool want_error) {
+    const enum pack_path paths[] = {PACK_PATH_BEST, PACK_PATH_GENERIC, PACK_PATH_FUSED_SCALAR, PACK_PATH_FUSED_AVX2};
+    int8_t *q = malloc((size_t)K), *rq = malloc((size_t)K);
+    float rs = 0;
+    if (!want_error) reference_row(t, row, K, rq, &rs);
+    int bad = 0;
+    for (int pi = 0; pi < 4; pi++) {
+        float s = -1;
+        int rc = pack_row(paths[pi], t, row, K, q, &s);
+        if (rc == PACK_E_TYPE && paths[pi] >= PACK_PATH_FUSED_SCALAR) continue; /* no such path for t */
+        bool ok = want_error ? rc == PACK_E_VALUE : rc == PACK_OK && s == rs && !memcmp(q, rq, (size_t)K);
+        if (!ok) fprintf(stderr, "  %s K=%d path %d: rc %d\n", quant_type_name(t), K, (int)paths[pi], rc);
+        bad += !ok;
+    }
+    free(q);
+    free(rq);
+    return bad;
+}
+
+/* The fused paths find the row maximum from bounds on each sub-block and
+ * read few sub-blocks' codes, skip the clamp where it cannot act, and
+ * decide non-finite rows from the scales: rows made to try each of these. */
+static void test_pack_fused_edges(void) {
+    /* Q6_K: the largest sub-block scale with codes of 32 (values 0), the
+     * row maximum in a sub-block of a smaller scale; the extreme scale -128
+     * and code 0 (value -32); a zero scale d; an infinite or NaN d. */
+    struct block_q6_K b6[2];
+    memset(b6, 0, sizeof b6);
+    for (int i = 0; i < 2; i++) {
+        b6[i].d = f32_to_fp16(i ? -0.013f : 0.021f);
+        for (int j = 0; j < 16; j++) b6[i].scales[j] = (int8_t)(j + 1);
+        for (int j = 0; j < 128; j++) b6[i].ql[j] = (uint8_t)(rnd() & 0xEE); /* nibbles 0-14 */
+        for (int j = 0; j < 64; j++) b6[i].qh[j] = 0xAA; /* with ql: codes 32-46 */
+    }
+    b6[0].scales[0] = 127;
+    b6[1].qh[40] = 0x00; b6[1].ql[72] = 0x00; /* codes 0 (value -32) in the second block, first half */
+    CHECK(check_row_paths(QT_Q6_K, b6, 512, false) == 0);
+    b6[1].scales[5] = -128;
+    CHECK(check_row_paths(QT_Q6_K, b6, 512, false) == 0);
+    b6[1].d = 0;
+    CHECK(check_row_paths(QT_Q6_K, b6, 512, false) == 0);
+    b6[0].d = b6[1].d = 0;
+    CHECK(check_row_paths(QT_Q6_K, b6, 512, false) == 0); /* all zero: scale 0 */
+    b6[1].d = 0x7C00;
+    CHECK(check_row_paths(QT_Q6_K, b6, 512, true) == 0);
+    b6[1].d = 0xFE00;
+    CHECK(check_row_paths(QT_Q6_K, b6, 512, true) == 0);
+    /* Q5_K and Q4_K: a sub-block with the largest bound whose codes sit in
+     * the middle, the maximum elsewhere; dmin of either sign; non-finite d or dmin */
+    struct block_q5_K b5[2];
+    struct block_q4_K b4[2];
+    for (int i = 0; i < 2; i++) {
+        for (size_t k = 0; k < sizeof b5[i]; k++) ((uint8_t *)&b5[i])[k] = (uint8_t)rnd();
+        for (size_t k = 0; k < sizeof b4[i]; k++) ((uint8_t *)&b4[i])[k] = (uint8_t)rnd();
+        b5[i].d = b4[i].d = f32_to_fp16(0.01f);
+        b5[i].dmin = b4[i].dmin = f32_to_fp16(i ? 0.02f : -0.005f);
+    }
+    memset(b5[0].qs, 0x77, 32); /* sub-blocks 0, 1: nibbles 7 ... */
+    memset(b5[0].qh, 0, 32);    /* ... and no fifth bit: codes 7 */
+    memset(b4[0].qs, 0x88, 32);
+    b5[0].scales[0] = b4[0].scales[0] = 63; /* sub-block 0: scale 63, min 0 (scales[4] low bits) */
+    b5[0].scales[4] = b4[0].scales[4] = 0;
+    CHECK(check_row_paths(QT_Q5_K, b5, 512, false) == 0);
+    CHECK(check_row_paths(QT_Q4_K, b4, 512, false) == 0);
+    b5[1].dmin = 0x7C00;
+    b4[1].d = 0xFC00;
+    CHECK(check_row_paths(QT_Q5_K, b5, 512, true) == 0);
+    CHECK(check_row_paths(QT_Q4_K, b4, 512, true) == 0);
+    b5[1].dmin = b4[1].d = 0;
+    b5[0].d = b4[0].d = 0x7E00;
+    CHECK(check_row_paths(QT_Q5_K, b5, 512, true) == 0);
+    CHECK(check_row_paths(QT_Q4_K, b4, 512, true) == 0);
+    /* F16 and BF16: ties at scale 1 (max 127), subnormals only (BF16's
+     * reach float's subnormals, where the clamp acts), the largest finite
+     * values, infinities and NaNs; K = 100 and 37 have tails */
+    const int K = 100;
+    uint16_t h[100], bf[100];
+    for (int k = 0; k < K; k++) {
+        float v = k == 0 ? 127.0f : (float)((int)(rnd() % 254) - 127) + (k % 2 ? 0.5f : 0.0f);
+        h[k] = f32_to_fp16(v);
+        bf[k] = f32_to_bf16(v);
+    }
+    CHECK(check_row_paths(QT_F16, h, K, false) == 0);
+    CHECK(check_row_paths(QT_BF16, bf, K, false) == 0);
+    CHECK(check_row_paths(QT_F16, h, 37, false) == 0);
+    for (int k = 0; k < K; k++) {
+        h[k] = (uint16_t)((rnd() & 0x83FF));   /* fp16 subnormals of either sign */
+        bf[k] = (uint16_t)((rnd() & 0x807F)); /* float subnormals of either sign */
+    }
+    bf[7] = 0x0060;
+    CHECK(check_row_paths(QT_F16, h, K, false) == 0);
+    CHECK(check_row_paths(QT_BF16, bf, K, false) == 0);
+    h[50] = 0x7BFF; /* 65504 */
+    bf[50] = 0xFF7F; /* -3.39e38 */
+    CHECK(check_row_paths(QT_F16, h, K, false) == 0);
+    CHECK(check_row_paths(QT_BF16, bf, K, false) == 0);
+    memset(h, 0, sizeof h);
+    memset(bf, 0, sizeof bf);
+    h[3] = bf[3] = 0x8000; /* -0 */
+    CHECK(check_row_paths(QT_F16, h, K, false) == 0);
+    CHECK(check_row_paths(QT_BF16, bf, K, false) == 0);
+    const uint16_t bad16[] = {0x7C00, 0xFC00, 0x7E00, 0xFFFF}, bad_bf[] = {0x7F80, 0xFF80, 0x7FC0, 0xFFFF};
+    for (int i = 0; i < 4; i++) {
+        h[99 - 30 * i] = bad16[i];
+        bf[99 - 30 * i] = bad_bf[i];
+        CHECKF(check_row_paths(QT_F16, h, K, true) == 0, "F16 %04x", bad16[i]);
+        CHECKF(check_row_paths(QT_BF16, bf, K, true) == 0, "BF16 %04x", bad_bf[i]);
+        h[99 - 30 * i] = bf[99 - 30 * i] = 0;
+    }
 }
 
 static void test_pack_errors(void) {
@@ -518,6 +633,7 @@ int main(void) {
     test_rounding_rule();
     test_pack_rows();
     test_pack_errors();
+    test_pack_fused_edges();
     test_pack_matrix(pool);
     test_cpu_reference(pool);
     test_backends_equal(pool);

@@ -20,15 +20,33 @@ int pack_check_shape(enum pack_layout layout, int K, int N) {
     return PACK_OK;
 }
 
+typedef int (*row_fn)(const void *row, int K, int8_t *q, float *scale);
+
+/* The fused AVX2 row kernel of t, or NULL. */
+static row_fn fused_avx2(enum qtype t) {
+#if defined(__x86_64__)
+    if (!pack_avx2_enabled()) return NULL;
+    switch (t) {
+    case QT_Q4_K: return pack_row_q4_K_avx2;
+    case QT_Q5_K: return pack_row_q5_K_avx2;
+    case QT_Q6_K: return pack_row_q6_K_avx2;
+    case QT_Q8_0: return pack_row_q8_0_avx2;
+    case QT_F16: return pack_row_f16_avx2;
+    case QT_BF16: return pack_row_bf16_avx2;
+    default: return NULL;
+    }
+#else
+    (void)t;
+    return NULL;
+#endif
+}
+
 int pack_row(enum pack_path path, enum qtype t, const void *row, int K, int8_t *q, float *scale) {
+    if (K > PACK_MAX_K) return PACK_E_SHAPE;
+    row_fn avx2 = fused_avx2(t);
     switch (path) {
     case PACK_PATH_BEST:
-#if defined(__x86_64__)
-        if (pack_avx2_enabled()) {
-            if (t == QT_Q4_K) return pack_row_q4_K_avx2(row, K, q, scale);
-            if (t == QT_Q8_0) return pack_row_q8_0_avx2(row, K, q, scale);
-        }
-#endif
+        if (avx2) return avx2(row, K, q, scale);
         if (t == QT_Q4_K) return pack_row_q4_K_scalar(row, K, q, scale);
         if (t == QT_Q8_0) return pack_row_q8_0_scalar(row, K, q, scale);
         return pack_row_generic(t, row, K, q, scale);
@@ -39,13 +57,7 @@ int pack_row(enum pack_path path, enum qtype t, const void *row, int K, int8_t *
         if (t == QT_Q8_0) return pack_row_q8_0_scalar(row, K, q, scale);
         return PACK_E_TYPE;
     case PACK_PATH_FUSED_AVX2:
-#if defined(__x86_64__)
-        if (pack_avx2_enabled()) {
-            if (t == QT_Q4_K) return pack_row_q4_K_avx2(row, K, q, scale);
-            if (t == QT_Q8_0) return pack_row_q8_0_avx2(row, K, q, scale);
-        }
-#endif
-        return PACK_E_TYPE;
+        return avx2 ? avx2(row, K, q, scale) : PACK_E_TYPE;
     }
     return PACK_E_TYPE;
 }
@@ -78,7 +90,11 @@ static void pack_rows(void *arg, int64_t begin, int64_t end, int thread_index) {
     int8_t row_codes[PACK_MAX_K];
     for (int64_t n = begin; n < end; n++) {
         if (atomic_load_explicit(&j->status, memory_order_relaxed) != PACK_OK) return;
-        const void *src = j->src + (size_t)n * j->row_bytes;
+        const char *src = j->src + (size_t)n * j->row_bytes;
+        /* The next row into the caches while this one is packed: rows start
+         * new pages, where the hardware prefetchers stop. */
+        if (n + 1 < end)
+            for (size_t b = 0; b < j->row_bytes; b += 64) __builtin_prefetch(src + j->row_bytes + b, 0, 1);
         int8_t *q = j->layout == PACK_ROWS ? j->codes + (size_t)n * (size_t)j->K : row_codes;
         int rc = pack_row(j->path, j->t, src, j->K, q, &j->scales[n]);
         if (rc != PACK_OK) {

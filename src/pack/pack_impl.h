@@ -25,8 +25,14 @@ int pack_row_q4_K_scalar(const void *row, int K, int8_t *q, float *scale);
 int pack_row_q8_0_scalar(const void *row, int K, int8_t *q, float *scale);
 
 #if defined(__x86_64__)
+/* Fused AVX2 paths: the row maximum from sub-block bounds (reading the
+ * codes of few sub-blocks), then one pass that dequantizes and quantizes. */
 int pack_row_q4_K_avx2(const void *row, int K, int8_t *q, float *scale);
+int pack_row_q5_K_avx2(const void *row, int K, int8_t *q, float *scale);
+int pack_row_q6_K_avx2(const void *row, int K, int8_t *q, float *scale);
 int pack_row_q8_0_avx2(const void *row, int K, int8_t *q, float *scale);
+int pack_row_f16_avx2(const void *row, int K, int8_t *q, float *scale);
+int pack_row_bf16_avx2(const void *row, int K, int8_t *q, float *scale);
 void w8a8_quantize_avx2(const float *x, int64_t n, float scale, int8_t *q);
 float w8a8_amax_avx2(const float *x, int64_t n);
 #endif
