@@ -12,6 +12,7 @@
 #include "dev/dev.h"
 #include "dev/sim.h"
 #include "model/matmul.h"
+#include "pack/pack.h"
 #include "pack/w8a8.h"
 #include "quant/quant.h"
 
@@ -34,7 +35,8 @@ static void help(FILE *out) {
             "  --m LIST         rows to try (default 1,8,16,32,64,128)\n"
             "  -t, --threads N  threads (default: one per physical core)\n"
             "  --sim-preset P   sim preset (rk3588, the default)\n"
-            "  --sim SPEC       sim figures: [rk3588,]key=value,... (--sim-help lists them)\n");
+            "  --sim SPEC       sim figures: [rk3588,]key=value,... (--sim-help lists them)\n"
+            "  --no-pack-types  skip the table of host packing per source type\n");
 }
 
 struct shape {
@@ -272,8 +274,74 @@ out:
     return rc;
 }
 
+/* ---- host packing per source type ----
+ * pack_matrix on this machine's threads, whatever the device (the sim
+ * models its board's repack time, but the host work is real): the best
+ * path against the generic one (dequantize a block, then quantize). */
+
+struct type_pack_run {
+    struct threadpool *pool;
+    enum pack_path path;
+    enum qtype t;
+    const char *src;
+    size_t bytes;
+    int copies, K, N, rc;
+    int8_t *codes;
+    float *scales;
+};
+static void type_pack_once(void *arg) {
+    struct type_pack_run *r = arg;
+    for (int c = 0; c < r->copies && r->rc == PACK_OK; c++)
+        r->rc = pack_matrix(r->pool, r->path, r->t, r->src + (size_t)c * r->bytes, r->K, r->N, PACK_ROWS, r->codes,
+                            r->scales);
+}
+
+static void probe_pack_types(struct threadpool *pool, int K, int N, double gbps) {
+    const enum qtype types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_F16, QT_BF16};
+    printf("\n### host packing per source type: %d x %d, %d threads, 64 MiB of copies (source from DRAM)\n\n", K, N,
+           threadpool_size(pool));
+    printf("| type | best path GB/s of source | G values/s | of the bandwidth | generic path GB/s | best / generic |\n"
+           "|---|---:|---:|---:|---:|---:|\n");
+    float *x = malloc((size_t)K * sizeof *x);
+    int8_t *codes = malloc((size_t)K * (size_t)N);
+    float *scales = malloc((size_t)N * sizeof *scales);
+    uint64_t seed = 0x7a9e5eedu;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0] && x && codes && scales; ti++) {
+        const enum qtype t = types[ti];
+        const size_t row = quant_row_size(t, K), bytes = row * (size_t)N;
+        const int copies = (int)((64u << 20) / bytes + 1);
+        char *src = malloc(bytes * (size_t)copies);
+        if (!src) break;
+        for (int n = 0; n < N; n++) {
+            for (int k = 0; k < K; k++) x[k] = 0.02f * gauss(&seed);
+            quant_traits(t)->from_float(x, src + row * (size_t)n, K);
+        }
+        for (int c = 1; c < copies; c++) memcpy(src + (size_t)c * bytes, src, bytes);
+        double ns[2];
+        int rc = PACK_OK;
+        for (int p = 0; p < 2; p++) {
+            struct type_pack_run r = {pool, p ? PACK_PATH_GENERIC : PACK_PATH_BEST, t, src, bytes, copies, K, N,
+                                      PACK_OK, codes, scales};
+            ns[p] = best_ns(type_pack_once, &r, 3) / copies;
+            if (r.rc != PACK_OK) rc = r.rc;
+        }
+        free(src);
+        if (rc != PACK_OK) {
+            printf("| %s | %s | | | | |\n", quant_type_name(t), pack_status_string(rc));
+            continue;
+        }
+        const double best = (double)bytes / ns[0];
+        printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2fx |\n", quant_type_name(t), best, (double)K * N / ns[0],
+               best / gbps, (double)bytes / ns[1], ns[1] / ns[0]);
+    }
+    free(x);
+    free(codes);
+    free(scales);
+}
+
 int cmd_probe(int argc, char **argv) {
     const char *device = NULL, *m_list = "1,8,16,32,64,128", *sim = NULL, *preset = "rk3588";
+    bool pack_types = true;
     struct shape shapes[16];
     int n_shapes = 0;
     int64_t threads = 0;
@@ -300,6 +368,8 @@ int cmd_probe(int argc, char **argv) {
             if (!(sim = cli_value(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--sim-preset")) {
             if (!(preset = cli_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--no-pack-types")) {
+            pack_types = false;
         } else {
             cli_fail("probe: unknown option '%s'", a);
             help(stderr);
@@ -358,6 +428,7 @@ int cmd_probe(int argc, char **argv) {
         printf("\nmemory read bandwidth (measured now, %d threads): %.1f GB/s\n", threadpool_size(pool), gbps);
         printf("packing (%s): %.2f GB/s of Q4_K read = %.2f of the memory bandwidth\n",
                caps->modelled_time ? "modelled" : "measured", pack_gbps, pack_gbps / gbps);
+        if (pack_types) probe_pack_types(pool, shapes[0].K, shapes[0].N, gbps);
     }
     dev_close(d);
     threadpool_free(pool);

@@ -137,7 +137,7 @@ static inline bool fp16_finite(uint16_t h) { return (h & 0x7C00) != 0x7C00; }
 
 /* ---- quantizing without the clamp ----
  *
- * Rows of Q4_K, Q5_K, Q6_K and F16 hold multiples of 2^-24 (products and
+ * Rows of Q4_K, Q5_K, Q6_K, Q8_0 and F16 hold multiples of 2^-24 (products and
  * differences of fp16 scales and integer codes), so their max |w| is 0 or
  * at least 2^-24 and s = amax / 127 is a normal float, rounded to within a
  * factor (1 +- 2^-24) of the exact quotient. Every value of the row has
@@ -472,42 +472,46 @@ int pack_row_bf16_avx2(const void *row, int K, int8_t *q, float *scale) {
 
 /* ---- Q8_0 ---- */
 
+static float q80_block_amax(const void *row, const float *ds, const float *unused, int j) {
+    (void)unused;
+    const struct block_q8_0 *b = (const struct block_q8_0 *)row + j;
+    /* |q| as unsigned bytes (|-128| = 0x80 = 128) */
+    const __m256i a = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(const void *)b->qs));
+    return (float)max_u8x32(a) * fabsf(ds[j]);
+}
+
+/* Q8_0: w = q * d with |q| <= 128, so a block's bound is 128 |d|. Its
+ * values are multiples of 2^-24 too, so quantizing skips the clamp. */
 int pack_row_q8_0_avx2(const void *row, int K, int8_t *q, float *scale) {
     if (K <= 0 || K % QK8_0) return PACK_E_TYPE;
+    if (K > PACK_MAX_K) return PACK_E_SHAPE; /* the row tables below */
     const struct block_q8_0 *x = row;
-    const int nb = K / QK8_0;
-    float amax = 0.0f;
+    const int nb = K / QK8_0, n8 = (nb + 7) & ~7;
+    float ds[PACK_MAX_K / QK8_0], bound[PACK_MAX_K / QK8_0 + 8];
     for (int i = 0; i < nb; i++) {
-        const float d = fp16_to_f32(x[i].d);
-        if (!(fabsf(d) <= 3.40282347e38f)) return PACK_E_VALUE;
-        /* |q| as unsigned bytes (|-128| = 0x80 = 128), max over the block */
-        __m256i a = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(const void *)x[i].qs));
-        __m128i m = _mm_max_epu8(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-        m = _mm_max_epu8(m, _mm_srli_si128(m, 8));
-        m = _mm_max_epu8(m, _mm_srli_si128(m, 4));
-        m = _mm_max_epu8(m, _mm_srli_si128(m, 2));
-        m = _mm_max_epu8(m, _mm_srli_si128(m, 1));
-        const float b = (float)(_mm_cvtsi128_si32(m) & 0xFF) * fabsf(d);
-        if (b > amax) amax = b;
+        if (!fp16_finite(x[i].d)) return PACK_E_VALUE; /* then no value is finite */
+        ds[i] = _cvtsh_ss(x[i].d);
+        bound[i] = 128.0f * fabsf(ds[i]);
     }
-    const float s = w8a8_scale(amax);
+    for (int i = nb; i < n8; i++) bound[i] = 0.0f;
+    const float s = w8a8_scale(refine_amax(bound, n8, q80_block_amax, x, ds, NULL));
+    *scale = s;
     if (s == 0.0f) {
         memset(q, 0, (size_t)K);
-        *scale = s;
         return PACK_OK;
     }
     const __m256 sv = _mm256_set1_ps(s);
     for (int i = 0; i < nb; i++) {
-        const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d));
+        const __m256 d = _mm256_broadcast_ss(ds + i);
         const __m128i *src = (const __m128i *)(const void *)x[i].qs;
         __m128i v0 = _mm_loadu_si128(src), v1 = _mm_loadu_si128(src + 1);
         __m256 f0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v0)), d);
         __m256 f1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v0, 8))), d);
         __m256 f2 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v1)), d);
         __m256 f3 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v1, 8))), d);
-        __m256i out = pack32(quantize8(f0, sv), quantize8(f1, sv), quantize8(f2, sv), quantize8(f3, sv));
+        __m256i out = pack32(quantize8_in_range(f0, sv), quantize8_in_range(f1, sv), quantize8_in_range(f2, sv),
+                             quantize8_in_range(f3, sv));
         _mm256_storeu_si256((__m256i *)(void *)(q + (size_t)i * QK8_0), out);
     }
-    *scale = s;
     return PACK_OK;
 }
