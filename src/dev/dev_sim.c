@@ -76,6 +76,7 @@ static int sim_pool_alloc(struct dev *d) {
             for (int j = 0; j < i; j++) sim_buffer_destroy(sd->sim, sd->buffers[j]);
             free(sd->buffers);
             sd->buffers = NULL;
+            sd->n_buffers = 0; /* sim_close must not destroy them again */
             return rc;
         }
         sd->n_buffers = i + 1;
