@@ -306,7 +306,7 @@ static void test_pack_errors(void) {
     /* K not a multiple of the block, unknown types, no fused path */
     CHECK(pack_row(PACK_PATH_BEST, QT_Q4_K, zero, 100, q, &s) == PACK_E_TYPE);
     CHECK(pack_row(PACK_PATH_BEST, (enum qtype)5, zero, 64, q, &s) == PACK_E_TYPE);
-    CHECK(pack_row(PACK_PATH_FUSED_SCALAR, QT_Q6_K, zero, 256, q, &s) == PACK_E_TYPE);
+    CHECK(pack_row(PACK_PATH_FUSED_SCALAR, QT_F16, zero, 256, q, &s) == PACK_E_TYPE);
     CHECK(pack_check_shape(PACK_AMX, 96, 16) == PACK_E_SHAPE);
     CHECK(pack_check_shape(PACK_AMX, 128, 24) == PACK_E_SHAPE);
     CHECK(pack_check_shape(PACK_ROWS, 100, 37) == PACK_OK);

@@ -41,21 +41,28 @@ static row_fn fused_avx2(enum qtype t) {
 #endif
 }
 
+static row_fn fused_scalar(enum qtype t) {
+    switch (t) {
+    case QT_Q4_K: return pack_row_q4_K_scalar;
+    case QT_Q5_K: return pack_row_q5_K_scalar;
+    case QT_Q6_K: return pack_row_q6_K_scalar;
+    case QT_Q8_0: return pack_row_q8_0_scalar;
+    default: return NULL;
+    }
+}
+
 int pack_row(enum pack_path path, enum qtype t, const void *row, int K, int8_t *q, float *scale) {
     if (K > PACK_MAX_K) return PACK_E_SHAPE;
-    row_fn avx2 = fused_avx2(t);
+    row_fn avx2 = fused_avx2(t), scalar = fused_scalar(t);
     switch (path) {
     case PACK_PATH_BEST:
         if (avx2) return avx2(row, K, q, scale);
-        if (t == QT_Q4_K) return pack_row_q4_K_scalar(row, K, q, scale);
-        if (t == QT_Q8_0) return pack_row_q8_0_scalar(row, K, q, scale);
+        if (scalar) return scalar(row, K, q, scale);
         return pack_row_generic(t, row, K, q, scale);
     case PACK_PATH_GENERIC:
         return pack_row_generic(t, row, K, q, scale);
     case PACK_PATH_FUSED_SCALAR:
-        if (t == QT_Q4_K) return pack_row_q4_K_scalar(row, K, q, scale);
-        if (t == QT_Q8_0) return pack_row_q8_0_scalar(row, K, q, scale);
-        return PACK_E_TYPE;
+        return scalar ? scalar(row, K, q, scale) : PACK_E_TYPE;
     case PACK_PATH_FUSED_AVX2:
         return avx2 ? avx2(row, K, q, scale) : PACK_E_TYPE;
     }

@@ -77,29 +77,26 @@ float w8a8_amax_avx2(const float *x, int64_t n) {
     return amax;
 }
 
-/* ---- the row maximum from sub-block bounds ----
- *
- * In every fused type a sub-block's values are monotone in its codes, so
- * its max |w| is reached at its smallest or largest code, and bounded by
- * the values of the smallest and largest codes the format allows. The
- * bounds come from the scales alone; a sub-block's codes are read only
- * while its bound exceeds the best maximum found so far. For real weights
- * the sub-block with the largest bound nearly always holds the row maximum,
- * so a row reads the codes of one or a few sub-blocks here, not all. */
+/* ---- helpers of the fused paths ---- */
 
-/* max |w| of sub-block j of a row, exactly as dequantization rounds it */
-typedef float (*subblock_amax_fn)(const void *row, const float *a, const float *b, int j);
-
-/* bound[j] >= max |w| of sub-block j, for j < n (n a multiple of 8; bounds
- * past the row are 0). The row's max |w|. */
-static inline float refine_amax(const float *bound, int n, subblock_amax_fn exact, const void *row, const float *a,
-                                const float *b) {
+/* pack_refine_amax (pack_impl.h) with 8 bounds per compare: the same
+ * search, at a fraction of the scalar loop's cost per row. n is a multiple
+ * of 8. */
+static inline float refine_amax_avx2(const float *bound, int n, pack_subblock_amax_fn exact, const void *row,
+                                     const float *a, const float *b) {
     __m256 m = _mm256_setzero_ps();
     for (int j = 0; j < n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(bound + j));
     const float top = hmax8(m);
     if (top == 0.0f) return 0.0f; /* every value is 0 */
+    const __m256 topv = _mm256_set1_ps(top);
     int first = 0;
-    while (bound[first] != top) first++;
+    for (int j = 0;; j += 8) {
+        const unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(bound + j), topv, _CMP_EQ_OQ));
+        if (eq) {
+            first = j + __builtin_ctz(eq);
+            break;
+        }
+    }
     float best = exact(row, a, b, first);
     for (int j = 0; j < n; j += 8) {
         unsigned mask = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(bound + j), _mm256_set1_ps(best),
@@ -132,8 +129,6 @@ static inline int max_u8x32(__m256i v) {
     m = _mm_max_epu8(m, _mm_srli_si128(m, 1));
     return _mm_cvtsi128_si32(m) & 0xFF;
 }
-
-static inline bool fp16_finite(uint16_t h) { return (h & 0x7C00) != 0x7C00; }
 
 /* ---- quantizing without the clamp ----
  *
@@ -185,18 +180,13 @@ static inline __m256 kq_bound(__m256 d1, __m256 m1, float cmax) {
     return _mm256_max_ps(_mm256_and_ps(m1, abs_mask), _mm256_and_ps(top, abs_mask));
 }
 
-static inline float kq_amax(float d1, float m1, int lo, int hi) {
-    const float wlo = fabsf(d1 * (float)lo - m1), whi = fabsf(d1 * (float)hi - m1);
-    return wlo > whi ? wlo : whi;
-}
-
 static float q4k_subblock_amax(const void *row, const float *d1s, const float *m1s, int j) {
     const struct block_q4_K *b = (const struct block_q4_K *)row + j / 8;
     const int sb = j % 8;
     __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(b->qs + 32 * (sb / 2)));
     if (sb & 1) v = _mm256_srli_epi16(v, 4);
     v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-    return kq_amax(d1s[j], m1s[j], min_u8x32(v), max_u8x32(v));
+    return pack_kq_amax(d1s[j], m1s[j], min_u8x32(v), max_u8x32(v));
 }
 
 int pack_row_q4_K_avx2(const void *row, int K, int8_t *q, float *scale) {
@@ -206,14 +196,14 @@ int pack_row_q4_K_avx2(const void *row, int K, int8_t *q, float *scale) {
     const int nb = K / QK_K;
     float d1s[PACK_MAX_K / 32], m1s[PACK_MAX_K / 32], bound[PACK_MAX_K / 32];
     for (int i = 0; i < nb; i++) {
-        if (!fp16_finite(x[i].d) || !fp16_finite(x[i].dmin)) return PACK_E_VALUE; /* then no value is finite */
+        if (!pack_fp16_finite(x[i].d) || !pack_fp16_finite(x[i].dmin)) return PACK_E_VALUE; /* then no value is finite */
         __m256 d1, m1;
         kq_scales(x[i].scales, x[i].d, x[i].dmin, &d1, &m1);
         _mm256_storeu_ps(d1s + 8 * i, d1);
         _mm256_storeu_ps(m1s + 8 * i, m1);
         _mm256_storeu_ps(bound + 8 * i, kq_bound(d1, m1, 15.0f));
     }
-    const float s = w8a8_scale(refine_amax(bound, 8 * nb, q4k_subblock_amax, x, d1s, m1s));
+    const float s = w8a8_scale(refine_amax_avx2(bound, 8 * nb, q4k_subblock_amax, x, d1s, m1s));
     *scale = s;
     if (s == 0.0f) {
         memset(q, 0, (size_t)K);
@@ -268,7 +258,7 @@ static float q5k_subblock_amax(const void *row, const float *d1s, const float *m
     __m256i ca, cb;
     q5k_codes(b, sb / 2, &ca, &cb);
     const __m256i v = sb & 1 ? cb : ca;
-    return kq_amax(d1s[j], m1s[j], min_u8x32(v), max_u8x32(v));
+    return pack_kq_amax(d1s[j], m1s[j], min_u8x32(v), max_u8x32(v));
 }
 
 /* 32 codes of one sub-block: w = d1 * c - m1, quantized to out[0..31]. */
@@ -287,14 +277,14 @@ int pack_row_q5_K_avx2(const void *row, int K, int8_t *q, float *scale) {
     const int nb = K / QK_K;
     float d1s[PACK_MAX_K / 32], m1s[PACK_MAX_K / 32], bound[PACK_MAX_K / 32];
     for (int i = 0; i < nb; i++) {
-        if (!fp16_finite(x[i].d) || !fp16_finite(x[i].dmin)) return PACK_E_VALUE;
+        if (!pack_fp16_finite(x[i].d) || !pack_fp16_finite(x[i].dmin)) return PACK_E_VALUE;
         __m256 d1, m1;
         kq_scales(x[i].scales, x[i].d, x[i].dmin, &d1, &m1);
         _mm256_storeu_ps(d1s + 8 * i, d1);
         _mm256_storeu_ps(m1s + 8 * i, m1);
         _mm256_storeu_ps(bound + 8 * i, kq_bound(d1, m1, 31.0f));
     }
-    const float s = w8a8_scale(refine_amax(bound, 8 * nb, q5k_subblock_amax, x, d1s, m1s));
+    const float s = w8a8_scale(refine_amax_avx2(bound, 8 * nb, q5k_subblock_amax, x, d1s, m1s));
     *scale = s;
     if (s == 0.0f) {
         memset(q, 0, (size_t)K);
@@ -355,7 +345,7 @@ int pack_row_q6_K_avx2(const void *row, int K, int8_t *q, float *scale) {
     /* D = d * sc per sub-block of 16, exact (11 x 8 bits); w = D * (code - 32) */
     float ds[PACK_MAX_K / 16], bound[PACK_MAX_K / 16];
     for (int i = 0; i < nb; i++) {
-        if (!fp16_finite(x[i].d)) return PACK_E_VALUE; /* then no value is finite */
+        if (!pack_fp16_finite(x[i].d)) return PACK_E_VALUE; /* then no value is finite */
         const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d));
         const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)x[i].scales);
         const __m256 d0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
@@ -366,7 +356,7 @@ int pack_row_q6_K_avx2(const void *row, int K, int8_t *q, float *scale) {
         _mm256_storeu_ps(bound + 16 * i, _mm256_mul_ps(_mm256_and_ps(d0, abs_mask), _mm256_set1_ps(32.0f)));
         _mm256_storeu_ps(bound + 16 * i + 8, _mm256_mul_ps(_mm256_and_ps(d1, abs_mask), _mm256_set1_ps(32.0f)));
     }
-    const float s = w8a8_scale(refine_amax(bound, 16 * nb, q6k_subblock_amax, x, ds, NULL));
+    const float s = w8a8_scale(refine_amax_avx2(bound, 16 * nb, q6k_subblock_amax, x, ds, NULL));
     *scale = s;
     if (s == 0.0f) {
         memset(q, 0, (size_t)K);
@@ -489,12 +479,12 @@ int pack_row_q8_0_avx2(const void *row, int K, int8_t *q, float *scale) {
     const int nb = K / QK8_0, n8 = (nb + 7) & ~7;
     float ds[PACK_MAX_K / QK8_0], bound[PACK_MAX_K / QK8_0 + 8];
     for (int i = 0; i < nb; i++) {
-        if (!fp16_finite(x[i].d)) return PACK_E_VALUE; /* then no value is finite */
+        if (!pack_fp16_finite(x[i].d)) return PACK_E_VALUE; /* then no value is finite */
         ds[i] = _cvtsh_ss(x[i].d);
         bound[i] = 128.0f * fabsf(ds[i]);
     }
     for (int i = nb; i < n8; i++) bound[i] = 0.0f;
-    const float s = w8a8_scale(refine_amax(bound, n8, q80_block_amax, x, ds, NULL));
+    const float s = w8a8_scale(refine_amax_avx2(bound, n8, q80_block_amax, x, ds, NULL));
     *scale = s;
     if (s == 0.0f) {
         memset(q, 0, (size_t)K);

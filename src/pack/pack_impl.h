@@ -19,9 +19,47 @@ int w8a8_quantize_one(float x, float scale);
  * time in two passes (amax, then quantize): any type, no row buffer. */
 int pack_row_generic(enum qtype t, const void *row, int K, int8_t *q, float *scale);
 
-/* Fused scalar paths: the maximum from each sub-block's extreme codes, then
- * a 16-entry table per sub-block (Q4_K) or one division per value (Q8_0). */
+/* The row maximum from sub-block bounds. In every fused type a sub-block's
+ * values are monotone in its codes, so its max |w| sits at its smallest or
+ * largest code and is bounded by the values of the extreme codes the format
+ * allows; the bounds come from the scales alone. exact(row, a, b, j) is
+ * sub-block j's max |w| as dequantization rounds it; bound[j] >= it for
+ * j < n. Only sub-blocks whose bound beats the best found so far are read,
+ * the largest bound first: for real weights one or a few per row. */
+/* An fp16 scale that is an infinity or a NaN: every value a block
+ * dequantizes with it is then not finite either. */
+static inline bool pack_fp16_finite(uint16_t h) { return (h & 0x7C00) != 0x7C00; }
+
+/* Q4_K/Q5_K: max |d1 * c - m1| over a sub-block whose codes span [lo, hi]
+ * (includers compile without contraction of multiply and add). */
+static inline float pack_kq_amax(float d1, float m1, int lo, int hi) {
+    const float wlo = d1 * (float)lo - m1, whi = d1 * (float)hi - m1;
+    const float alo = wlo < 0 ? -wlo : wlo, ahi = whi < 0 ? -whi : whi;
+    return alo > ahi ? alo : ahi;
+}
+
+typedef float (*pack_subblock_amax_fn)(const void *row, const float *a, const float *b, int j);
+static inline float pack_refine_amax(const float *bound, int n, pack_subblock_amax_fn exact, const void *row,
+                                     const float *a, const float *b) {
+    if (n <= 0) return 0.0f;
+    int first = 0;
+    for (int j = 1; j < n; j++)
+        if (bound[j] > bound[first]) first = j;
+    if (!(bound[first] > 0.0f)) return 0.0f; /* every value is 0 */
+    float best = exact(row, a, b, first);
+    for (int j = 0; j < n; j++) {
+        if (j == first || !(bound[j] > best)) continue;
+        const float v = exact(row, a, b, j);
+        if (v > best) best = v;
+    }
+    return best;
+}
+
+/* Fused scalar paths: the maximum from sub-block bounds, then a 16-entry
+ * table per sub-block (Q4_K) or one division per value (Q5_K, Q6_K, Q8_0). */
 int pack_row_q4_K_scalar(const void *row, int K, int8_t *q, float *scale);
+int pack_row_q5_K_scalar(const void *row, int K, int8_t *q, float *scale);
+int pack_row_q6_K_scalar(const void *row, int K, int8_t *q, float *scale);
 int pack_row_q8_0_scalar(const void *row, int K, int8_t *q, float *scale);
 
 #if defined(__x86_64__)

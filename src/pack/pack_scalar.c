@@ -1,5 +1,6 @@
-/* Scalar row packers: the generic dequantize-then-quantize path (any type)
- * and the fused Q4_K / Q8_0 paths they are checked against. */
+/* Scalar row packers: the generic dequantize-then-quantize path (any type),
+ * the fused Q4_K, Q5_K, Q6_K and Q8_0 paths checked against it, and the
+ * search for the row maximum from sub-block bounds that every fused path uses. */
 #include "pack/pack_impl.h"
 #include "pack/w8a8.h"
 #include "quant/quant_blocks.h"
@@ -45,79 +46,170 @@ int pack_row_generic(enum qtype t, const void *row, int K, int8_t *q, float *sca
     return PACK_OK;
 }
 
-static inline bool finite_f(float x) { return fabsf(x) <= 3.40282347e38f; }
+static inline float absf(float x) { return x < 0 ? -x : x; }
 
-/* Q4_K: within a sub-block w = d1 * q - m1 rounds monotonically in q, so
- * max |w| sits at the smallest or the largest code present, and the 16
- * possible values can be quantized once and looked up. */
+/* Q4_K/Q5_K: the 8 d1 = d * sc and m1 = dmin * m of a block, as the
+ * dequantizer rounds them, and the bounds of w = d1 * c - m1 for codes in
+ * [0, cmax]: max(|m1|, |d1 * cmax - m1|). */
+static void kq_block(const uint8_t *scales12, uint16_t d, uint16_t dmin, float cmax, float *d1, float *m1,
+                     float *bound) {
+    const float df = fp16_to_f32(d), mf = fp16_to_f32(dmin);
+    for (int sb = 0; sb < 8; sb++) {
+        uint8_t sc, m;
+        get_scale_min_k4(sb, scales12, &sc, &m);
+        d1[sb] = df * (float)sc;
+        m1[sb] = mf * (float)m;
+        const float top = absf(d1[sb] * cmax - m1[sb]);
+        bound[sb] = absf(m1[sb]) > top ? absf(m1[sb]) : top;
+    }
+}
+
+/* Code l (0..31) of sub-block sb of a Q4_K / Q5_K block. */
+static inline int q4k_code(const struct block_q4_K *b, int sb, int l) {
+    return (b->qs[32 * (sb / 2) + l] >> (4 * (sb & 1))) & 0xF;
+}
+static inline int q5k_code(const struct block_q5_K *b, int sb, int l) {
+    return ((b->qs[32 * (sb / 2) + l] >> (4 * (sb & 1))) & 0xF) | (((b->qh[l] >> sb) & 1) << 4);
+}
+
+static float q4k_subblock_amax(const void *row, const float *d1s, const float *m1s, int j) {
+    const struct block_q4_K *b = (const struct block_q4_K *)row + j / 8;
+    int lo = 15, hi = 0;
+    for (int l = 0; l < 32; l++) {
+        const int c = q4k_code(b, j % 8, l);
+        lo = c < lo ? c : lo;
+        hi = c > hi ? c : hi;
+    }
+    return pack_kq_amax(d1s[j], m1s[j], lo, hi);
+}
+
+static float q5k_subblock_amax(const void *row, const float *d1s, const float *m1s, int j) {
+    const struct block_q5_K *b = (const struct block_q5_K *)row + j / 8;
+    int lo = 31, hi = 0;
+    for (int l = 0; l < 32; l++) {
+        const int c = q5k_code(b, j % 8, l);
+        lo = c < lo ? c : lo;
+        hi = c > hi ? c : hi;
+    }
+    return pack_kq_amax(d1s[j], m1s[j], lo, hi);
+}
+
+/* Q4_K: the 16 possible values of a sub-block are quantized once and looked up. */
 int pack_row_q4_K_scalar(const void *row, int K, int8_t *q, float *scale) {
     if (K <= 0 || K % QK_K) return PACK_E_TYPE;
+    if (K > PACK_MAX_K) return PACK_E_SHAPE; /* the row tables below */
     const struct block_q4_K *x = row;
     const int nb = K / QK_K;
-    float amax = 0.0f;
+    float d1s[PACK_MAX_K / 32], m1s[PACK_MAX_K / 32], bound[PACK_MAX_K / 32];
     for (int i = 0; i < nb; i++) {
-        const float d = fp16_to_f32(x[i].d), dmin = fp16_to_f32(x[i].dmin);
-        for (int sb = 0; sb < 8; sb++) {
-            uint8_t sc, m;
-            get_scale_min_k4(sb, x[i].scales, &sc, &m);
-            const float d1 = d * (float)sc, m1 = dmin * (float)m;
-            const uint8_t *qs = x[i].qs + 32 * (sb / 2);
-            const int shift = 4 * (sb & 1);
-            int lo = 15, hi = 0;
-            for (int l = 0; l < 32; l++) {
-                int c = (qs[l] >> shift) & 0xF;
-                if (c < lo) lo = c;
-                if (c > hi) hi = c;
-            }
-            const float wlo = d1 * (float)lo - m1, whi = d1 * (float)hi - m1;
-            if (!finite_f(wlo) || !finite_f(whi)) return PACK_E_VALUE;
-            if (fabsf(wlo) > amax) amax = fabsf(wlo);
-            if (fabsf(whi) > amax) amax = fabsf(whi);
-        }
+        if (!pack_fp16_finite(x[i].d) || !pack_fp16_finite(x[i].dmin)) return PACK_E_VALUE;
+        kq_block(x[i].scales, x[i].d, x[i].dmin, 15.0f, d1s + 8 * i, m1s + 8 * i, bound + 8 * i);
     }
-    const float s = w8a8_scale(amax);
-    for (int i = 0; i < nb; i++) {
-        const float d = fp16_to_f32(x[i].d), dmin = fp16_to_f32(x[i].dmin);
-        for (int sb = 0; sb < 8; sb++) {
-            uint8_t sc, m;
-            get_scale_min_k4(sb, x[i].scales, &sc, &m);
-            const float d1 = d * (float)sc, m1 = dmin * (float)m;
-            float values[16];
-            int8_t table[16];
-            for (int c = 0; c < 16; c++) values[c] = d1 * (float)c - m1;
-            w8a8_quantize(values, 16, s, table);
-            const uint8_t *qs = x[i].qs + 32 * (sb / 2);
-            const int shift = 4 * (sb & 1);
-            int8_t *out = q + (size_t)i * QK_K + 32 * sb;
-            for (int l = 0; l < 32; l++) out[l] = table[(qs[l] >> shift) & 0xF];
-        }
+    const float s = w8a8_scale(pack_refine_amax(bound, 8 * nb, q4k_subblock_amax, x, d1s, m1s));
+    for (int j = 0; j < 8 * nb; j++) {
+        float values[16];
+        int8_t table[16];
+        for (int c = 0; c < 16; c++) values[c] = d1s[j] * (float)c - m1s[j];
+        w8a8_quantize(values, 16, s, table);
+        int8_t *out = q + (size_t)j * 32;
+        for (int l = 0; l < 32; l++) out[l] = table[q4k_code(&x[j / 8], j % 8, l)];
     }
     *scale = s;
     return PACK_OK;
 }
 
-/* Q8_0: w = q * d, so |w| is largest where |q| is. */
+/* Q5_K: 32 possible values per sub-block of 32, so no table: values, then quantize. */
+int pack_row_q5_K_scalar(const void *row, int K, int8_t *q, float *scale) {
+    if (K <= 0 || K % QK_K) return PACK_E_TYPE;
+    if (K > PACK_MAX_K) return PACK_E_SHAPE;
+    const struct block_q5_K *x = row;
+    const int nb = K / QK_K;
+    float d1s[PACK_MAX_K / 32], m1s[PACK_MAX_K / 32], bound[PACK_MAX_K / 32];
+    for (int i = 0; i < nb; i++) {
+        if (!pack_fp16_finite(x[i].d) || !pack_fp16_finite(x[i].dmin)) return PACK_E_VALUE;
+        kq_block(x[i].scales, x[i].d, x[i].dmin, 31.0f, d1s + 8 * i, m1s + 8 * i, bound + 8 * i);
+    }
+    const float s = w8a8_scale(pack_refine_amax(bound, 8 * nb, q5k_subblock_amax, x, d1s, m1s));
+    for (int j = 0; j < 8 * nb; j++) {
+        float values[32];
+        for (int l = 0; l < 32; l++) values[l] = d1s[j] * (float)q5k_code(&x[j / 8], j % 8, l) - m1s[j];
+        w8a8_quantize(values, 32, s, q + (size_t)j * 32);
+    }
+    *scale = s;
+    return PACK_OK;
+}
+
+/* Q6_K: value l of sub-block j (16 values) is D_j * (code - 32), D_j = d * sc_j. */
+static inline int q6k_code(const struct block_q6_K *b, int sb, int l) {
+    const int v = 16 * (sb % 8) + l;  /* 0..127 within the half */
+    const int h = sb / 8, quarter = v / 32, i = v % 32;
+    const uint8_t lo = b->ql[64 * h + 32 * (quarter & 1) + i] >> (4 * (quarter >> 1));
+    const uint8_t hi = b->qh[32 * h + i] >> (2 * quarter);
+    return (lo & 0xF) | ((hi & 3) << 4);
+}
+
+static float q6k_subblock_amax(const void *row, const float *ds, const float *unused, int j) {
+    (void)unused;
+    const struct block_q6_K *b = (const struct block_q6_K *)row + j / 16;
+    int qmax = 0;
+    for (int l = 0; l < 16; l++) {
+        const int c = q6k_code(b, j % 16, l) - 32;
+        qmax = (c < 0 ? -c : c) > qmax ? (c < 0 ? -c : c) : qmax;
+    }
+    return absf(ds[j]) * (float)qmax;
+}
+
+int pack_row_q6_K_scalar(const void *row, int K, int8_t *q, float *scale) {
+    if (K <= 0 || K % QK_K) return PACK_E_TYPE;
+    if (K > PACK_MAX_K) return PACK_E_SHAPE;
+    const struct block_q6_K *x = row;
+    const int nb = K / QK_K;
+    float ds[PACK_MAX_K / 16], bound[PACK_MAX_K / 16];
+    for (int i = 0; i < nb; i++) {
+        if (!pack_fp16_finite(x[i].d)) return PACK_E_VALUE;
+        const float d = fp16_to_f32(x[i].d);
+        for (int sb = 0; sb < 16; sb++) {
+            ds[16 * i + sb] = d * (float)x[i].scales[sb];
+            bound[16 * i + sb] = absf(ds[16 * i + sb]) * 32.0f; /* |code - 32| <= 32 */
+        }
+    }
+    const float s = w8a8_scale(pack_refine_amax(bound, 16 * nb, q6k_subblock_amax, x, ds, NULL));
+    for (int j = 0; j < 16 * nb; j++) {
+        float values[16];
+        for (int l = 0; l < 16; l++) values[l] = ds[j] * (float)(q6k_code(&x[j / 16], j % 16, l) - 32);
+        w8a8_quantize(values, 16, s, q + (size_t)j * 16);
+    }
+    *scale = s;
+    return PACK_OK;
+}
+
+/* Q8_0: w = q * d with |q| <= 128, so a block's bound is 128 |d|. */
+static float q80_block_amax(const void *row, const float *ds, const float *unused, int j) {
+    (void)unused;
+    const struct block_q8_0 *b = (const struct block_q8_0 *)row + j;
+    int qmax = 0;
+    for (int l = 0; l < QK8_0; l++) {
+        const int a = b->qs[l] < 0 ? -b->qs[l] : b->qs[l];
+        qmax = a > qmax ? a : qmax;
+    }
+    return (float)qmax * absf(ds[j]);
+}
+
 int pack_row_q8_0_scalar(const void *row, int K, int8_t *q, float *scale) {
     if (K <= 0 || K % QK8_0) return PACK_E_TYPE;
+    if (K > PACK_MAX_K) return PACK_E_SHAPE;
     const struct block_q8_0 *x = row;
     const int nb = K / QK8_0;
-    float amax = 0.0f;
+    float ds[PACK_MAX_K / QK8_0], bound[PACK_MAX_K / QK8_0];
     for (int i = 0; i < nb; i++) {
-        const float d = fp16_to_f32(x[i].d);
-        if (!finite_f(d)) return PACK_E_VALUE;
-        int qmax = 0;
-        for (int l = 0; l < QK8_0; l++) {
-            int a = x[i].qs[l] < 0 ? -x[i].qs[l] : x[i].qs[l];
-            if (a > qmax) qmax = a;
-        }
-        const float a = (float)qmax * fabsf(d);
-        if (a > amax) amax = a;
+        if (!pack_fp16_finite(x[i].d)) return PACK_E_VALUE;
+        ds[i] = fp16_to_f32(x[i].d);
+        bound[i] = 128.0f * absf(ds[i]);
     }
-    const float s = w8a8_scale(amax);
+    const float s = w8a8_scale(pack_refine_amax(bound, nb, q80_block_amax, x, ds, NULL));
     for (int i = 0; i < nb; i++) {
-        const float d = fp16_to_f32(x[i].d);
         float values[QK8_0];
-        for (int l = 0; l < QK8_0; l++) values[l] = (float)x[i].qs[l] * d;
+        for (int l = 0; l < QK8_0; l++) values[l] = (float)x[i].qs[l] * ds[i];
         w8a8_quantize(values, QK8_0, s, q + (size_t)i * QK8_0);
     }
     *scale = s;
