@@ -48,6 +48,12 @@ static void detect(void) {
      * with AVX2, so say AVX-512 is here to have them dispatched and tested. */
     features.avx512f = features.avx512bw = features.avx512vl = features.avx512vnni = true;
 #endif
+#if defined(MOEX_EMULATED_AMX)
+    /* Emulation builds only (cmake -DMOEX_EMULATE_AMX=ON): dev_amx.c runs
+     * its tile instructions as plain C (tests/emu/amx_emu.c), so say AMX is
+     * here to have the amx device opened and tested. */
+    features.amx_tile = features.amx_int8 = true;
+#endif
 #elif defined(__aarch64__)
     features.neon = true;
 #if defined(__linux__)

@@ -1,52 +1,29 @@
 /* The amx device: int8 GEMM on Intel AMX tiles (TDPBSSD) over weights in
  * the PACK_AMX layout. Results equal the cpu device bit for bit: the tiles
- * sum int8 products exactly in int32, and the epilogue is w8a8_out().
+ * sum int8 products exactly in int32, and the epilogue is w8a8_out()
+ * sixteen channels at a time.
  *
  * Tile use: tmm0-3 accumulate a 32 x 32 block of C (2 x 2 tiles of 16 x 16
  * int32), tmm4-5 hold two 16-row x 64-byte slices of activations, tmm6-7 two
  * B tiles (64 K values x 16 columns). Activation rows are loaded straight
  * from the job's buffer (stride K); a last partial group of rows is copied
- * into a zero-padded per-thread buffer allocated with the pool.
+ * into a zero-padded per-thread buffer allocated with the pool. Every tile
+ * instruction is in amx_ops.h; each thread loads the configuration for its
+ * share of a submission and releases the tiles when it is done.
  *
- * Written for Sapphire Rapids and later; it has not been executed on
- * hardware in this tree's CI (no AMX there): the tests compare it with the
- * cpu device wherever AMX is present. */
+ * Written for Sapphire Rapids and later. Without AMX hardware it is tested on
+ * an emulated tile unit (tests/emulated-amx.sh); on AMX machines the tests
+ * compare it with the cpu device. */
 #include "dev/dev_impl.h"
 
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "dev/amx_ops.h"
 #include "pack/w8a8.h"
 
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The tile configuration, palette 1. GCC 12's _tile_loadconfig declares an
- * 8-byte memory operand, so the stores filling this struct can be dropped
- * as dead; ldtilecfg below names all 64 bytes as its operand. */
-struct tile_config {
-    uint8_t palette_id;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-};
-_Static_assert(sizeof(struct tile_config) == 64, "the tile configuration is 64 bytes");
-
-static inline void tile_config_load(const struct tile_config *cfg) {
-    __asm__ volatile("ldtilecfg %0" : : "m"(*cfg) : "memory");
-}
-
-/* Tile instructions with the memory effects spelled out: GCC 12's
- * _tile_loadd does not tell the compiler that it reads memory. */
-#define TILE_LOAD(t, base, stride) \
-    __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t : : "r"((const void *)(base)), "r"((long)(stride)) : "memory")
-#define TILE_STORE(t, base, stride) \
-    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" : : "r"((void *)(base)), "r"((long)(stride)) : "memory")
-#define TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
-/* C += A . B (AT&T order: B, A, C) */
-#define TILE_DPBSSD(c, a, b) __asm__ volatile("tdpbssd %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
-#define TILE_RELEASE() __asm__ volatile("tilerelease" ::: "memory")
 
 struct amx_dev {
     int8_t *pads; /* (threads, 16, max_k): rows past M are zero */
@@ -54,7 +31,7 @@ struct amx_dev {
 };
 
 /* Eight 16-row x 64-byte tiles: C in tmm0-3, A in tmm4-5, B in tmm6-7. */
-static void tile_config_fill(struct tile_config *cfg) {
+static void tile_config_fill(struct amx_tile_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->palette_id = 1;
     for (int t = 0; t < 8; t++) {
@@ -98,22 +75,28 @@ static void amx_close(struct dev *d) {
     free(ad);
 }
 
+/* Bytes of one thread's pad: 16 rows of up to max_k codes, whole cache lines. */
+static size_t pad_bytes(const struct dev *d) { return ((size_t)16 * (size_t)d->max_k + 63) / 64 * 64; }
+
 static int amx_pool_alloc(struct dev *d) {
     struct amx_dev *ad = d->backend;
-    int threads = d->pool ? threadpool_size(d->pool) : 1;
-    ad->pads = aligned_alloc(64, (size_t)threads * 16 * (size_t)d->max_k);
+    int threads = threadpool_size(d->pool);
+    size_t bytes = (size_t)threads * pad_bytes(d);
+    ad->pads = aligned_alloc(64, bytes);
     if (!ad->pads) return moex_errorf("amx: out of memory for row padding"), DEV_E_NOMEM;
-    memset(ad->pads, 0, (size_t)threads * 16 * (size_t)d->max_k);
+    memset(ad->pads, 0, bytes);
     ad->n_pads = threads;
     return DEV_OK;
 }
 
-/* Writes C tile rows [0, rows) x 16 columns through the W8A8 epilogue. */
+/* Writes C tile rows [0, rows) x 16 columns: w8a8_out() on 16 lanes, the
+ * same two float multiplies in the same order, so the same bits. */
 static void store_block(const int32_t acc[16][16], int rows, const float *act_scale, const float *ch_scale,
                         float *out, size_t out_stride) {
+    const __m512 cs = _mm512_loadu_ps(ch_scale);
     for (int r = 0; r < rows; r++) {
-        float *o = out + (size_t)r * out_stride;
-        for (int c = 0; c < 16; c++) o[c] = w8a8_out(acc[r][c], act_scale[r], ch_scale[c]);
+        __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc[r])), _mm512_set1_ps(act_scale[r]));
+        _mm512_storeu_ps(out + (size_t)r * out_stride, _mm512_mul_ps(v, cs));
     }
 }
 
@@ -126,35 +109,35 @@ static void block_2x2(const int8_t *a0, const int8_t *a1, int rows0, int rows1, 
                       float *out1, size_t out_stride) {
     _Alignas(64) int32_t acc[16][16];
     const int k_tiles = K / 64;
-    TILE_ZERO(0);
-    TILE_ZERO(1);
-    TILE_ZERO(2);
-    TILE_ZERO(3);
+    AMX_TILE_ZERO(0);
+    AMX_TILE_ZERO(1);
+    AMX_TILE_ZERO(2);
+    AMX_TILE_ZERO(3);
     for (int kb = 0; kb < k_tiles; kb++) {
-        TILE_LOAD(4, a0 + 64 * kb, K);
-        TILE_LOAD(6, b0 + 1024 * kb, 64);
-        TILE_DPBSSD(0, 4, 6);
+        AMX_TILE_LOAD(4, a0 + 64 * kb, K);
+        AMX_TILE_LOAD(6, b0 + 1024 * kb, 64);
+        AMX_DPBSSD(0, 4, 6);
         if (col_tiles == 2) {
-            TILE_LOAD(7, b1 + 1024 * kb, 64);
-            TILE_DPBSSD(1, 4, 7);
+            AMX_TILE_LOAD(7, b1 + 1024 * kb, 64);
+            AMX_DPBSSD(1, 4, 7);
         }
         if (rows1) {
-            TILE_LOAD(5, a1 + 64 * kb, K);
-            TILE_DPBSSD(2, 5, 6);
-            if (col_tiles == 2) TILE_DPBSSD(3, 5, 7);
+            AMX_TILE_LOAD(5, a1 + 64 * kb, K);
+            AMX_DPBSSD(2, 5, 6);
+            if (col_tiles == 2) AMX_DPBSSD(3, 5, 7);
         }
     }
-    TILE_STORE(0, acc, 64);
+    AMX_TILE_STORE(0, acc, 64);
     store_block(acc, rows0, rs0, cs, out0, out_stride);
     if (col_tiles == 2) {
-        TILE_STORE(1, acc, 64);
+        AMX_TILE_STORE(1, acc, 64);
         store_block(acc, rows0, rs0, cs + 16, out0 + 16, out_stride);
     }
     if (rows1) {
-        TILE_STORE(2, acc, 64);
+        AMX_TILE_STORE(2, acc, 64);
         store_block(acc, rows1, rs1, cs, out1, out_stride);
         if (col_tiles == 2) {
-            TILE_STORE(3, acc, 64);
+            AMX_TILE_STORE(3, acc, 64);
             store_block(acc, rows1, rs1, cs + 16, out1 + 16, out_stride);
         }
     }
@@ -184,10 +167,10 @@ static void run_tasks(void *arg, int64_t begin, int64_t end, int thread_index) {
     struct run_ctx *c = arg;
     struct dev *d = c->d;
     struct amx_dev *ad = d->backend;
-    int8_t *pad = ad->pads + (size_t)(thread_index % ad->n_pads) * 16 * (size_t)d->max_k;
-    _Alignas(64) struct tile_config cfg;
+    int8_t *pad = ad->pads + (size_t)(thread_index % ad->n_pads) * pad_bytes(d);
+    _Alignas(64) struct amx_tile_config cfg;
     tile_config_fill(&cfg);
-    tile_config_load(&cfg);
+    AMX_CONFIG_LOAD(&cfg);
     int j = 0;
     for (int64_t t = begin; t < end; t++) {
         while (c->task_start[j + 1] <= t) j++;
@@ -211,7 +194,7 @@ static void run_tasks(void *arg, int64_t begin, int64_t end, int thread_index) {
                       job->out_stride);
         }
     }
-    TILE_RELEASE();
+    AMX_RELEASE();
 }
 
 static int amx_submit(struct dev *d, const struct dev_job *jobs, int n_jobs, uint64_t *modelled_ns) {
