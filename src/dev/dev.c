@@ -5,9 +5,14 @@
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
+#include "dev/sim.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 struct backend {
     const char *name;
@@ -23,6 +28,26 @@ static const struct backend backends[] = {
 #endif
     {"sim", &dev_sim_ops},
 };
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* The pool's codes: anonymous pages, with transparent huge pages asked for.
+ * A pool is up to many GiB filled once at start, and first-touch faults of
+ * 4 KiB pages cost microseconds each (4 us measured in a VM): with 2 MiB pages
+ * filling the pool is bound by the packing or the copy, not by the faults. */
+static int8_t *codes_alloc(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#if defined(MADV_HUGEPAGE)
+    if (bytes >= ((size_t)2 << 20)) madvise(p, bytes, MADV_HUGEPAGE); /* advice only: failure is harmless */
+#endif
+    return p;
+}
+
+static void codes_free(struct dev *d) {
+    if (d->codes) munmap(d->codes, d->slot_code_bytes * (size_t)d->n_slots);
+    d->codes = NULL;
+}
 
 const char *dev_backend_names(void) { return "cpu amx sim"; }
 
@@ -40,6 +65,7 @@ const char *dev_status_string(int status) {
     case DEV_E_STATE: return "invalid device state";
     case DEV_E_SUBMIT: return "submission failed";
     case DEV_E_OPTION: return "invalid option";
+    case DEV_E_LAYOUT: return "packed for another layout";
     default: return "unknown device status";
     }
 }
@@ -95,15 +121,13 @@ void dev_close(struct dev *d) {
     if (!d) return;
     if (d->ops->close) d->ops->close(d);
     if (d->own_pool) threadpool_free(d->pool);
-    free(d->codes);
+    codes_free(d);
     free(d->scales);
     free(d->slots);
     free(d);
 }
 
 const struct dev_caps *dev_caps(const struct dev *d) { return &d->caps; }
-
-static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 uint64_t dev_slot_bytes(const struct dev *d, int64_t slot_values, int max_n) {
     (void)d;
@@ -138,10 +162,10 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
     int64_t max_k = slot_values / c->n_multiple;
     if (max_k > c->k_max) max_k = c->k_max;
     d->slot_code_bytes = round_up((size_t)slot_values, 64);
-    d->codes = aligned_alloc(64, d->slot_code_bytes * (size_t)n_slots);
+    d->n_slots = n_slots;
+    d->codes = codes_alloc(d->slot_code_bytes * (size_t)n_slots);
     d->scales = malloc((size_t)n_slots * (size_t)max_n * sizeof(float));
     d->slots = calloc((size_t)n_slots, sizeof *d->slots);
-    d->n_slots = n_slots;
     d->slot_values = slot_values;
     d->max_k = (int)max_k;
     d->max_n = max_n;
@@ -154,10 +178,9 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
         if (rc == DEV_E_DEVMEM) d->counters.failed_allocs++;
     }
     if (rc != DEV_OK) {
-        free(d->codes);
+        codes_free(d);
         free(d->scales);
         free(d->slots);
-        d->codes = NULL;
         d->scales = NULL;
         d->slots = NULL;
         d->n_slots = 0;
@@ -220,6 +243,105 @@ int dev_pack(struct dev *d, int slot, enum qtype type, const void *data, int K, 
     if (rc == DEV_OK) d->counters.packs++;
     else d->counters.failed_packs++;
     return rc;
+}
+
+enum pack_layout dev_layout(const struct dev *d) { return d ? d->layout : PACK_ROWS; }
+
+/* The time a load counts: on the NPU model the DMA fill of the bytes on its
+ * virtual clock (the host copy is not the board's cost), else the copy. */
+static uint64_t load_cost(struct dev *d, uint64_t bytes, uint64_t measured_ns) {
+    struct sim *s = dev_sim(d);
+    if (!s) return measured_ns;
+    double ns = sim_fill_ns(s, bytes);
+    sim_advance(s, ns);
+    return (uint64_t)ns;
+}
+
+static int load_into(struct dev *d, int slot, enum pack_layout layout, const int8_t *codes, const float *scales,
+                     int K, int N) {
+    const char *name = d->caps.name;
+    if (!scales) return moex_errorf("%s: load without scales", name), DEV_E_ARG;
+    if (!d->slots) return moex_errorf("%s: load before the slot pool is allocated", name), DEV_E_STATE;
+    if (slot < 0 || slot >= d->n_slots) return moex_errorf("%s: slot %d of %d", name, slot, d->n_slots), DEV_E_ARG;
+    d->slots[slot].K = d->slots[slot].N = 0;
+    if (layout != d->layout)
+        return moex_errorf("%s: a weight packed in layout %d, the device's is %d", name, (int)layout, (int)d->layout),
+               DEV_E_LAYOUT;
+    int rc = check_shape(d, K, N);
+    if (rc != DEV_OK) return rc;
+    if ((int64_t)K * N > d->slot_values || N > d->max_n || K > d->max_k || pack_check_shape(layout, K, N) != PACK_OK) {
+        moex_errorf("%s: a %d x %d weight does not fit the slots (%lld values, %d channels)", name, K, N,
+                    (long long)d->slot_values, d->max_n);
+        return DEV_E_SHAPE;
+    }
+    for (int n = 0; n < N; n++)
+        if (!isfinite(scales[n]) || scales[n] < 0)
+            return moex_errorf("%s: channel %d of a packed weight has scale %g", name, n, (double)scales[n]), DEV_E_VALUE;
+    size_t code_bytes = pack_bytes(layout, K, N), scale_bytes = (size_t)N * sizeof(float);
+    int64_t t0 = time_ns();
+    if (codes) memcpy((int8_t *)dev_slot_codes(d, slot), codes, code_bytes);
+    memcpy((float *)dev_slot_scales(d, slot), scales, scale_bytes);
+    uint64_t measured = (uint64_t)(time_ns() - t0);
+    d->slots[slot].K = K;
+    d->slots[slot].N = N;
+    d->counters.load_bytes += code_bytes + scale_bytes;
+    d->counters.load_ns += load_cost(d, code_bytes + scale_bytes, measured);
+    return DEV_OK;
+}
+
+int dev_load_packed(struct dev *d, int slot, enum pack_layout layout, const int8_t *codes, const float *scales,
+                    int K, int N) {
+    if (!d) return moex_errorf("dev_load_packed: no device"), DEV_E_ARG;
+    int rc = load_into(d, slot, layout, codes, scales, K, N);
+    if (rc == DEV_OK) d->counters.loads++;
+    else d->counters.failed_packs++;
+    return rc;
+}
+
+size_t dev_slot_code_stride(const struct dev *d) { return d && d->slots ? d->slot_code_bytes : 0; }
+
+int dev_map_codes(struct dev *d, int first, int n, int fd, uint64_t offset) {
+    if (!d) return moex_errorf("dev_map_codes: no device"), DEV_E_ARG;
+    const char *name = d->caps.name;
+    if (!d->slots) return moex_errorf("%s: mapping before the slot pool is allocated", name), DEV_E_STATE;
+    if (first < 0 || n < 1 || first > d->n_slots - n || fd < 0)
+        return moex_errorf("%s: mapping slots %d..%d of %d", name, first, first + n - 1, d->n_slots), DEV_E_ARG;
+    long page = sysconf(_SC_PAGESIZE);
+    int8_t *addr = d->codes + (size_t)first * d->slot_code_bytes;
+    size_t len = (size_t)n * d->slot_code_bytes;
+    if (page <= 0 || (uintptr_t)addr % (size_t)page || len % (size_t)page || offset % (uint64_t)page)
+        return moex_errorf("%s: slots of %zu bytes at file offset %llu are not page-aligned", name, d->slot_code_bytes,
+                           (unsigned long long)offset),
+               DEV_E_ARG;
+    for (int s = first; s < first + n; s++) d->slots[s].K = d->slots[s].N = 0;
+    if (mmap(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)offset) == MAP_FAILED) {
+        int err = errno;
+        /* A failed MAP_FIXED may leave the range unmapped: put fresh memory
+         * back, or give up the slots from `first` on. */
+        if (mmap(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+            d->n_slots = first;
+        return moex_errorf("%s: mapping %zu bytes of slots from a file: %s", name, len, strerror(err)), DEV_E_DEVMEM;
+    }
+#if defined(MADV_WILLNEED)
+    madvise(addr, len, MADV_WILLNEED); /* read-ahead when the file is not cached; advice only */
+#endif
+    return DEV_OK;
+}
+
+int dev_slot_data(const struct dev *d, int slot, const int8_t **codes, const float **scales, int *K, int *N) {
+    if (!d || !codes || !scales) return moex_errorf("dev_slot_data: no device or result pointer"), DEV_E_ARG;
+    *codes = NULL;
+    *scales = NULL;
+    if (K) *K = 0;
+    if (N) *N = 0;
+    if (!d->slots || slot < 0 || slot >= d->n_slots)
+        return moex_errorf("%s: slot %d of %d", d->caps.name, slot, d->n_slots), DEV_E_ARG;
+    if (d->slots[slot].N == 0) return moex_errorf("%s: slot %d is empty", d->caps.name, slot), DEV_E_STATE;
+    *codes = dev_slot_codes(d, slot);
+    *scales = dev_slot_scales(d, slot);
+    if (K) *K = d->slots[slot].K;
+    if (N) *N = d->slots[slot].N;
+    return DEV_OK;
 }
 
 static int check_jobs(const struct dev *d, const struct dev_job *jobs, int n_jobs) {

@@ -21,6 +21,7 @@
 #ifndef MOEX_DEV_H
 #define MOEX_DEV_H
 
+#include "pack/pack.h"
 #include "quant/quant.h"
 
 #include <stdbool.h>
@@ -44,6 +45,7 @@ enum dev_status {
     DEV_E_STATE = -9,       /* no pool yet, pool already allocated, or slot empty */
     DEV_E_SUBMIT = -10,     /* the device failed the submission (outputs untouched) */
     DEV_E_OPTION = -11,     /* a bad option (unknown backend, bad sim figure) */
+    DEV_E_LAYOUT = -12,     /* a packed weight in another layout than the device's */
 };
 
 struct dev_options {
@@ -83,9 +85,11 @@ struct dev_job {
 struct dev_counters {
     uint64_t submissions, jobs, rows, macs;
     uint64_t packs, pack_bytes_read, pack_bytes_written;
+    uint64_t loads, load_bytes; /* slots filled with packed weights (dev_load_packed) */
     uint64_t busy_ns;        /* in submissions (modelled on sim) */
     uint64_t pack_ns;        /* in packing (modelled on sim) */
-    uint64_t failed_submissions, failed_packs, failed_allocs;
+    uint64_t load_ns;        /* in dev_load_packed (on sim: the modelled DMA fill of the bytes) */
+    uint64_t failed_submissions, failed_packs, failed_allocs; /* failed_packs: loads too */
     uint64_t resident_bytes; /* the slot pool */
 };
 
@@ -108,6 +112,35 @@ int dev_pool_slots(const struct dev *d);
 int dev_pack(struct dev *d, int slot, enum qtype type, const void *data, int K, int N);
 /* The shape a slot holds (0, 0 when empty). */
 void dev_slot_shape(const struct dev *d, int slot, int *K, int *N);
+
+/* The layout the device's slots hold (pack.h). */
+enum pack_layout dev_layout(const struct dev *d);
+/* Fills a slot with a weight that is already packed (a pack file's entry):
+ * K x N codes in `layout` (pack_bytes of them) and N channel scales, copied
+ * in, replacing the tenant. No re-quantization: the slot then holds exactly
+ * these bytes. codes NULL: the codes are in the slot already (dev_map_codes)
+ * and only the scales are copied. layout must be the device's
+ * (DEV_E_LAYOUT), the shape as for dev_pack, scales finite and >= 0
+ * (DEV_E_VALUE). Counted as a load; on sim its time is the modelled DMA fill
+ * of the codes and scales (fill_gbps), elsewhere the measured copy. On
+ * failure the slot is empty. */
+int dev_load_packed(struct dev *d, int slot, enum pack_layout layout, const int8_t *codes, const float *scales,
+                    int K, int N);
+/* Bytes from one slot's codes to the next's (0 before the pool). */
+size_t dev_slot_code_stride(const struct dev *d);
+/* Backs the codes of slots [first, first + n) with a file's bytes from
+ * `offset` on (n strides of them) by a private mapping: the slots read the
+ * file's pages, with no copy and no zeroed memory, until written (copy on
+ * write). Filling gigabytes of slots then costs the page-table work, not a
+ * copy of every byte. The slots are empty until dev_load_packed (codes
+ * NULL) fills each. The slots' start, the length and offset must be
+ * multiples of the page size (DEV_E_ARG: copy instead); DEV_E_DEVMEM when
+ * the mapping fails (the slots keep fresh memory; if even that cannot be
+ * restored, the pool shrinks to the slots before `first`). */
+int dev_map_codes(struct dev *d, int first, int n, int fd, uint64_t offset);
+/* Read-back of what a slot holds: its codes (in the device's layout) and
+ * scales, valid until the slot's next pack or load. DEV_E_STATE when empty. */
+int dev_slot_data(const struct dev *d, int slot, const int8_t **codes, const float **scales, int *K, int *N);
 
 /* Runs the jobs as one submission and waits for them. */
 int dev_submit(struct dev *d, const struct dev_job *jobs, int n_jobs);
