@@ -1,7 +1,108 @@
+/* moex pack: pack the experts a run would make resident (or every expert)
+ * into a device layout once, and write them to a pack file that later runs
+ * load instead of packing (docs/pack-format.md, src/moe/pack_experts.h). */
 #include "cli.h"
+#include "session.h"
+
+#include "core/error.h"
+#include "core/progress.h"
+#include "core/threadpool.h"
+#include "model/model.h"
+#include "moe/pack_experts.h"
+#include "quant/quant.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int make_default_model(const char *path);
+
+static void help(FILE *out) {
+    fprintf(out,
+            "usage: moex pack [-m MODEL] --device D [--hot-budget S] [--stats FILE] [--all] [-o OUT]\n"
+            "Packs the experts that a run with the same --device, --hot-budget and --stats pins\n"
+            "(every expert when the budget holds them all), or every expert with --all, into\n"
+            "the device's layout, and writes them with the plan to a pack file. Runs pick up\n"
+            "MODEL.mxpk next to the model by themselves (or take --pack FILE) and fill the\n"
+            "device from it instead of packing; admissions while running load from it too.\n\n"
+            "  -o, --output FILE   the pack file (default: the model's path with .mxpk for .gguf)\n"
+            "      --all           every expert, whatever the plan pins (the plan is kept)\n"
+            "  -q, --quiet         no progress bar and no summary\n"
+            "Shared options (--device is required; -t sets the packing threads):\n");
+    session_opts_help(out);
+}
+
+static void show_progress(void *user, int done, int total) {
+    struct progress *bar = user;
+    bar->total = (uint64_t)total;
+    progress_update(bar, (uint64_t)done);
+}
 
 int cmd_pack(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_fail("'pack' is not available in this build yet");
+    struct session_opts o;
+    if (session_opts_defaults(&o) != 0) return 2;
+    const char *out_path = NULL;
+    bool all = false, quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            help(stdout);
+            return 0;
+        }
+        int r = session_opts_parse(&o, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(out_path = cli_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--all")) {
+            all = true;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = true;
+        } else {
+            cli_fail("pack: unknown option '%s' (see moex pack --help)", a);
+            return 2;
+        }
+    }
+    const char *device = o.experts.device;
+    if (!device || !strcmp(device, "none")) {
+        cli_fail("pack: --device is required (cpu, amx, sim or auto): a pack file holds one device's layout");
+        return 2;
+    }
+    const char *model_path = o.model_path;
+    if (!model_path) {
+        model_path = default_model_path();
+        struct stat st;
+        if (stat(model_path, &st) != 0 && make_default_model(model_path) != 0) return 1;
+    }
+    char default_out[4096];
+    if (!out_path) {
+        if (pack_path_for(model_path, default_out, sizeof default_out) != 0) return cli_fail("pack: model path too long");
+        out_path = default_out;
+    }
+    struct model *m = model_load(model_path);
+    if (!m) return cli_fail("%s", moex_error());
+    struct threadpool *pool = threadpool_new(o.threads, o.pin);
+    if (!pool) {
+        model_free(m);
+        return cli_fail("%s", moex_error());
+    }
+    struct progress bar;
+    progress_begin(&bar, "packing experts", (uint64_t)m->hp.n_layers * (uint64_t)m->hp.n_expert);
+    struct moe_pack_result r;
+    int rc = moe_pack_experts(m, &o.experts, pool, all, out_path, quiet ? NULL : show_progress, &bar, &r);
+    if (rc == 0) {
+        if (!quiet) progress_end(&bar);
+        double secs = r.total_ns * 1e-9, pack_secs = r.pack_ns * 1e-9;
+        if (!quiet)
+            printf("moex pack: %d experts (%d pinned by the plan%s) for device %s in %.2f s; packing read %.2f GiB of "
+                   "%s at %.2f GB/s (%.2f s%s), the rest was writing %.2f GiB to %s\n",
+                   r.experts, r.pinned, all ? ", all with --all" : "", r.device, secs, r.source_bytes / 1073741824.0,
+                   quant_type_name(m->layers[0].gate_exps.type), pack_secs > 0 ? r.source_bytes / pack_secs / 1e9 : 0.0,
+                   pack_secs, r.pack_modelled ? ", modelled" : "", r.file_bytes / 1073741824.0, out_path);
+    } else {
+        cli_fail("pack: %s", moex_error());
+    }
+    threadpool_free(pool);
+    model_free(m);
+    return rc == 0 ? 0 : 1;
 }

@@ -68,6 +68,13 @@ int session_opts_defaults(struct session_opts *o) {
         o->experts.no_overlap = !overlap;
     }
     if ((v = getenv("MOEX_SIM"))) o->experts.sim_figures = v;
+    if ((v = getenv("MOEX_PACK"))) {
+        bool off = false;
+        if (!*v) return cli_fail("MOEX_PACK: empty value (expected a pack file, or 0/off for --no-pack)"), -1;
+        if (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "no")) off = true;
+        o->no_pack = off;
+        o->pack_path = off ? NULL : v;
+    }
     return 0;
 }
 
@@ -108,6 +115,14 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--sim")) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         o->experts.sim_figures = v;
+    } else if (!strcmp(a, "--pack")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        if (!*v) return cli_fail("--pack: empty path"), -1;
+        o->pack_path = v;
+        o->no_pack = false;
+    } else if (!strcmp(a, "--no-pack")) {
+        o->no_pack = true;
+        o->pack_path = NULL;
     } else if (!strcmp(a, "--profile")) {
         o->profile = true;
     } else if (!strcmp(a, "--trace")) {
@@ -137,6 +152,11 @@ void session_opts_help(FILE *out) {
             "      --stats FILE    routing statistics (moex profile) for the pinned experts [MOEX_STATS]\n"
             "      --no-overlap    run device and CPU experts one after the other [MOEX_OVERLAP=0]\n"
             "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n"
+            "      --pack FILE     fill the device's experts from this pack file (moex pack) instead of\n"
+            "                      packing them (default: MODEL.mxpk next to the model, when it exists);\n"
+            "                      a file made for another model, device or version is refused and\n"
+            "                      the experts are packed live [MOEX_PACK]\n"
+            "      --no-pack       pack experts live, ignoring pack files [MOEX_PACK=0]\n"
             "      --profile       print expert placement counters per phase at the end\n"
             "      --trace FILE    write a Chrome trace-event timeline (opens in Perfetto)\n"
             "      --no-pin        do not pin worker threads to CPUs (pinned by default: an unpinned\n"
@@ -153,6 +173,44 @@ const char *default_model_path(void) {
     else if (xdg && *xdg) snprintf(path, sizeof path, "%s/moex/small.gguf", xdg);
     else snprintf(path, sizeof path, "%s/.cache/moex/small.gguf", home && *home ? home : "/tmp");
     return path;
+}
+
+int pack_path_for(const char *model_path, char *out, size_t size) {
+    size_t n = strlen(model_path);
+    if (n >= 5 && !strcmp(model_path + n - 5, ".gguf")) n -= 5;
+    if (n + 6 > size) return -1;
+    memcpy(out, model_path, n);
+    memcpy(out + n, ".mxpk", 6);
+    return 0;
+}
+
+/* The pack file this run uses: --pack, else MODEL.mxpk when it exists;
+ * none without a device or with --no-pack. */
+static const char *pick_pack(const struct session_opts *o, const char *model_path, char *buf, size_t size) {
+    const char *device = o->experts.device;
+    if (o->no_pack || !device || !strcmp(device, "none")) return NULL;
+    if (o->pack_path) return o->pack_path;
+    struct stat st;
+    if (pack_path_for(model_path, buf, size) != 0 || stat(buf, &st) != 0) return NULL;
+    return buf;
+}
+
+/* One message for a pack file that was not used: why, and the command that
+ * makes one this run would take. */
+static void report_pack(const struct session_opts *o, const char *model_path, struct moe_executor *e) {
+    const struct moe_pack_report *r = moe_executor_pack_report(e);
+    if (!r->path) return;
+    if (r->status == 0) {
+        if (r->message[0]) fprintf(stderr, "moex: note: %s\n", r->message);
+        return;
+    }
+    char budget[64] = "100%";
+    if (o->experts.hot_fraction > 0) snprintf(budget, sizeof budget, "%g%%", o->experts.hot_fraction * 100);
+    else snprintf(budget, sizeof budget, "%llu", (unsigned long long)o->experts.hot_budget);
+    fprintf(stderr, "moex: pack file refused, experts are packed live: %s. Rebuild it with: moex pack -m %s --device %s "
+                    "--hot-budget %s%s%s -o %s\n",
+            r->message, model_path, moe_executor_device(e), budget, o->experts.stats_path ? " --stats " : "",
+            o->experts.stats_path ? o->experts.stats_path : "", r->path);
 }
 
 /* Makes the default model when it does not exist yet. */
@@ -180,6 +238,8 @@ int session_open(struct session *s, const struct session_opts *o) {
     s->profile = o->profile;
     s->trace_path = o->trace_path;
     struct moe_exec_options experts = o->experts;
+    char pack_buf[4096];
+    experts.pack_path = pick_pack(o, path, pack_buf, sizeof pack_buf);
     if (o->trace_path) {
         s->trace = trace_new(1 << 20);
         if (!s->trace) { cli_fail("out of memory"); session_close(s); return -1; }
@@ -192,6 +252,7 @@ int session_open(struct session *s, const struct session_opts *o) {
         session_close(s);
         return -1;
     }
+    report_pack(o, path, context_executor(s->ctx));
     return 0;
 }
 

@@ -18,6 +18,8 @@ struct session_opts {
     struct moe_exec_options experts; /* --device, --hot-budget, --min-m, --stats, --no-overlap, --sim */
     bool profile;                    /* --profile: counters per phase on stderr at the end */
     const char *trace_path;          /* --trace FILE */
+    const char *pack_path;           /* --pack FILE; NULL: MODEL.mxpk next to the model, if there */
+    bool no_pack;                    /* --no-pack: pack experts live, whatever files exist */
 };
 
 struct session {
@@ -30,8 +32,8 @@ struct session {
 };
 
 /* Defaults, then the MOEX_* environment variables (MOEX_DEVICE,
- * MOEX_HOT_BUDGET, MOEX_MIN_M, MOEX_STATS, MOEX_OVERLAP, MOEX_SIM), parsed
- * strictly: -1 after printing an error for a bad value. */
+ * MOEX_HOT_BUDGET, MOEX_MIN_M, MOEX_STATS, MOEX_OVERLAP, MOEX_SIM,
+ * MOEX_PACK), parsed strictly: -1 after printing an error for a bad value. */
 int session_opts_defaults(struct session_opts *o);
 /* If argv[*i] is a shared option, consumes it (and its value) and returns 1;
  * 0 if it is not one; -1 after printing an error. */
@@ -44,6 +46,9 @@ int session_open(struct session *s, const struct session_opts *o);
 /* Prints the --profile counters, writes the --trace file and reports a
  * device fallback once; then frees everything. */
 void session_close(struct session *s);
+/* The pack file that belongs next to a model: MODEL.gguf -> MODEL.mxpk (or
+ * .mxpk appended). -1 when it does not fit in `size`. */
+int pack_path_for(const char *model_path, char *out, size_t size);
 /* Path of the built-in default model (made on first use). */
 const char *default_model_path(void);
 

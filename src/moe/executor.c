@@ -11,6 +11,7 @@
 #include "moe/expert_cache.h"
 #include "moe/experts.h"
 #include "moe/routing_stats.h"
+#include "pack/packfile.h"
 #include "pack/w8a8.h"
 
 #include <math.h>
@@ -38,7 +39,7 @@ struct moe_executor {
     const struct dev_caps *caps;
     int min_m;
     bool overlap, failed;
-    char note[512];
+    char note[1024];
     struct placement plan;
     struct expert_cache *cache;
     uint64_t expert_gguf_bytes;      /* an expert's three matrices as stored in the GGUF */
@@ -65,6 +66,12 @@ struct moe_executor {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     struct device_work work;
+    /* The pack file experts are loaded from instead of packed; a file found
+     * damaged while running is not used again (pack_refused). */
+    struct packfile *pack;
+    char *pack_path;                 /* copy of the option, for the report */
+    bool pack_refused;
+    struct moe_pack_report pack_report;
 };
 
 static void note(struct moe_executor *e, const char *fmt, const char *detail) {
@@ -87,6 +94,51 @@ static int pack_expert(struct moe_executor *e, int layer, int expert, int slot) 
     return DEV_OK;
 }
 
+/* The expert's three weights copied from the pack file, each checked after
+ * the copy against its entry's checksum: what the slot holds is what was
+ * packed, or the load fails. */
+static int load_expert(struct moe_executor *e, int layer, int expert, int slot) {
+    enum pack_layout layout = packfile_info(e->pack)->layout;
+    int64_t t0 = time_ns();
+    for (int i = 0; i < MATS; i++) {
+        const struct packfile_entry *en = packfile_entry(e->pack, packfile_find(e->pack, layer, expert, i));
+        if (!en) return moex_errorf("%s: no entry for layer %d expert %d", packfile_path(e->pack), layer, expert), -1;
+        int rc = dev_load_packed(e->dev, slot * MATS + i, layout, en->codes, en->scales, en->K, en->N);
+        if (rc != DEV_OK) return rc;
+        const int8_t *codes;
+        const float *scales;
+        int K, N;
+        if (dev_slot_data(e->dev, slot * MATS + i, &codes, &scales, &K, &N) != DEV_OK ||
+            packfile_entry_hash(codes, pack_bytes(layout, K, N), scales, N) != en->checksum)
+            return moex_errorf("%s: bad checksum in section data: layer %d expert %d %s", packfile_path(e->pack), layer,
+                               expert, packfile_matrix_name(en->matrix));
+    }
+    trace_event(e->trace, LANE_DEVICE, "load expert", t0, time_ns());
+    return DEV_OK;
+}
+
+static bool file_has(const struct moe_executor *e, int layer, int expert) {
+    return e->pack && !e->pack_refused && packfile_has_expert(e->pack, layer, expert);
+}
+
+/* An expert into its slots: from the pack file when it holds the expert,
+ * else packed live. A damaged entry refuses the file for the rest of the
+ * run; the expert is then packed live, so a slot never keeps bad bytes. */
+static int fill_expert(struct moe_executor *e, int layer, int expert, int slot, bool *loaded) {
+    *loaded = false;
+    if (file_has(e, layer, expert)) {
+        if (load_expert(e, layer, expert, slot) == DEV_OK) {
+            *loaded = true;
+            return DEV_OK;
+        }
+        e->pack_refused = true;
+        e->pack_report.status = PACKFILE_E_CHECKSUM;
+        snprintf(e->pack_report.message, sizeof e->pack_report.message, "%s", moex_error());
+        note(e, "pack file refused, experts are packed live: %s", moex_error());
+    }
+    return pack_expert(e, layer, expert, slot);
+}
+
 static int submit(struct moe_executor *e, const struct dev_job *jobs, int n, const char *what) {
     int64_t t0 = time_ns();
     struct moe_phase_counters *c = &e->counters[e->phase];
@@ -107,7 +159,8 @@ static int submit(struct moe_executor *e, const struct dev_job *jobs, int n, con
 static int device_layer(struct moe_executor *e, int layer, struct moe_scratch *s, const float *x) {
     for (int i = 0; i < e->n_to_pack; i++) {
         int ex = e->to_pack[i];
-        int rc = pack_expert(e, layer, ex, e->dev_slot[ex]);
+        bool loaded;
+        int rc = fill_expert(e, layer, ex, e->dev_slot[ex], &loaded);
         if (rc != DEV_OK) return rc;
     }
     int n_jobs = 0;
@@ -161,16 +214,16 @@ static void *device_thread(void *arg) {
 
 /* ---------------------------------------------------------------- set-up */
 
-static int load_rates(struct moe_executor *e, const char *path, double **rates) {
+static int load_rates(int n_layers, int n_expert, const char *path, double **rates) {
     struct routing_stats *st = routing_stats_read(path);
     if (!st) return -1;
-    if (st->n_layers != e->n_layers || st->n_expert != e->n_expert) {
+    if (st->n_layers != n_layers || st->n_expert != n_expert) {
         moex_errorf("%s: statistics of %d layers x %d experts do not match the model (%d x %d)", path, st->n_layers,
-                    st->n_expert, e->n_layers, e->n_expert);
+                    st->n_expert, n_layers, n_expert);
         routing_stats_free(st);
         return -1;
     }
-    int n = e->n_layers * e->n_expert;
+    int n = n_layers * n_expert;
     *rates = malloc(sizeof **rates * (size_t)n);
     if (!*rates) { routing_stats_free(st); return moex_errorf("out of memory"); }
     for (int k = 0; k < n; k++) (*rates)[k] = st->n_tokens ? (double)st->counts[k] / (double)st->n_tokens : 0;
@@ -178,54 +231,204 @@ static int load_rates(struct moe_executor *e, const char *path, double **rates) 
     return 0;
 }
 
-static int open_device(struct moe_executor *e, const struct moe_exec_options *o) {
+static void plan_note(struct moe_device_plan *p, const char *fmt, const char *detail) {
+    snprintf(p->note, sizeof p->note, fmt, detail);
+}
+
+int moe_device_plan(const struct model *m, const struct moe_exec_options *o, struct moe_device_plan *out) {
+    memset(out, 0, sizeof *out);
     const char *name = o->device;
     if (!name || !strcmp(name, "none")) return 0;
     if (!strcmp(name, "auto")) {
-        if (!cpu_features()->amx_int8) { note(e, "device auto: no AMX on this CPU; experts run on the CPU%s", ""); return 0; }
+        if (!cpu_features()->amx_int8) { plan_note(out, "device auto: no AMX on this CPU; experts run on the CPU%s", ""); return 0; }
         name = "amx";
     }
-    const struct layer_weights *L0 = &e->m->layers[0];
-    int64_t slot_values = (int64_t)e->n_embd * e->n_ff;
-    int max_n = e->n_embd > e->n_ff ? e->n_embd : e->n_ff;
-    bool shares_cores = !strcmp(name, "amx");
-    struct dev_options dopt = { 0, shares_cores ? e->pool : NULL, 1, o->sim_figures };
+    const struct model_hparams *hp = &m->hp;
+    int n_embd = hp->n_embd, n_ff = hp->n_ff_exp, n_layers = hp->n_layers, n_expert = hp->n_expert;
+    int64_t slot_values = (int64_t)n_embd * n_ff;
+    int max_n = n_embd > n_ff ? n_embd : n_ff;
+    struct dev_options dopt = { 0, NULL, 1, o->sim_figures };
     struct dev *probe = NULL;
-    /* Open once without a budget to learn the slot size, then for real. */
+    /* Open once without a budget to learn the slot size and envelope. */
     int rc = dev_open(name, &dopt, &probe);
     if (rc == DEV_E_OPTION) return moex_errorf("--device %s: %s", name, moex_error());
-    if (rc != DEV_OK) { note(e, "device unavailable: %s; experts run on the CPU", moex_error()); return 0; }
-    uint64_t slot_bytes = MATS * dev_slot_bytes(probe, slot_values, max_n);
+    if (rc != DEV_OK) { plan_note(out, "device unavailable: %s; experts run on the CPU", moex_error()); return 0; }
+    uint64_t expert_bytes = MATS * dev_slot_bytes(probe, slot_values, max_n);
     const struct dev_caps *caps = dev_caps(probe);
-    bool in_envelope = e->n_embd % caps->k_multiple == 0 && e->n_ff % caps->k_multiple == 0 &&
-                       e->n_embd % caps->n_multiple == 0 && e->n_ff % caps->n_multiple == 0 &&
-                       e->n_embd <= caps->k_max && e->n_ff <= caps->k_max && e->n_embd <= caps->n_max &&
-                       e->n_ff <= caps->n_max;
+    bool in_envelope = n_embd % caps->k_multiple == 0 && n_ff % caps->k_multiple == 0 &&
+                       n_embd % caps->n_multiple == 0 && n_ff % caps->n_multiple == 0 &&
+                       n_embd <= caps->k_max && n_ff <= caps->k_max && n_embd <= caps->n_max &&
+                       n_ff <= caps->n_max;
+    out->k_multiple = caps->k_multiple;
+    out->n_multiple = caps->n_multiple;
+    out->layout = dev_layout(probe);
     dev_close(probe);
-    (void)L0;
     if (!in_envelope) {
-        note(e, "the expert shapes are outside the %s device's envelope; experts run on the CPU", name);
+        plan_note(out, "the expert shapes are outside the %s device's envelope; experts run on the CPU", name);
         return 0;
     }
-    uint64_t all_experts = slot_bytes * (uint64_t)e->n_layers * e->n_expert;
+    uint64_t all_experts = expert_bytes * (uint64_t)n_layers * n_expert;
     uint64_t budget = o->hot_fraction > 0 ? (uint64_t)(o->hot_fraction * (double)all_experts) : o->hot_budget;
     double *rates = NULL;
-    if (o->stats_path && load_rates(e, o->stats_path, &rates) != 0) return -1;
-    struct placement_input pin = { e->n_layers, e->n_expert, rates, slot_bytes, budget, 0,
-                                   o->pinned_share < 0 ? 0.25 : o->pinned_share };
-    rc = placement_plan(&pin, &e->plan);
+    if (o->stats_path && (load_rates(n_layers, n_expert, o->stats_path, &rates) != 0 ||
+                          packfile_hash_file(o->stats_path, &out->stats_hash) != PACKFILE_OK)) {
+        free(rates);
+        return -1;
+    }
+    out->pinned_share = o->pinned_share < 0 ? 0.25 : o->pinned_share;
+    struct placement_input pin = { n_layers, n_expert, rates, expert_bytes, budget, 0, out->pinned_share };
+    rc = placement_plan(&pin, &out->plan);
     free(rates);
     if (rc != 0) return moex_errorf("out of memory");
-    if (e->plan.n_slots == 0) {
-        note(e, "the hot budget holds no expert; experts run on the CPU%s", "");
+    if (out->plan.n_slots == 0) {
+        plan_note(out, "the hot budget holds no expert; experts run on the CPU%s", "");
+        placement_free(&out->plan);
         return 0;
     }
-    dopt.budget_bytes = budget;
+    snprintf(out->device, sizeof out->device, "%s", name);
+    out->slot_values = slot_values;
+    out->max_n = max_n;
+    out->expert_bytes = expert_bytes;
+    out->budget_bytes = budget;
+    return 0;
+}
+
+void moe_device_plan_free(struct moe_device_plan *p) { placement_free(&p->plan); }
+
+static void expert_types(const struct model *m, uint32_t types[MATS]) {
+    const struct layer_weights *L = &m->layers[0];
+    types[0] = (uint32_t)L->gate_exps.type;
+    types[1] = (uint32_t)L->up_exps.type;
+    types[2] = (uint32_t)L->down_exps.type;
+}
+
+/* Opens the pack file for this run's device and model, or says why not
+ * (pack_report). When its plan was made for this run's budget (and routing
+ * statistics, if this run has any) its pinned experts replace the plan. */
+static int open_pack(struct moe_executor *e, const char *path, const struct moe_device_plan *dp) {
+    struct moe_pack_report *r = &e->pack_report;
+    struct packfile *pf = NULL;
+    struct packfile_identity id;
+    uint32_t types[MATS];
+    expert_types(e->m, types);
+    int rc = packfile_open(path, &pf);
+    if (rc == PACKFILE_OK) rc = packfile_check_layout(pf, dp->device, dev_layout(e->dev), e->caps->k_multiple,
+                                                      e->caps->n_multiple, dp->slot_values, dp->max_n);
+    if (rc == PACKFILE_OK) rc = packfile_model_identity(e->m->file, &id);
+    if (rc == PACKFILE_OK)
+        rc = packfile_check_model(pf, &id, e->n_layers, e->n_expert, e->n_embd, e->n_ff, types);
+    r->status = rc;
+    if (rc != PACKFILE_OK) {
+        snprintf(r->message, sizeof r->message, "%s", moex_error());
+        packfile_close(pf);
+        return 0;
+    }
+    e->pack = pf;
+    const struct packfile_info *in = packfile_info(pf);
+    bool same_stats = dp->stats_hash == 0 || (dp->stats_hash == in->stats_hash && dp->pinned_share == in->pinned_share);
+    if (in->budget_bytes == dp->budget_bytes && in->expert_bytes == dp->expert_bytes &&
+        in->plan_slots == e->plan.n_slots && same_stats) {
+        int32_t *pinned = malloc(sizeof *pinned * (size_t)(in->n_pinned ? in->n_pinned : 1));
+        if (!pinned) return moex_errorf("out of memory");
+        memcpy(pinned, packfile_pinned(pf), sizeof *pinned * (size_t)in->n_pinned);
+        free(e->plan.pinned);
+        e->plan.pinned = pinned;
+        e->plan.n_pinned = in->n_pinned;
+        r->plan_used = true;
+    } else {
+        snprintf(r->message, sizeof r->message,
+                 "%s: its plan is for a budget of %.1f MiB%s, this run's is %.1f MiB%s: planned anew; the experts the "
+                 "file holds are loaded, the others packed live", path, in->budget_bytes / 1048576.0,
+                 in->stats_hash ? " with routing statistics" : "", dp->budget_bytes / 1048576.0,
+                 dp->stats_hash == 0 ? "" : dp->stats_hash == in->stats_hash ? " with the same statistics"
+                                                                              : " with other statistics");
+    }
+    return 0;
+}
+
+struct verify_job {
+    const struct moe_executor *e;
+    enum pack_layout layout;
+    bool *bad; /* (slots) */
+};
+
+static void verify_slots(void *arg, int64_t begin, int64_t end, int thread_index) {
+    (void)thread_index;
+    struct verify_job *j = arg;
+    for (int64_t s = begin; s < end; s++) {
+        const struct packfile_entry *en = packfile_entry(j->e->pack, (int)s);
+        const int8_t *codes;
+        const float *scales;
+        int K, N;
+        j->bad[s] = j->bad[s] || dev_slot_data(j->e->dev, (int)s, &codes, &scales, &K, &N) != DEV_OK ||
+                    packfile_entry_hash(codes, pack_bytes(j->layout, K, N), scales, N) != en->checksum;
+    }
+}
+
+/* The pinned experts of a file whose plan this run uses. The file holds
+ * them in slot order, so the codes of all their slots are mapped from it in
+ * one piece (no copy, no zeroed memory), the scales copied, and every slot
+ * hashed against its entry, on the pool's threads. An expert that fails is
+ * packed live and the file is not used again. Returns the experts done:
+ * all pinned ones, or 0 when the codes cannot be mapped (the caller copies). */
+static int map_pinned(struct moe_executor *e) {
+    const struct packfile_info *in = packfile_info(e->pack);
+    int n_slots = e->plan.n_pinned * MATS;
+    if (!e->pack_report.plan_used || n_slots == 0 || in->code_stride != dev_slot_code_stride(e->dev) ||
+        dev_map_codes(e->dev, 0, n_slots, packfile_fd(e->pack), packfile_entry(e->pack, 0)->codes_offset) != DEV_OK)
+        return 0;
+    bool *bad = calloc((size_t)n_slots, sizeof *bad);
+    if (!bad) return 0;
+    for (int s = 0; s < n_slots; s++) {
+        const struct packfile_entry *en = packfile_entry(e->pack, s);
+        bad[s] = dev_load_packed(e->dev, s, in->layout, NULL, en->scales, en->K, en->N) != DEV_OK;
+    }
+    struct verify_job job = { e, in->layout, bad };
+    threadpool_parallel_for(e->pool, n_slots, 1, verify_slots, &job);
+    for (int i = 0; i < e->plan.n_pinned; i++) {
+        int key = e->plan.pinned[i];
+        if (!bad[i * MATS] && !bad[i * MATS + 1] && !bad[i * MATS + 2]) {
+            e->counters[MOE_PREFILL].loads += MATS;
+            e->pack_report.experts_loaded++;
+            continue;
+        }
+        if (!e->pack_refused) {
+            int m = bad[i * MATS] ? 0 : bad[i * MATS + 1] ? 1 : 2;
+            e->pack_refused = true;
+            e->pack_report.status = PACKFILE_E_CHECKSUM;
+            snprintf(e->pack_report.message, sizeof e->pack_report.message,
+                     "%s: bad checksum in section data: layer %d expert %d %s", packfile_path(e->pack),
+                     key / e->n_expert, key % e->n_expert, packfile_matrix_name((enum packfile_matrix)m));
+            note(e, "pack file refused, experts are packed live: %s", e->pack_report.message);
+        }
+        if (pack_expert(e, key / e->n_expert, key % e->n_expert, i) != DEV_OK) {
+            note(e, "packing the pinned experts failed: %s; experts run on the CPU", moex_error());
+            e->failed = true;
+            break;
+        }
+        e->counters[MOE_PREFILL].packs += MATS;
+        e->pack_report.experts_packed++;
+    }
+    free(bad);
+    return e->plan.n_pinned;
+}
+
+static int open_device(struct moe_executor *e, const struct moe_exec_options *o) {
+    struct moe_device_plan dp;
+    if (moe_device_plan(e->m, o, &dp) != 0) return -1;
+    if (!dp.device[0]) {
+        if (dp.note[0]) note(e, "%s", dp.note);
+        return 0;
+    }
+    e->plan = dp.plan; /* ours now */
+    const char *name = dp.device;
+    bool shares_cores = !strcmp(name, "amx");
+    struct dev_options dopt = { dp.budget_bytes, shares_cores ? e->pool : NULL, 1, o->sim_figures };
     if (dev_open(name, &dopt, &e->dev) != DEV_OK) {
         note(e, "device unavailable: %s; experts run on the CPU", moex_error());
         return 0;
     }
-    if (dev_pool_alloc(e->dev, e->plan.n_slots * MATS, slot_values, max_n) != DEV_OK) {
+    if (dev_pool_alloc(e->dev, e->plan.n_slots * MATS, dp.slot_values, dp.max_n) != DEV_OK) {
         note(e, "device slot pool: %s; experts run on the CPU", moex_error());
         dev_close(e->dev);
         e->dev = NULL;
@@ -233,25 +436,39 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     }
     e->caps = dev_caps(e->dev);
     e->min_m = o->min_m > 0 ? o->min_m : e->caps->min_m;
-    e->dev_ns_per_row = 3.0 * (double)slot_values * e->caps->ns_per_mac;
-    e->pack_ns = 3.0 * (double)slot_values * e->caps->pack_ns_per_value;
+    e->dev_ns_per_row = 3.0 * (double)dp.slot_values * e->caps->ns_per_mac;
+    e->pack_ns = 3.0 * (double)dp.slot_values * e->caps->pack_ns_per_value;
+    if (o->pack_path) {
+        if (!(e->pack_path = strdup(o->pack_path))) return moex_errorf("out of memory");
+        e->pack_report.path = e->pack_path;
+        if (open_pack(e, o->pack_path, &dp) != 0) return -1;
+    }
     e->cache = expert_cache_new(e->n_layers, e->n_expert, &e->plan);
     if (!e->cache) return moex_errorf("out of memory");
-    /* The pinned core is packed now, once. */
+    /* The pinned core is filled now, once: from the pack file, or packed. */
     struct progress bar;
-    progress_begin(&bar, "packing pinned experts", (uint64_t)e->plan.n_pinned);
-    for (int i = 0; i < e->plan.n_pinned; i++) {
+    progress_begin(&bar, e->pack ? "loading pinned experts" : "packing pinned experts", (uint64_t)e->plan.n_pinned);
+    int64_t t0 = time_ns();
+    for (int i = e->pack ? map_pinned(e) : 0; i < e->plan.n_pinned && !e->failed; i++) {
         int key = e->plan.pinned[i];
-        rc = pack_expert(e, key / e->n_expert, key % e->n_expert, i);
+        bool loaded;
+        int rc = fill_expert(e, key / e->n_expert, key % e->n_expert, i, &loaded);
         if (rc != DEV_OK) {
             note(e, "packing the pinned experts failed: %s; experts run on the CPU", moex_error());
             e->failed = true;
             break;
         }
-        e->counters[MOE_PREFILL].packs += MATS;
+        if (loaded) {
+            e->counters[MOE_PREFILL].loads += MATS;
+            e->pack_report.experts_loaded++;
+        } else {
+            e->counters[MOE_PREFILL].packs += MATS;
+            e->pack_report.experts_packed++;
+        }
         progress_update(&bar, (uint64_t)i + 1);
     }
     progress_end(&bar);
+    e->pack_report.fill_ns = time_ns() - t0;
     return 0;
 }
 
@@ -322,6 +539,8 @@ void moe_executor_free(struct moe_executor *e) {
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->cond);
     dev_close(e->dev);
+    packfile_close(e->pack);
+    free(e->pack_path);
     expert_cache_free(e->cache);
     placement_free(&e->plan);
     free(e->act_codes); free(e->act_scales); free(e->gate); free(e->up); free(e->h_codes); free(e->h_scales);
@@ -359,7 +578,8 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
                 if (slot >= 0) {
                     c->admissions++;
                     if (evicted >= 0) c->evictions++;
-                    c->packs += MATS;
+                    if (file_has(e, layer, ex)) c->loads += MATS;
+                    else c->packs += MATS;
                     e->to_pack[e->n_to_pack++] = ex;
                 }
             }
@@ -426,10 +646,12 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
         (void)t_pack0;
         dev_get_counters(e->dev, &after);
         int64_t busy = (int64_t)(after.busy_ns - before.busy_ns), pack = (int64_t)(after.pack_ns - before.pack_ns);
+        int64_t load = (int64_t)(after.load_ns - before.load_ns);
         c->device_ns += busy;
         c->pack_ns += pack;
+        c->load_ns += load;
         if (e->caps->modelled_time) {
-            int64_t device_side = busy + pack;
+            int64_t device_side = busy + pack + load;
             modelled = e->overlap ? (cpu_dt > device_side ? cpu_dt : device_side) : cpu_dt + device_side;
         }
         if (status != DEV_OK) {
@@ -477,6 +699,8 @@ void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total) {
 
 const char *moe_executor_note(const struct moe_executor *e) { return e->note; }
 
+const struct moe_pack_report *moe_executor_pack_report(const struct moe_executor *e) { return &e->pack_report; }
+
 bool moe_executor_modelled(const struct moe_executor *e) { return e->dev && e->caps->modelled_time; }
 
 const char *moe_executor_device(const struct moe_executor *e) { return e->dev ? e->caps->name : "none"; }
@@ -490,9 +714,16 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
                 moe_executor_resident_bytes(e) / 1048576.0, e->caps->modelled_time ? ", device times modelled" : "");
     fputc('\n', out);
     if (e->note[0]) fprintf(out, "moex profile: note: %s\n", e->note);
-    fprintf(out, "| phase | batches | rows dev | rows cpu | submits | jobs | packs | hits | misses | admits | evicts "
-                 "| fallbacks | hit rows | hit bytes | device ms | pack ms | cpu ms | wall ms | overlap ms |\n");
-    fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    const struct moe_pack_report *r = &e->pack_report;
+    if (e->dev)
+        fprintf(out, "moex profile: start-up: %d pinned experts in %.1f ms, %d loaded from %s, %d packed live\n",
+                r->experts_loaded + r->experts_packed, r->fill_ns / 1e6, r->experts_loaded,
+                e->pack ? packfile_path(e->pack) : "a pack file", r->experts_packed);
+    fprintf(out, "| phase | batches | rows dev | rows cpu | submits | jobs | packs | loads | hits | misses | admits "
+                 "| evicts | fallbacks | hit rows | hit bytes | device ms | pack ms | load ms | cpu ms | wall ms "
+                 "| overlap ms |\n");
+    fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+                 "|---:|\n");
     static const char *names[MOE_PHASES] = { "prefill", "decode" };
     for (int p = 0; p < MOE_PHASES; p++) {
         const struct moe_phase_counters *c = &e->counters[p];
@@ -502,13 +733,13 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
         /* Work the two sides did at the same time: their sum past the wall. */
         double busy = (double)(c->device_ns + c->cpu_ns), overlap = busy > c->wall_ns ? busy - c->wall_ns : 0;
         if (e->dev && e->caps->modelled_time) overlap = 0;
-        fprintf(out, "| %s | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %.1f%% | %.1f%% "
-                     "| %.1f | %.1f | %.1f | %.1f | %.1f |\n",
+        fprintf(out, "| %s | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %.1f%% "
+                     "| %.1f%% | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
                 names[p], (unsigned long long)c->batches, (unsigned long long)c->rows_device,
                 (unsigned long long)c->rows_cpu, (unsigned long long)c->submissions, (unsigned long long)c->jobs,
-                (unsigned long long)c->packs, (unsigned long long)c->hits, (unsigned long long)c->misses,
-                (unsigned long long)c->admissions, (unsigned long long)c->evictions,
+                (unsigned long long)c->packs, (unsigned long long)c->loads, (unsigned long long)c->hits,
+                (unsigned long long)c->misses, (unsigned long long)c->admissions, (unsigned long long)c->evictions,
                 (unsigned long long)c->fallbacks, hit_rows, hit_bytes, c->device_ns / 1e6, c->pack_ns / 1e6,
-                c->cpu_ns / 1e6, c->wall_ns / 1e6, overlap / 1e6);
+                c->load_ns / 1e6, c->cpu_ns / 1e6, c->wall_ns / 1e6, overlap / 1e6);
     }
 }

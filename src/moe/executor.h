@@ -9,6 +9,9 @@
 #ifndef MOEX_EXECUTOR_H
 #define MOEX_EXECUTOR_H
 
+#include "moe/expert_cache.h"
+#include "pack/pack.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +33,7 @@ struct moe_exec_options {
     struct trace *trace;       /* timeline, or NULL */
     double cpu_row_ns;         /* > 0: the CPU's time per routed row for admission decisions
                                   (tests); 0: measured as batches run */
+    const char *pack_path;     /* pack file (moex pack) to fill device slots from; NULL: pack live */
 };
 
 enum moe_phase { MOE_PREFILL = 0, MOE_DECODE = 1, MOE_PHASES = 2 };
@@ -37,9 +41,11 @@ enum moe_phase { MOE_PREFILL = 0, MOE_DECODE = 1, MOE_PHASES = 2 };
 struct moe_phase_counters {
     uint64_t batches, rows_device, rows_cpu;   /* routed (token, expert) rows */
     uint64_t submissions, jobs, packs;
+    uint64_t loads;                              /* weights filled from the pack file instead of packs */
     uint64_t hits, misses, admissions, evictions, fallbacks;  /* expert uses with rows >= min M */
     uint64_t hit_rows, miss_rows, hit_bytes, miss_bytes;       /* the same weighted by rows / weight bytes */
     int64_t device_ns, cpu_ns, wall_ns, pack_ns;               /* device: busy (modelled on sim) */
+    int64_t load_ns;                                           /* loading from the pack file (modelled on sim) */
     /* The experts' time with the device's modelled busy and pack times in
      * place of the host's simulation of them: per layer the longer of the
      * CPU side and the device side when overlapped, their sum when not.
@@ -67,6 +73,39 @@ uint64_t moe_executor_resident_bytes(const struct moe_executor *e);
 void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total);
 /* Whether device times are modelled (sim), so that wall times mean little. */
 bool moe_executor_modelled(const struct moe_executor *e);
+/* The pack file: whether it was used, why not, and the start-up it made. */
+struct moe_pack_report {
+    const char *path;          /* the pack file asked for (moe_exec_options.pack_path), or NULL */
+    int status;                /* PACKFILE_OK (0) when used, else why it was refused (pack/packfile.h) */
+    bool plan_used;            /* the file's plan (pinned experts) replaced this run's */
+    char message[768];         /* "" or one line: why the file was refused, or why its plan was not used */
+    int experts_loaded;        /* pinned experts filled from the file at start */
+    int experts_packed;        /* pinned experts packed live at start */
+    int64_t fill_ns;           /* time filling the pinned experts' slots at start */
+};
+const struct moe_pack_report *moe_executor_pack_report(const struct moe_executor *e);
+
+/* What the executor plans for a model before any device memory: the device,
+ * its slot geometry and layout, the budget and the pinned experts. moex pack
+ * packs this plan's experts, so that a run with the same options finds them. */
+struct moe_device_plan {
+    char device[16];           /* "cpu", "amx", "sim"; "": experts stay on the CPU (note says why) */
+    enum pack_layout layout;
+    int k_multiple, n_multiple;
+    int64_t slot_values;       /* dev_pool_alloc's slot geometry */
+    int max_n;
+    uint64_t expert_bytes;     /* device bytes of one expert: three slots */
+    uint64_t budget_bytes;
+    uint64_t stats_hash;       /* XXH64 of the statistics file; 0 without one */
+    double pinned_share;
+    struct placement plan;
+    char note[256];
+};
+/* -1 with moex_error() on a bad option or statistics file; 0 otherwise,
+ * device "" when no expert can be resident. */
+int moe_device_plan(const struct model *m, const struct moe_exec_options *o, struct moe_device_plan *out);
+void moe_device_plan_free(struct moe_device_plan *p);
+
 /* "" or one line: why the device is not used, or the first device error. */
 const char *moe_executor_note(const struct moe_executor *e);
 /* The device's name, or "none". */
