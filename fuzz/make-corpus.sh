@@ -2,10 +2,12 @@
 # Writes seed inputs for the fuzz targets into DIR/<target>/ (default:
 # build-fuzz/seeds): small valid GGUF files that between them use every
 # metadata type, string and empty arrays, versions 2 and 3, several tensor
-# types and alignments. Needs python3; without it the seeds are skipped.
+# types and alignments; small pack files (docs/pack-format.md) of both
+# layouts, with and without extra experts, their checksums left for
+# fuzz_packfile to repair. Needs python3; without it the seeds are skipped.
 set -eu
 dir=${1:-$(cd "$(dirname "$0")/.." && pwd)/build-fuzz/seeds}
-mkdir -p "$dir/fuzz_gguf"
+mkdir -p "$dir/fuzz_gguf" "$dir/fuzz_packfile"
 if ! command -v python3 >/dev/null 2>&1; then
     echo "make-corpus.sh: python3 not found, no seeds written" >&2
     exit 0
@@ -77,5 +79,58 @@ save('model-a32.gguf', gguf(model_kv, tensors))
 save('model-a64.gguf', gguf(model_kv + [('general.alignment', 4, 64)], tensors, alignment=64))
 save('model-a1.gguf', gguf([('general.alignment', 4, 1)], tensors[:2], alignment=1))
 save('model-v2.gguf', gguf(model_kv, tensors[:3], version=2))
+PY
+python3 - "$dir/fuzz_packfile" <<'PY'
+import struct, sys, os
+out = sys.argv[1]
+
+def up(x, a):
+    return (x + a - 1) // a * a
+
+# Pack file version 1 with 64-byte alignment (the least a reader accepts),
+# so that seeds stay small; checksums are zero (fuzz_packfile repairs them).
+def pack(layout, layers, experts, embd, ff, pinned, extra, all_flag=0, align=64):
+    order = pinned + extra
+    n = 3 * len(order)
+    slot_values, max_n = embd * ff, max(embd, ff)
+    code_stride, scale_stride = up(slot_values, 64), up(4 * max_n, 64)
+    plan_off = up(512, align)
+    index_off = up(plan_off + 4 * len(pinned), align)
+    data_off = up(index_off + 64 * n, align)
+    scales_off = up(data_off + n * code_stride, align)
+    size = scales_off + n * scale_stride
+    blob = bytearray(size)
+    h = struct.pack('<8sIIQII', b'MOEXPACK', 1, 512, size, align, 3)
+    h += struct.pack('<IIIIQII', layout, 1, 64 if layout else 1, 16 if layout else 1, slot_values, max_n, scale_stride)
+    h += b'cpu'.ljust(16, b'\0') if layout == 0 else b'amx'.ljust(16, b'\0')
+    h += struct.pack('<QQIIII', 12345, 0x1234, layers, experts, embd, ff)
+    h += struct.pack('<IIII', 12, 12, 12, 0)
+    h += struct.pack('<QQQdIIII', 1 << 20, 3 * (code_stride + up(4 * max_n, 64)), 0, 0.25, len(pinned), len(pinned),
+                     n, all_flag)
+    h += struct.pack('<Q', code_stride) + b'\0' * 8
+    for kind, off, sz in ((1, plan_off, 4 * len(pinned)), (2, index_off, 64 * n), (3, data_off, size - data_off)):
+        h += struct.pack('<IIQQQ', kind, 0, off, sz, 0)
+    blob[:len(h)] = h
+    for i, k in enumerate(pinned):
+        struct.pack_into('<I', blob, plan_off + 4 * i, k)
+    for j in range(n):
+        key, m = order[j // 3], j % 3
+        K, N = (ff, embd) if m == 2 else (embd, ff)
+        struct.pack_into('<IIIIIIQQQQQ', blob, index_off + 64 * j, key // experts, key % experts, m, 12, K, N,
+                         data_off + j * code_stride, K * N, scales_off + j * scale_stride, 4 * N, 0)
+        for b in range(K * N):
+            blob[data_off + j * code_stride + b] = (b * 7 + j) % 255
+        for c in range(N):
+            struct.pack_into('<f', blob, scales_off + j * scale_stride + 4 * c, 0.01 * (c + 1))
+    return bytes(blob)
+
+def save(name, blob):
+    with open(os.path.join(out, name), 'wb') as f:
+        f.write(blob)
+
+save('rows-1x1.mxpk', pack(0, 1, 1, 16, 16, [0], []))
+save('rows-2x2-extra.mxpk', pack(0, 2, 2, 16, 32, [3], [0, 1, 2], all_flag=1))
+save('rows-no-plan.mxpk', pack(0, 1, 3, 16, 16, [], [1]))
+save('amx-1x2.mxpk', pack(1, 1, 2, 64, 64, [1], []))
 PY
 echo "seeds in $dir"

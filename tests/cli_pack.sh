@@ -1,0 +1,103 @@
+#!/bin/sh
+# moex pack and pack files from the command line: a file is written next to
+# the model and picked up by itself (or named with --pack, or refused with
+# --no-pack / MOEX_PACK=0); runs from it give the tokens of a live run; a
+# damaged, truncated, foreign, older or other-device file is refused with a
+# message that says why and how to rebuild, and the run still answers; the
+# plan in the file is used without --stats; bad options are errors.
+set -u
+[ -d "$MOEX_ORACLE" ] || { echo "SKIP: oracle directory $MOEX_ORACLE not found"; exit 77; }
+fail=0
+tmp=${MOEX_TEST_TMP:-/tmp}/cli_pack.$$
+mkdir -p "$tmp"
+cp "$MOEX_ORACLE/models/qwen3moe-o1-Q4_K_M.gguf" "$tmp/m.gguf"
+model=$tmp/m.gguf
+run() { "$MOEX_BIN" run -m "$model" --tokens 1,2,3,4,5,6,7,8,9,10,11,12 -n 4 --temp 0 --print-ids -t 2 "$@"; }
+expect() { # description, wanted status, then the command
+    what=$1; want=$2; shift 2
+    "$@" > "$tmp/out" 2> "$tmp/err"; rc=$?
+    if [ "$rc" -ne "$want" ]; then echo "FAIL: $what: exit $rc, wanted $want"; cat "$tmp/err"; fail=1
+    else echo "ok: $what"; fi
+}
+says() { # description, text the last command wrote on stderr
+    grep -qF -- "$2" "$tmp/err" || { echo "FAIL: $1: no '$2' in:"; cat "$tmp/err"; fail=1; }
+}
+same_ids() { # description: stdout equals the live run's
+    cmp -s "$tmp/out" "$tmp/live" || { echo "FAIL: $1: tokens differ from the live run"; cat "$tmp/out"; fail=1; }
+}
+# Flips one byte of a file in place: path, offset.
+flip() { printf '\377' | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null; }
+
+expect "pack --help" 0 "$MOEX_BIN" pack --help
+grep -q "usage: moex pack" "$tmp/out" || { echo "FAIL: pack --help has no usage line"; fail=1; }
+expect "pack without --device" 2 "$MOEX_BIN" pack -m "$model"
+says "pack without --device" "--device is required"
+expect "pack with an unknown option" 2 "$MOEX_BIN" pack -m "$model" --device cpu --frobnicate
+expect "MOEX_PACK= is an error" 2 env MOEX_PACK= "$MOEX_BIN" run -m "$model" -n 1
+expect "--pack without a value" 2 "$MOEX_BIN" run -m "$model" --pack
+expect "a budget that pins nothing" 1 "$MOEX_BIN" pack -m "$model" --device cpu --hot-budget 25% -o "$tmp/none.mxpk"
+says "a budget that pins nothing" "pins no expert"
+[ ! -e "$tmp/none.mxpk" ] || { echo "FAIL: a refused pack left a file"; fail=1; }
+
+expect "live run" 0 run --device cpu --min-m 1 --no-pack --profile
+cp "$tmp/out" "$tmp/live"
+says "live run" "0 loaded from a pack file, 16 packed live"
+expect "pack" 0 "$MOEX_BIN" pack -m "$model" --device cpu -t 2
+grep -q "^moex pack: 16 experts" "$tmp/out" || { echo "FAIL: pack summary"; cat "$tmp/out"; fail=1; }
+[ -f "$tmp/m.mxpk" ] || { echo "FAIL: no m.mxpk next to the model"; fail=1; }
+expect "MODEL.mxpk is picked up" 0 run --device cpu --min-m 1 --profile
+says "MODEL.mxpk is picked up" "16 loaded from $tmp/m.mxpk, 0 packed live"
+same_ids "MODEL.mxpk is picked up"
+expect "--no-pack" 0 run --device cpu --min-m 1 --no-pack --profile
+says "--no-pack" "16 packed live"
+expect "MOEX_PACK=0" 0 env MOEX_PACK=0 "$MOEX_BIN" run -m "$model" --tokens 1,2,3,4,5,6,7,8,9,10,11,12 -n 4 \
+    --temp 0 --print-ids -t 2 --device cpu --min-m 1 --profile
+says "MOEX_PACK=0" "16 packed live"
+cp "$tmp/m.mxpk" "$tmp/copy.mxpk"
+expect "--pack FILE" 0 run --device cpu --min-m 1 --pack "$tmp/copy.mxpk" --profile
+says "--pack FILE" "16 loaded from $tmp/copy.mxpk"
+same_ids "--pack FILE"
+expect "MOEX_PACK=FILE" 0 env MOEX_PACK="$tmp/copy.mxpk" "$MOEX_BIN" run -m "$model" --tokens 1,2,3,4,5,6,7,8,9,10,11,12 \
+    -n 4 --temp 0 --print-ids -t 2 --device cpu --min-m 1 --profile
+says "MOEX_PACK=FILE" "16 loaded from $tmp/copy.mxpk"
+
+# Refusals: each says why and how to rebuild, and the run answers as a live one.
+refused() { # description, file, why
+    expect "$1" 0 run --device cpu --min-m 1 --pack "$2"
+    says "$1" "pack file refused"
+    says "$1" "$3"
+    says "$1" "Rebuild it with: moex pack -m $model --device cpu --hot-budget 100% -o $2"
+    same_ids "$1"
+}
+cp "$tmp/m.mxpk" "$tmp/index.mxpk"; flip "$tmp/index.mxpk" 8300
+refused "a damaged index" "$tmp/index.mxpk" "bad checksum in section index"
+cp "$tmp/m.mxpk" "$tmp/data.mxpk"; flip "$tmp/data.mxpk" 70000
+refused "damaged data" "$tmp/data.mxpk" "bad checksum in section data"
+head -c 100000 "$tmp/m.mxpk" > "$tmp/trunc.mxpk"
+refused "a truncated file" "$tmp/trunc.mxpk" "truncated"
+cp "$tmp/m.mxpk" "$tmp/old.mxpk"; printf '\000' | dd of="$tmp/old.mxpk" bs=1 seek=8 conv=notrunc 2>/dev/null
+refused "an older version" "$tmp/old.mxpk" "pack file version 0; this moex reads version 1"
+refused "not a pack file" "$model" "not a moex pack file"
+expect "pack another model" 0 "$MOEX_BIN" pack -m "$MOEX_ORACLE/models/qwen3moe-o1-Q8_0.gguf" --device cpu \
+    -o "$tmp/q8.mxpk" -q
+refused "another model" "$tmp/q8.mxpk" "packed from another model"
+expect "another device" 0 run --device sim --min-m 1 --pack "$tmp/m.mxpk"
+says "another device" "packed for device cpu"
+says "another device" "--device sim"
+
+# The plan in the file: packed with statistics at 50%, used by a run without them.
+expect "profile" 0 "$MOEX_BIN" profile -m "$model" -n 128 --seq 64 -o "$tmp/stats" -q -t 2
+expect "pack with statistics" 0 "$MOEX_BIN" pack -m "$model" --device cpu --hot-budget 50% --stats "$tmp/stats" \
+    -o "$tmp/plan.mxpk"
+grep -q "^moex pack: 2 experts (2 pinned by the plan)" "$tmp/out" || { echo "FAIL: pack with stats"; cat "$tmp/out"; fail=1; }
+expect "the file's plan without --stats" 0 run --device cpu --min-m 1 --hot-budget 50% --pack "$tmp/plan.mxpk" --profile
+says "the file's plan without --stats" "start-up: 2 pinned experts"
+says "the file's plan without --stats" "2 loaded from"
+expect "another budget plans anew" 0 run --device cpu --min-m 1 --hot-budget 100% --pack "$tmp/plan.mxpk" --profile
+says "another budget plans anew" "planned anew"
+says "another budget plans anew" "2 loaded from $tmp/plan.mxpk, 14 packed live"
+same_ids "another budget plans anew"
+expect "pack --all" 0 "$MOEX_BIN" pack -m "$model" --device cpu --hot-budget 25% --all -o "$tmp/all.mxpk"
+grep -q "^moex pack: 16 experts (0 pinned by the plan, all with --all)" "$tmp/out" || { echo "FAIL: --all"; cat "$tmp/out"; fail=1; }
+rm -rf "$tmp"
+exit $fail
