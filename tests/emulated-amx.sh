@@ -4,7 +4,8 @@
 # SIMDe, and AMX is reported as present) and runs what exercises the amx
 # device: test_amx (tile boundaries, Qwen3 expert shapes, many jobs, 1-3
 # threads, the tile unit's state), test_dev (every device against the cpu
-# reference), test_executor, the executor's command line tests, and a model
+# reference), test_executor, test_packfile (AMX-tiled pack files load bit
+# for bit), the executor's command line tests, and a model
 # evaluation whose logits must equal the cpu device's bit for bit with every
 # expert resident.
 # The oracle-based parts are skipped without the oracle models. Needs SIMDe
@@ -18,7 +19,7 @@ build=${1:-$src/build-amx-emu}
 oracle=${MOEX_ORACLE:-$src/../shared/oracle}
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOEX_EMULATE_AMX=ON -DMOEX_WERROR=ON "$@" >/dev/null
 build=$(cd "$build" && pwd)
-tests="test_amx test_dev test_executor"
+tests="test_amx test_dev test_executor test_packfile"
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $tests moex
 tmp=$build/test-tmp
 mkdir -p "$tmp"

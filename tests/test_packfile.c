@@ -89,9 +89,13 @@ static bool same_run(const struct model *m, const struct run *a, const struct ru
            memcmp(a->greedy, b->greedy, sizeof a->greedy) == 0;
 }
 
-static struct moe_exec_options cpu_options(double fraction, const char *pack) {
-    return (struct moe_exec_options){ .device = "cpu", .hot_fraction = fraction, .min_m = 1, .pinned_share = -1,
+static struct moe_exec_options dev_options(const char *device, double fraction, const char *pack) {
+    return (struct moe_exec_options){ .device = device, .hot_fraction = fraction, .min_m = 1, .pinned_share = -1,
                                       .pack_path = pack };
+}
+
+static struct moe_exec_options cpu_options(double fraction, const char *pack) {
+    return dev_options("cpu", fraction, pack);
 }
 
 static int pack_model(struct model *m, const struct moe_exec_options *o, bool all, const char *path) {
@@ -124,10 +128,10 @@ static void test_xxh64(void) {
 
 /* Every entry loaded into a slot equals a live pack of the same weight, and
  * a run from the file equals a run that packs live. */
-static void round_trip(struct model *m, const char *label) {
+static void round_trip(struct model *m, const char *label, const char *device) {
     char path[4096];
     snprintf(path, sizeof path, "%s", tmp("rt.mxpk"));
-    struct moe_exec_options o = cpu_options(1.0, NULL);
+    struct moe_exec_options o = dev_options(device, 1.0, NULL);
     CHECKF(pack_model(m, &o, false, path) == 0, "%s", label);
     struct packfile *pf = NULL;
     CHECKF(packfile_open(path, &pf) == PACKFILE_OK, "%s: %s", label, moex_error());
@@ -146,10 +150,11 @@ static void round_trip(struct model *m, const char *label) {
     struct dev *d = NULL;
     int64_t slot_values = (int64_t)hp->n_embd * hp->n_ff_exp;
     int max_n = hp->n_embd > hp->n_ff_exp ? hp->n_embd : hp->n_ff_exp;
-    CHECK(dev_open("cpu", &(struct dev_options){ .n_threads = 1 }, &d) == DEV_OK);
+    CHECK(dev_open(device, &(struct dev_options){ .n_threads = 1 }, &d) == DEV_OK);
     CHECK(dev_pool_alloc(d, 2, slot_values, max_n) == DEV_OK);
     const struct dev_caps *caps = dev_caps(d);
-    CHECK(packfile_check_layout(pf, "cpu", dev_layout(d), caps->k_multiple, caps->n_multiple, slot_values, max_n) ==
+    CHECK(in->layout == dev_layout(d) && !strcmp(in->device, device));
+    CHECK(packfile_check_layout(pf, device, dev_layout(d), caps->k_multiple, caps->n_multiple, slot_values, max_n) ==
           PACKFILE_OK);
     int differ = 0;
     for (int i = 0; i < in->n_entries; i++) {
@@ -179,9 +184,9 @@ static void round_trip(struct model *m, const char *label) {
     dev_close(d);
     packfile_close(pf);
 
-    struct moe_exec_options live = cpu_options(1.0, NULL), from_file = cpu_options(1.0, path);
+    struct moe_exec_options live = dev_options(device, 1.0, NULL), from_file = dev_options(device, 1.0, path);
     struct run a = run_model(m, &live), b = run_model(m, &from_file);
-    CHECKF(same_run(m, &a, &b), "%s: a run from the pack file differs from a live one", label);
+    CHECKF(same_run(m, &a, &b), "%s, %s: a run from the pack file differs from a live one", label, device);
     int n_experts = hp->n_layers * hp->n_expert;
     CHECKF(b.report.status == PACKFILE_OK && b.report.plan_used && b.report.experts_loaded == n_experts &&
            b.report.experts_packed == 0, "%s: status %d, %d loaded, %d packed: %s", label, b.report.status,
@@ -201,7 +206,17 @@ static void test_round_trips(void) {
         struct model *m = model_load(oracle_path(rel));
         CHECKF(m != NULL, "%s: %s", rel, moex_error());
         if (!m) continue;
-        round_trip(m, oracle[i]);
+        round_trip(m, oracle[i], "cpu");
+        /* The NPU model's envelope; AMX tiles where the device opens (AMX
+         * hardware, or builds with MOEX_EMULATE_AMX). */
+        if (!strcmp(oracle[i], "Q4_K_M")) round_trip(m, oracle[i], "sim");
+        struct dev *amx = NULL;
+        if (!strcmp(oracle[i], "Q4_K_M") && dev_open("amx", NULL, &amx) == DEV_OK) {
+            dev_close(amx);
+            round_trip(m, oracle[i], "amx");
+        } else {
+            moex_clear_error();
+        }
         model_free(m);
     }
     struct synth_params p;
@@ -210,7 +225,7 @@ static void test_round_trips(void) {
     CHECK(synth_write(&p, tmp("tiny.gguf")) == 0);
     struct model *m = model_load(tmp("tiny.gguf"));
     CHECK(m != NULL);
-    if (m) round_trip(m, "synth tiny");
+    if (m) round_trip(m, "synth tiny", "cpu");
     model_free(m);
     unlink(tmp("tiny.gguf"));
 }
