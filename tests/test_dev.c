@@ -32,6 +32,12 @@ static float gauss(void) {
 
 /* The AVX2 pack path runs when the CPU has AVX2 and MOEX_ISA allows it. */
 static bool avx2_on(void) { return quant_active_isa() == ISA_AVX2 || quant_active_isa() == ISA_AVX512; }
+/* The NEON pack path runs when the CPU has NEON dotprod and MOEX_ISA allows it. */
+static bool neon_on(void) { return quant_active_isa() == ISA_NEON; }
+/* A fused SIMD path this machine does not run: PACK_E_TYPE is its answer. */
+static bool path_absent(int p) {
+    return (p == PACK_PATH_FUSED_AVX2 && !avx2_on()) || (p == PACK_PATH_FUSED_NEON && !neon_on());
+}
 
 static const enum qtype all_types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_F16, QT_BF16, QT_F32};
 enum { N_TYPES = sizeof all_types / sizeof all_types[0] };
@@ -123,7 +129,8 @@ static void test_rounding_rule(void) {
 }
 
 static void test_pack_rows(void) {
-    const enum pack_path paths[] = {PACK_PATH_BEST, PACK_PATH_GENERIC, PACK_PATH_FUSED_SCALAR, PACK_PATH_FUSED_AVX2};
+    const enum pack_path paths[] = {PACK_PATH_BEST, PACK_PATH_GENERIC, PACK_PATH_FUSED_SCALAR, PACK_PATH_FUSED_AVX2,
+                                    PACK_PATH_FUSED_NEON};
     const int Ks[] = {256, 2048, 768, 100}; /* 100: the tails of the per-value types */
     for (int ti = 0; ti < N_TYPES; ti++) {
         enum qtype t = all_types[ti];
@@ -133,7 +140,7 @@ static void test_pack_rows(void) {
             char *w = make_weight(t, K, N);
             size_t row = quant_row_size(t, K);
             int8_t *q = malloc((size_t)K), *rq = malloc((size_t)K);
-            for (int pi = 0; pi < 4; pi++) {
+            for (int pi = 0; pi < 5; pi++) {
                 int bad = 0, ran = 0;
                 for (int n = 0; n < N; n++) {
                     float s = -1, rs;
@@ -156,17 +163,21 @@ static void test_pack_rows(void) {
         CHECKF(!avx2_on() || pack_row(PACK_PATH_FUSED_AVX2, fused_avx2[i], (char[512]){0}, 256, (int8_t[256]){0},
                                       &(float){0}) == PACK_OK,
                "the AVX2 path of %s runs on an AVX2 machine", quant_type_name(fused_avx2[i]));
+    CHECKF(!neon_on() || pack_row(PACK_PATH_FUSED_NEON, QT_Q4_K, (char[144]){0}, 256, (int8_t[256]){0},
+                                  &(float){0}) == PACK_OK,
+           "the NEON path of Q4_K runs on a NEON machine");
 }
 
 /* One row on every path that has t: the reference's codes and scale, or
  * PACK_E_VALUE on every path when want_error. Returns the paths that differ. */
 static int check_row_paths(enum qtype t, const void *row, int K, bool want_error) {
-    const enum pack_path paths[] = {PACK_PATH_BEST, PACK_PATH_GENERIC, PACK_PATH_FUSED_SCALAR, PACK_PATH_FUSED_AVX2};
+    const enum pack_path paths[] = {PACK_PATH_BEST, PACK_PATH_GENERIC, PACK_PATH_FUSED_SCALAR, PACK_PATH_FUSED_AVX2,
+                                    PACK_PATH_FUSED_NEON};
     int8_t *q = malloc((size_t)K), *rq = malloc((size_t)K);
     float rs = 0;
     if (!want_error) reference_row(t, row, K, rq, &rs);
     int bad = 0;
-    for (int pi = 0; pi < 4; pi++) {
+    for (int pi = 0; pi < 5; pi++) {
         float s = -1;
         int rc = pack_row(paths[pi], t, row, K, q, &s);
         if (rc == PACK_E_TYPE && paths[pi] >= PACK_PATH_FUSED_SCALAR) continue; /* no such path for t */
@@ -277,10 +288,10 @@ static void test_pack_errors(void) {
     /* a zero row: scale 0, codes 0 */
     struct block_q4_K zero[2];
     memset(zero, 0, sizeof zero);
-    for (int p = PACK_PATH_BEST; p <= PACK_PATH_FUSED_AVX2; p++) {
+    for (int p = PACK_PATH_BEST; p <= PACK_PATH_FUSED_NEON; p++) {
         memset(q, 1, sizeof q);
         int rc = pack_row((enum pack_path)p, QT_Q4_K, zero, 512, q, &s);
-        CHECK(rc == PACK_OK || (p == PACK_PATH_FUSED_AVX2 && !avx2_on()));
+        CHECK(rc == PACK_OK || path_absent(p));
         if (rc == PACK_OK) CHECK(s == 0.0f && q[0] == 0 && q[511] == 0);
     }
     /* infinite and NaN scales, NaN floats: an error on every path */
@@ -296,10 +307,11 @@ static void test_pack_errors(void) {
     float f32[64];
     for (int i = 0; i < 64; i++) f32[i] = (float)i;
     f32[40] = INFINITY;
-    for (int p = PACK_PATH_BEST; p <= PACK_PATH_FUSED_AVX2; p++) {
-        if (p == PACK_PATH_FUSED_AVX2 && !avx2_on()) continue;
+    for (int p = PACK_PATH_BEST; p <= PACK_PATH_FUSED_NEON; p++) {
+        if (path_absent(p)) continue;
         CHECKF(pack_row((enum pack_path)p, QT_Q4_K, inf_blk, 512, q, &s) == PACK_E_VALUE, "Q4_K inf, path %d", p);
-        CHECKF(pack_row((enum pack_path)p, QT_Q8_0, nan_blk, 64, q, &s) == PACK_E_VALUE, "Q8_0 NaN, path %d", p);
+        if (p != PACK_PATH_FUSED_NEON) /* Q4_K only */
+            CHECKF(pack_row((enum pack_path)p, QT_Q8_0, nan_blk, 64, q, &s) == PACK_E_VALUE, "Q8_0 NaN, path %d", p);
     }
     CHECK(pack_row(PACK_PATH_BEST, QT_F32, f32, 64, q, &s) == PACK_E_VALUE);
     CHECK(pack_row(PACK_PATH_GENERIC, QT_F32, f32, 64, q, &s) == PACK_E_VALUE);

@@ -41,6 +41,14 @@ static row_fn fused_avx2(enum qtype t) {
 #endif
 }
 
+static row_fn fused_neon(enum qtype t) {
+#if defined(__aarch64__)
+    if (pack_neon_enabled() && t == QT_Q4_K) return pack_row_q4_K_neon;
+#endif
+    (void)t;
+    return NULL;
+}
+
 static row_fn fused_scalar(enum qtype t) {
     switch (t) {
     case QT_Q4_K: return pack_row_q4_K_scalar;
@@ -53,10 +61,11 @@ static row_fn fused_scalar(enum qtype t) {
 
 int pack_row(enum pack_path path, enum qtype t, const void *row, int K, int8_t *q, float *scale) {
     if (K > PACK_MAX_K) return PACK_E_SHAPE;
-    row_fn avx2 = fused_avx2(t), scalar = fused_scalar(t);
+    row_fn avx2 = fused_avx2(t), neon = fused_neon(t), scalar = fused_scalar(t);
     switch (path) {
     case PACK_PATH_BEST:
         if (avx2) return avx2(row, K, q, scale);
+        if (neon) return neon(row, K, q, scale);
         if (scalar) return scalar(row, K, q, scale);
         return pack_row_generic(t, row, K, q, scale);
     case PACK_PATH_GENERIC:
@@ -65,6 +74,8 @@ int pack_row(enum pack_path path, enum qtype t, const void *row, int K, int8_t *
         return scalar ? scalar(row, K, q, scale) : PACK_E_TYPE;
     case PACK_PATH_FUSED_AVX2:
         return avx2 ? avx2(row, K, q, scale) : PACK_E_TYPE;
+    case PACK_PATH_FUSED_NEON:
+        return neon ? neon(row, K, q, scale) : PACK_E_TYPE;
     }
     return PACK_E_TYPE;
 }

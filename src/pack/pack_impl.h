@@ -8,9 +8,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* True when the AVX2 kernels may run (the CPU has them and quant's ISA
- * ceiling, MOEX_ISA, allows them). */
+/* True when the AVX2 (NEON) kernels may run: the CPU has them and quant's
+ * ISA ceiling, MOEX_ISA, allows them. */
 bool pack_avx2_enabled(void);
+bool pack_neon_enabled(void);
 
 /* Scalar rule pieces (w8a8.c). */
 int w8a8_quantize_one(float x, float scale);
@@ -58,6 +59,9 @@ static inline float pack_refine_amax(const float *bound, int n, pack_subblock_am
 /* Fused scalar paths: the maximum from sub-block bounds, then a 16-entry
  * table per sub-block (Q4_K) or one division per value (Q5_K, Q6_K, Q8_0). */
 int pack_row_q4_K_scalar(const void *row, int K, int8_t *q, float *scale);
+/* Their first pass over nb Q4_K blocks: d1 = d * sc and m1 = dmin * m of
+ * every sub-block, and the row maximum. PACK_OK or PACK_E_VALUE. */
+int pack_q4k_prepare(const void *row, int nb, float *d1s, float *m1s, float *amax);
 int pack_row_q5_K_scalar(const void *row, int K, int8_t *q, float *scale);
 int pack_row_q6_K_scalar(const void *row, int K, int8_t *q, float *scale);
 int pack_row_q8_0_scalar(const void *row, int K, int8_t *q, float *scale);
@@ -73,6 +77,14 @@ int pack_row_f16_avx2(const void *row, int K, int8_t *q, float *scale);
 int pack_row_bf16_avx2(const void *row, int K, int8_t *q, float *scale);
 void w8a8_quantize_avx2(const float *x, int64_t n, float scale, int8_t *q);
 float w8a8_amax_avx2(const float *x, int64_t n);
+#endif
+
+#if defined(__aarch64__)
+/* NEON: the W8A8 quantizer and max |x| scan (behind w8a8.h), and the Q4_K
+ * path's second pass as a 16-byte table lookup per 16 codes. */
+void w8a8_quantize_neon(const float *x, int64_t n, float scale, int8_t *q);
+float w8a8_amax_neon(const float *x, int64_t n);
+int pack_row_q4_K_neon(const void *row, int K, int8_t *q, float *scale);
 #endif
 
 #endif

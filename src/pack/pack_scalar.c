@@ -94,18 +94,27 @@ static float q5k_subblock_amax(const void *row, const float *d1s, const float *m
     return pack_kq_amax(d1s[j], m1s[j], lo, hi);
 }
 
+int pack_q4k_prepare(const void *row, int nb, float *d1s, float *m1s, float *amax) {
+    const struct block_q4_K *x = row;
+    float bound[PACK_MAX_K / 32];
+    for (int i = 0; i < nb; i++) {
+        if (!pack_fp16_finite(x[i].d) || !pack_fp16_finite(x[i].dmin)) return PACK_E_VALUE;
+        kq_block(x[i].scales, x[i].d, x[i].dmin, 15.0f, d1s + 8 * i, m1s + 8 * i, bound + 8 * i);
+    }
+    *amax = pack_refine_amax(bound, 8 * nb, q4k_subblock_amax, x, d1s, m1s);
+    return PACK_OK;
+}
+
 /* Q4_K: the 16 possible values of a sub-block are quantized once and looked up. */
 int pack_row_q4_K_scalar(const void *row, int K, int8_t *q, float *scale) {
     if (K <= 0 || K % QK_K) return PACK_E_TYPE;
     if (K > PACK_MAX_K) return PACK_E_SHAPE; /* the row tables below */
     const struct block_q4_K *x = row;
     const int nb = K / QK_K;
-    float d1s[PACK_MAX_K / 32], m1s[PACK_MAX_K / 32], bound[PACK_MAX_K / 32];
-    for (int i = 0; i < nb; i++) {
-        if (!pack_fp16_finite(x[i].d) || !pack_fp16_finite(x[i].dmin)) return PACK_E_VALUE;
-        kq_block(x[i].scales, x[i].d, x[i].dmin, 15.0f, d1s + 8 * i, m1s + 8 * i, bound + 8 * i);
-    }
-    const float s = w8a8_scale(pack_refine_amax(bound, 8 * nb, q4k_subblock_amax, x, d1s, m1s));
+    float d1s[PACK_MAX_K / 32], m1s[PACK_MAX_K / 32], amax;
+    const int rc = pack_q4k_prepare(x, nb, d1s, m1s, &amax);
+    if (rc != PACK_OK) return rc;
+    const float s = w8a8_scale(amax);
     for (int j = 0; j < 8 * nb; j++) {
         float values[16];
         int8_t table[16];

@@ -20,6 +20,14 @@ bool pack_avx2_enabled(void) {
 #endif
 }
 
+bool pack_neon_enabled(void) {
+#if defined(__aarch64__)
+    return quant_active_isa() == ISA_NEON;
+#else
+    return false;
+#endif
+}
+
 float w8a8_scale(float amax) { return amax / (float)W8A8_QMAX; }
 
 static float amax_ref(const float *x, int64_t n) {
@@ -35,6 +43,9 @@ static float amax_ref(const float *x, int64_t n) {
 float w8a8_amax(const float *x, int64_t n) {
 #if defined(__x86_64__)
     if (pack_avx2_enabled()) return w8a8_amax_avx2(x, n);
+#endif
+#if defined(__aarch64__)
+    if (pack_neon_enabled()) return w8a8_amax_neon(x, n);
 #endif
     return amax_ref(x, n);
 }
@@ -60,6 +71,12 @@ void w8a8_quantize(const float *x, int64_t n, float scale, int8_t *q) {
 #if defined(__x86_64__)
     if (pack_avx2_enabled()) {
         w8a8_quantize_avx2(x, n, scale, q);
+        return;
+    }
+#endif
+#if defined(__aarch64__)
+    if (pack_neon_enabled()) {
+        w8a8_quantize_neon(x, n, scale, q);
         return;
     }
 #endif
