@@ -91,7 +91,7 @@ expect "pack with statistics" 0 "$MOEX_BIN" pack -m "$model" --device cpu --hot-
     -o "$tmp/plan.mxpk"
 grep -q "^moex pack: 2 experts (2 pinned by the plan)" "$tmp/out" || { echo "FAIL: pack with stats"; cat "$tmp/out"; fail=1; }
 expect "the file's plan without --stats" 0 run --device cpu --min-m 1 --hot-budget 50% --pack "$tmp/plan.mxpk" --profile
-says "the file's plan without --stats" "start-up: 2 pinned experts"
+says "the file's plan without --stats" "pinned experts: 2 filled"
 says "the file's plan without --stats" "2 loaded from"
 expect "another budget plans anew" 0 run --device cpu --min-m 1 --hot-budget 100% --pack "$tmp/plan.mxpk" --profile
 says "another budget plans anew" "planned anew"

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "core/timer.h"
 #include "core/trace.h"
 
 #include <stdlib.h>
@@ -224,7 +225,9 @@ int session_open(struct session *s, const struct session_opts *o) {
         struct stat st;
         if (stat(path, &st) != 0 && make_default_model(path) != 0) return -1;
     }
+    int64_t t0 = time_ns();
     s->model = model_load(path);
+    int64_t t_model = time_ns();
     if (!s->model) {
         cli_fail("%s", moex_error());
         return -1;
@@ -253,6 +256,9 @@ int session_open(struct session *s, const struct session_opts *o) {
         return -1;
     }
     report_pack(o, path, context_executor(s->ctx));
+    if (o->profile)
+        fprintf(stderr, "moex profile: start-up %.1f ms: model %.1f ms, context and device %.1f ms\n",
+                (time_ns() - t0) / 1e6, (t_model - t0) / 1e6, (time_ns() - t_model) / 1e6);
     return 0;
 }
 

@@ -449,6 +449,8 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     struct progress bar;
     progress_begin(&bar, e->pack ? "loading pinned experts" : "packing pinned experts", (uint64_t)e->plan.n_pinned);
     int64_t t0 = time_ns();
+    struct dev_counters before, after;
+    dev_get_counters(e->dev, &before);
     for (int i = e->pack ? map_pinned(e) : 0; i < e->plan.n_pinned && !e->failed; i++) {
         int key = e->plan.pinned[i];
         bool loaded;
@@ -469,6 +471,8 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     }
     progress_end(&bar);
     e->pack_report.fill_ns = time_ns() - t0;
+    dev_get_counters(e->dev, &after);
+    e->pack_report.fill_device_ns = (int64_t)(after.pack_ns - before.pack_ns + after.load_ns - before.load_ns);
     return 0;
 }
 
@@ -716,9 +720,12 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
     if (e->note[0]) fprintf(out, "moex profile: note: %s\n", e->note);
     const struct moe_pack_report *r = &e->pack_report;
     if (e->dev)
-        fprintf(out, "moex profile: start-up: %d pinned experts in %.1f ms, %d loaded from %s, %d packed live\n",
+        fprintf(out, "moex profile: pinned experts: %d filled in %.1f ms, %d loaded from %s, %d packed live%s",
                 r->experts_loaded + r->experts_packed, r->fill_ns / 1e6, r->experts_loaded,
-                e->pack ? packfile_path(e->pack) : "a pack file", r->experts_packed);
+                e->pack ? packfile_path(e->pack) : "a pack file", r->experts_packed,
+                e->caps->modelled_time ? "" : "\n");
+    if (e->dev && e->caps->modelled_time)
+        fprintf(out, " (device time %.1f ms, modelled)\n", r->fill_device_ns / 1e6);
     fprintf(out, "| phase | batches | rows dev | rows cpu | submits | jobs | packs | loads | hits | misses | admits "
                  "| evicts | fallbacks | hit rows | hit bytes | device ms | pack ms | load ms | cpu ms | wall ms "
                  "| overlap ms |\n");

@@ -82,6 +82,7 @@ struct moe_pack_report {
     int experts_loaded;        /* pinned experts filled from the file at start */
     int experts_packed;        /* pinned experts packed live at start */
     int64_t fill_ns;           /* time filling the pinned experts' slots at start */
+    int64_t fill_device_ns;    /* the device's packing and loading time in it (modelled on sim) */
 };
 const struct moe_pack_report *moe_executor_pack_report(const struct moe_executor *e);
 
