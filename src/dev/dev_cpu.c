@@ -110,8 +110,6 @@ void dev_cpu_run(struct dev *d, const struct dev_job *jobs, int n_jobs) {
 static int cpu_open(struct dev *d, const struct dev_options *opt) {
     (void)opt;
     const bool simd = dev_cpu_gemm_best() != dev_cpu_gemm_ref;
-    const enum isa isa = quant_active_isa();
-    const bool fused_pack = isa == ISA_AVX2 || isa == ISA_AVX512; /* the AVX2 pack paths (pack.h) */
     d->layout = PACK_ROWS;
     d->caps = (struct dev_caps){
         .name = "cpu",
@@ -125,15 +123,15 @@ static int cpu_open(struct dev *d, const struct dev_options *opt) {
         .n_max = 1 << 20,
         .max_jobs = DEV_MAX_JOBS,
         .modelled_time = false,
-        /* Rough, conservative figures for one core: about 4 int8 MACs per ns
-         * in plain C, 50 in the SIMD kernels (bench/probe.md measured 40-125
-         * on a Zen 3 core). */
+        /* The plain C loop's figures, about 4 int8 MACs per ns and core,
+         * kept for every kernel: this is the reference device, and the
+         * planner is not to prefer it over the CPU's own kernels. The SIMD
+         * kernels run 4-6x faster and packing 5-20x (bench/probe.md). */
         .submit_ns = 2000,
         .job_ns = 500,
         .weight_ns_per_byte = 0.1,
-        .ns_per_mac = simd ? 0.02 : 0.25,
-        /* bench/probe.md: 3-11 G values/s over two threads of one core with AVX2 */
-        .pack_ns_per_value = fused_pack ? 0.25 : 1.0,
+        .ns_per_mac = 0.25,
+        .pack_ns_per_value = 1.0,
     };
     return DEV_OK;
 }
