@@ -422,7 +422,11 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     }
     e->plan = dp.plan; /* ours now */
     const char *name = dp.device;
+    /* AMX computes on the CPU's own cores: it gets the pool, and its work runs
+     * before the CPU experts', not beside them (one pool takes one caller at
+     * a time, and two sides on the same cores would only contend). */
     bool shares_cores = !strcmp(name, "amx");
+    if (shares_cores) e->overlap = false;
     struct dev_options dopt = { dp.budget_bytes, shares_cores ? e->pool : NULL, 1, o->sim_figures };
     if (dev_open(name, &dopt, &e->dev) != DEV_OK) {
         note(e, "device unavailable: %s; experts run on the CPU", moex_error());
