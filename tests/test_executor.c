@@ -153,7 +153,9 @@ int main(void) {
            (unsigned long long)churn.dec.hits, (unsigned long long)churn.dec.misses,
            (unsigned long long)churn.dec.admissions);
     CHECK(churn.pre.admissions > 0 && churn.pre.packs >= 3 * churn.pre.admissions);
-    CHECK(churn.pre.evictions > 0);
+    /* An admission evicts only a tenant worth less than the newcomer's gain
+     * net of the pack (test_expert_cache covers the choice). */
+    CHECK(churn.pre.evictions <= churn.pre.admissions);
     CHECK(churn.dec.admissions == 0 && churn.dec.evictions == 0); /* decode misses never evict */
     CHECK(churn.dec.hits + churn.dec.misses == 32 && churn.dec.rows_device == churn.dec.hits);
     CHECK(churn.pre.device_ns > 0 && churn.pre.cpu_ns > 0);

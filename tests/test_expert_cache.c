@@ -61,6 +61,12 @@ static void test_cache(void) {
     CHECK(expert_cache_should_admit(c, 1, 3, 11, 1.0, 10.0));
     expert_cache_touch(c, 1, 3, 4);        /* recent rows count as expected reuse */
     CHECK(expert_cache_should_admit(c, 1, 3, 1, 1.0, 10.0));
+    /* ...but not when the slot it would take holds an expert worth more. */
+    bool none_busy[3] = { false, false, false };
+    CHECK(expert_cache_worth_admitting(c, 1, 3, 11, 1.0, 10.0, none_busy));   /* victim (0,3) recent 4*0.5 */
+    expert_cache_touch(c, 0, 3, 100);
+    expert_cache_touch(c, 1, 0, 100);
+    CHECK(!expert_cache_worth_admitting(c, 1, 3, 11, 1.0, 10.0, none_busy));
     expert_cache_free(c);
     placement_free(&p);
 }

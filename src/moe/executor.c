@@ -580,7 +580,8 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
             c->misses++; c->miss_rows += (uint64_t)rows; c->miss_bytes += e->expert_gguf_bytes;
             /* A decode miss runs on the CPU without evicting: the devices here
              * share DRAM with the CPU, so one row gains nothing worth a pack. */
-            if (e->phase == MOE_PREFILL && expert_cache_should_admit(e->cache, layer, ex, rows, gain, e->pack_ns)) {
+            if (e->phase == MOE_PREFILL &&
+                expert_cache_worth_admitting(e->cache, layer, ex, rows, gain, e->pack_ns, e->busy)) {
                 int32_t evicted;
                 slot = expert_cache_admit(e->cache, layer, ex, e->busy, &evicted);
                 if (slot >= 0) {

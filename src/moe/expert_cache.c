@@ -114,15 +114,34 @@ bool expert_cache_should_admit(const struct expert_cache *c, int layer, int expe
     return gain_per_row * (rows + recent * REUSE_HORIZON) > pack_cost;
 }
 
-int expert_cache_admit(struct expert_cache *c, int layer, int expert, const bool *busy, int32_t *evicted) {
-    int key = layer * c->n_expert + expert, victim = -1;
-    *evicted = -1;
-    if (c->slot_of[key] >= 0) return c->slot_of[key];
+/* The slot an admission would take: a free one, else the least recently
+ * used unpinned tenant not busy; -1 when there is none. */
+static int pick_victim(const struct expert_cache *c, const bool *busy) {
+    int victim = -1;
     for (int s = 0; s < c->n_slots; s++) {
         if (c->pinned[s] || (busy && busy[s])) continue;
-        if (c->tenant[s] < 0) { victim = s; break; }
+        if (c->tenant[s] < 0) return s;
         if (victim < 0 || c->last_use[s] < c->last_use[victim]) victim = s;
     }
+    return victim;
+}
+
+bool expert_cache_worth_admitting(const struct expert_cache *c, int layer, int expert, int rows, double gain_per_row,
+                                  double pack_cost, const bool *busy) {
+    if (!expert_cache_should_admit(c, layer, expert, rows, gain_per_row, pack_cost)) return false;
+    int victim = pick_victim(c, busy);
+    if (victim < 0) return false;
+    if (c->tenant[victim] < 0) return true;
+    double mine = gain_per_row * (rows + c->recent_rows[layer * c->n_expert + expert] * REUSE_HORIZON);
+    double theirs = gain_per_row * c->recent_rows[c->tenant[victim]] * REUSE_HORIZON;
+    return mine - pack_cost > theirs;
+}
+
+int expert_cache_admit(struct expert_cache *c, int layer, int expert, const bool *busy, int32_t *evicted) {
+    int key = layer * c->n_expert + expert;
+    *evicted = -1;
+    if (c->slot_of[key] >= 0) return c->slot_of[key];
+    int victim = pick_victim(c, busy);
     if (victim < 0) return -1;
     if (c->tenant[victim] >= 0) {
         *evicted = c->tenant[victim];

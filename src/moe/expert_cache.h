@@ -46,6 +46,11 @@ void expert_cache_touch(struct expert_cache *c, int layer, int expert, int rows)
  * expert's recent rate (rows per batch, decayed) stands for future reuse. */
 bool expert_cache_should_admit(const struct expert_cache *c, int layer, int expert, int rows, double gain_per_row,
                                double pack_cost);
+/* The same, counting what the admission would evict: the newcomer's value
+ * must pay the pack and the victim's expected reuse (the least recently used
+ * unpinned tenant not `busy`), or a full cache churns for nothing. */
+bool expert_cache_worth_admitting(const struct expert_cache *c, int layer, int expert, int rows, double gain_per_row,
+                                  double pack_cost, const bool *busy);
 /* Takes a slot for (layer, expert), evicting the least recently used
  * unpinned tenant that is not `busy` (used by the current batch). Returns
  * the slot, or -1 when every slot is pinned or busy; *evicted gets the old
