@@ -722,6 +722,13 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
         fprintf(out, " (min M %d, %d expert slots of which %d pinned, resident %.1f MiB%s)", e->min_m, total, pinned,
                 moe_executor_resident_bytes(e) / 1048576.0, e->caps->modelled_time ? ", device times modelled" : "");
     fputc('\n', out);
+    if (e->dev) {
+        struct dev_counters dc;
+        dev_get_counters(e->dev, &dc);
+        fprintf(out, "moex profile: device failures: %llu allocations, %llu submissions, %llu packs\n",
+                (unsigned long long)dc.failed_allocs, (unsigned long long)dc.failed_submissions,
+                (unsigned long long)dc.failed_packs);
+    }
     if (e->note[0]) fprintf(out, "moex profile: note: %s\n", e->note);
     const struct moe_pack_report *r = &e->pack_report;
     if (e->dev)
