@@ -634,7 +634,6 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
         for (int ex = 0; ex < e->n_expert; ex++) if (!e->on_cpu[ex]) dev_rows += moe_expert_rows(s, ex);
         struct dev_counters before, after;
         dev_get_counters(e->dev, &before);
-        int64_t t_pack0 = time_ns();
         int status;
         if (e->overlap) {
             pthread_mutex_lock(&e->lock);
@@ -652,7 +651,6 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
             status = device_layer(e, layer, s, x);
             cpu_dt = cpu_part(e, &L, s, x, e->on_cpu, n_pairs - dev_rows);
         }
-        (void)t_pack0;
         dev_get_counters(e->dev, &after);
         int64_t busy = (int64_t)(after.busy_ns - before.busy_ns), pack = (int64_t)(after.pack_ns - before.pack_ns);
         int64_t load = (int64_t)(after.load_ns - before.load_ns);
