@@ -274,9 +274,20 @@ static void forward_layer(struct context *c, int l, int n) {
     int64_t t0 = time_ns();
 
     for (int t = 0; t < n; t++) rms_norm(c->x + (size_t)t * D, L->attn_norm, c->xn + (size_t)t * D, D, hp->rms_eps);
-    matmul(c->pool, &L->wq, c->xn, n, c->q, c->act);
-    matmul(c->pool, &L->wk, c->xn, n, c->k, c->act);
-    matmul(c->pool, &L->wv, c->xn, n, c->v, c->act);
+    /* q, k and v read the same input: quantize it once when their types
+     * want the same activation type (Q4_K and Q6_K both take Q8_K). */
+    const struct matrix *qkv[3] = { &L->wq, &L->wk, &L->wv };
+    float *qkv_out[3] = { c->q, c->k, c->v };
+    enum qtype act_type = QT_MAX;
+    size_t act_stride = 0;
+    for (int i = 0; i < 3; i++) {
+        enum qtype want = quant_traits(qkv[i]->type)->vec_dot_type;
+        if (want != act_type) {
+            act_stride = quantize_rows(c->pool, qkv[i]->type, c->xn, n, D, c->act, 0);
+            act_type = want;
+        }
+        matmul_preq(c->pool, qkv[i], c->act, act_stride, n, qkv_out[i], (size_t)qkv[i]->rows);
+    }
     for (int t = 0; t < n; t++) {
         const float *cs = c->rope_cos + (size_t)t * half, *sn = c->rope_sin + (size_t)t * half;
         for (int h = 0; h < hp->n_head; h++)
