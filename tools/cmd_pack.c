@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int make_default_model(const char *path);
 
 static void help(FILE *out) {
     fprintf(out,

@@ -1,6 +1,7 @@
 /* The built-in default model: the `small` synth preset, made once and cached
  * (see default_model_path() in session.c). */
 #include "cli.h"
+#include "session.h"
 
 #include "core/error.h"
 #include "model/synth.h"
@@ -10,8 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-int make_default_model(const char *path);
 
 /* mkdir -p of the directory part of path. */
 static int make_parents(const char *path) {

@@ -214,9 +214,6 @@ static void report_pack(const struct session_opts *o, const char *model_path, st
             o->experts.stats_path ? o->experts.stats_path : "", r->path);
 }
 
-/* Makes the default model when it does not exist yet. */
-int make_default_model(const char *path);
-
 int session_open(struct session *s, const struct session_opts *o) {
     memset(s, 0, sizeof *s);
     const char *path = o->model_path;

@@ -51,5 +51,7 @@ void session_close(struct session *s);
 int pack_path_for(const char *model_path, char *out, size_t size);
 /* Path of the built-in default model (made on first use). */
 const char *default_model_path(void);
+/* Makes the default model at path (default_model.c); 0, or 1 after printing the error. */
+int make_default_model(const char *path);
 
 #endif
