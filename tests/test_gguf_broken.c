@@ -223,6 +223,13 @@ static void test_hand_made(void) {
     header(&b, 3, 0, 1);
     kv_u32(&b, "general.alignment", 3);
     expect_refused(&b, "align3.gguf", "non-zero power of two");
+    /* A power of two, but 2^40: a writer would pad a terabyte (found by fuzzing). */
+    header(&b, 3, 0, 1);
+    str(&b, "general.alignment");
+    u32(&b, GGUF_I64);
+    u32(&b, 0);
+    u32(&b, 1u << 8);
+    expect_refused(&b, "align-huge.gguf", "is larger than");
     header(&b, 3, 0, 1);
     str(&b, "general.alignment");
     u32(&b, GGUF_I32);

@@ -18,6 +18,9 @@ enum gguf_vtype {
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32
+/* The largest general.alignment accepted (files use 32): a hostile value
+ * such as 2^40 would otherwise ask a writer for a terabyte of padding. */
+#define GGUF_MAX_ALIGNMENT (1u << 20)
 
 /* A string inside the mapping (not NUL-terminated there). */
 struct gguf_str {

@@ -346,6 +346,8 @@ static int read_alignment(struct parser *p, struct gguf_file_impl *impl) {
     uint64_t a = kv->v.u64;
     if (a == 0 || (a & (a - 1)) != 0)
         return fail(p, "bad general.alignment %" PRIu64 " (must be a non-zero power of two)", a);
+    if (a > GGUF_MAX_ALIGNMENT)
+        return fail(p, "general.alignment %" PRIu64 " is larger than %u", a, GGUF_MAX_ALIGNMENT);
     f->alignment = a;
     return 0;
 }

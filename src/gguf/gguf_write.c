@@ -292,6 +292,8 @@ static int writer_alignment(struct gguf_writer *w) {
         if (is_signed && (kv->payload[kv->payload_len - 1] & 0x80)) a = 0;
         if (a == 0 || (a & (a - 1)) != 0)
             return moex_errorf("%s: bad general.alignment %" PRIu64 " (must be a non-zero power of two)", w->path, a);
+        if (a > GGUF_MAX_ALIGNMENT)
+            return moex_errorf("%s: general.alignment %" PRIu64 " is larger than %u", w->path, a, GGUF_MAX_ALIGNMENT);
         w->alignment = a;
     }
     return 0;
