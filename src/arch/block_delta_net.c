@@ -1,0 +1,213 @@
+/* The gated delta rule, token by token and in chunks.
+ *
+ * Chunked form. In a chunk starting from state S0, with G_t the running sum
+ * of g inside the chunk, write u_t = beta_t (v_t - exp(g_t) S_{t-1} k_t) for
+ * what token t adds, so that S_t = exp(G_t) S0 + sum_{j<=t} exp(G_t - G_j) u_j k_j^T.
+ * Then the u_t of the chunk satisfy the lower triangular system
+ *     u_t + sum_{j<t} beta_t exp(G_t - G_j) (k_t . k_j) u_j = beta_t v_t - beta_t exp(G_t) S0 k_t
+ * which forward substitution solves for W (right side beta v) and Y (right
+ * side beta exp(G) k) separately: u_t = W_t - S0 Y_t. Outputs and the next
+ * state follow from the unrolled sum. The state is read three times per
+ * chunk instead of three times per token. */
+#include "arch/block_delta_net.h"
+
+#include "core/threadpool.h"
+
+#include <math.h>
+#include <string.h>
+
+static float dot(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void axpy(float *y, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+void delta_net_recurrent(const struct delta_net_dims *d, const struct delta_net_io *io, int head) {
+    int D = d->head_dim, kh = head % d->n_k_heads;
+    size_t kstride = (size_t)d->n_k_heads * D, vstride = (size_t)d->n_v_heads * D;
+    float scale = 1.0f / sqrtf((float)D);
+    float *S = io->state + (size_t)head * D * D; /* (value, key) */
+    for (int t = 0; t < io->n; t++) {
+        const float *q = io->q + t * kstride + (size_t)kh * D;
+        const float *k = io->k + t * kstride + (size_t)kh * D;
+        const float *v = io->v + t * vstride + (size_t)head * D;
+        float *o = io->out + t * vstride + (size_t)head * D;
+        float decay = expf(io->g[(size_t)t * d->n_v_heads + head]);
+        float beta = io->beta[(size_t)t * d->n_v_heads + head];
+        /* Row i of S only ever meets value component i: one pass per row. */
+        for (int i = 0; i < D; i++) {
+            float *row = S + (size_t)i * D;
+            for (int m = 0; m < D; m++) row[m] *= decay;
+            float delta = beta * (v[i] - dot(row, k, D));
+            axpy(row, delta, k, D);
+            o[i] = dot(row, q, D) * scale;
+        }
+    }
+}
+
+size_t delta_net_chunk_scratch(const struct delta_net_dims *d, int chunk) {
+    size_t C = (size_t)chunk, D = (size_t)d->head_dim;
+    return C               /* G */
+         + C * C           /* L: beta_t exp(G_t - G_j) k_t . k_j, then k_j . q_t */
+         + 2 * C * D       /* W (becomes u), Y */
+         + D;              /* one row */
+}
+
+/* One chunk of c tokens at t0 for one head. */
+static void chunk_step(const struct delta_net_dims *d, const struct delta_net_io *io, int head, int t0, int c,
+                       float *scratch) {
+    int D = d->head_dim, kh = head % d->n_k_heads, H = d->n_v_heads;
+    size_t kstride = (size_t)d->n_k_heads * D, vstride = (size_t)H * D;
+    float scale = 1.0f / sqrtf((float)D);
+    float *S = io->state + (size_t)head * D * D;
+    float *G = scratch, *L = G + c, *W = L + (size_t)c * c, *Y = W + (size_t)c * D, *row = Y + (size_t)c * D;
+#define KEY(t) (io->k + (size_t)(t0 + (t)) * kstride + (size_t)kh * D)
+#define QRY(t) (io->q + (size_t)(t0 + (t)) * kstride + (size_t)kh * D)
+    double acc = 0;
+    for (int t = 0; t < c; t++) {
+        acc += io->g[(size_t)(t0 + t) * H + head];
+        G[t] = (float)acc;
+    }
+    /* W_t = beta_t v_t and Y_t = beta_t exp(G_t) k_t, minus the earlier rows
+     * of the chunk through L (forward substitution). */
+    for (int t = 0; t < c; t++) {
+        float beta = io->beta[(size_t)(t0 + t) * H + head];
+        const float *kt = KEY(t);
+        float *w = W + (size_t)t * D, *y = Y + (size_t)t * D;
+        const float *v = io->v + (size_t)(t0 + t) * vstride + (size_t)head * D;
+        float ey = beta * expf(G[t]);
+        for (int i = 0; i < D; i++) { w[i] = beta * v[i]; y[i] = ey * kt[i]; }
+        for (int j = 0; j < t; j++) {
+            float l = beta * expf(G[t] - G[j]) * dot(kt, KEY(j), D);
+            axpy(w, -l, W + (size_t)j * D, D);
+            axpy(y, -l, Y + (size_t)j * D, D);
+        }
+    }
+    /* u_t = W_t - S0 Y_t, kept in W. */
+    for (int t = 0; t < c; t++) {
+        float *w = W + (size_t)t * D;
+        const float *y = Y + (size_t)t * D;
+        for (int i = 0; i < D; i++) w[i] -= dot(S + (size_t)i * D, y, D);
+    }
+    /* o_t = exp(G_t) S0 q_t + sum_{j<=t} exp(G_t - G_j) (k_j . q_t) u_j */
+    for (int t = 0; t < c; t++) {
+        const float *qt = QRY(t);
+        float *o = io->out + (size_t)(t0 + t) * vstride + (size_t)head * D;
+        float e = expf(G[t]);
+        for (int i = 0; i < D; i++) o[i] = e * dot(S + (size_t)i * D, qt, D);
+        for (int j = 0; j <= t; j++) axpy(o, expf(G[t] - G[j]) * dot(KEY(j), qt, D), W + (size_t)j * D, D);
+        for (int i = 0; i < D; i++) o[i] *= scale;
+    }
+    /* S = exp(G_last) S0 + sum_j u_j (exp(G_last - G_j) k_j)^T, row by row;
+     * the decayed keys go in Y, which is no longer needed. */
+    float g_last = G[c - 1];
+    for (int j = 0; j < c; j++) {
+        float e = expf(g_last - G[j]);
+        const float *kj = KEY(j);
+        float *y = Y + (size_t)j * D;
+        for (int m = 0; m < D; m++) y[m] = e * kj[m];
+    }
+    float e_last = expf(g_last);
+    for (int i = 0; i < D; i++) {
+        float *s = S + (size_t)i * D;
+        memcpy(row, s, (size_t)D * sizeof *row);
+        for (int m = 0; m < D; m++) row[m] *= e_last;
+        for (int j = 0; j < c; j++) axpy(row, W[(size_t)j * D + i], Y + (size_t)j * D, D);
+        memcpy(s, row, (size_t)D * sizeof *row);
+    }
+#undef KEY
+#undef QRY
+}
+
+void delta_net_chunked(const struct delta_net_dims *d, const struct delta_net_io *io, int head, int chunk,
+                       float *scratch) {
+    for (int t0 = 0; t0 < io->n; t0 += chunk) {
+        int c = io->n - t0 < chunk ? io->n - t0 : chunk;
+        chunk_step(d, io, head, t0, c, scratch);
+    }
+}
+
+size_t delta_net_run_scratch(const struct delta_net_dims *d, int threads) {
+    return (size_t)threads * delta_net_chunk_scratch(d, DELTA_NET_CHUNK);
+}
+
+struct run_job {
+    const struct delta_net_dims *d;
+    const struct delta_net_io *io;
+    float *scratch;
+};
+
+static void run_heads(void *arg, int64_t begin, int64_t end, int thread_index) {
+    struct run_job *j = arg;
+    float *scratch = j->scratch + (size_t)thread_index * delta_net_chunk_scratch(j->d, DELTA_NET_CHUNK);
+    for (int64_t h = begin; h < end; h++) {
+        if (j->io->n == 1) delta_net_recurrent(j->d, j->io, (int)h);
+        else delta_net_chunked(j->d, j->io, (int)h, DELTA_NET_CHUNK, scratch);
+    }
+}
+
+void delta_net_run(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
+                   float *scratch) {
+    struct run_job j = { d, io, scratch };
+    threadpool_parallel_for(pool, d->n_v_heads, 1, run_heads, &j);
+}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+void delta_net_conv_silu(const float *x, int n, int channels, int K, const float *w, float *conv_state,
+                         float *out) {
+    int past = K - 1;
+    for (int t = 0; t < n; t++)
+        for (int ch = 0; ch < channels; ch++) {
+            float s = 0;
+            for (int j = 0; j < K; j++) {
+                int src = t - past + j; /* < 0: from the state */
+                float xv = src < 0 ? conv_state[(size_t)(past + src) * channels + ch] : x[(size_t)src * channels + ch];
+                s += w[(size_t)ch * K + j] * xv;
+            }
+            out[(size_t)t * channels + ch] = silu(s);
+        }
+    /* The state keeps the last K-1 inputs: shift in the batch's tail. */
+    for (int r = 0; r < past; r++) {
+        int src = n - past + r; /* input index of state row r after the batch */
+        float *dst = conv_state + (size_t)r * channels;
+        if (src >= 0) memcpy(dst, x + (size_t)src * channels, (size_t)channels * sizeof *dst);
+        else memmove(dst, conv_state + (size_t)(r + n) * channels, (size_t)channels * sizeof *dst);
+    }
+}
+
+void l2_norm_rows(float *v, int n, int len, float eps) {
+    for (int r = 0; r < n; r++) {
+        float *x = v + (size_t)r * len;
+        double sum = 0;
+        for (int i = 0; i < len; i++) sum += (double)(x[i] * x[i]);
+        float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+        for (int i = 0; i < len; i++) x[i] *= scale;
+    }
+}
+
+static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+void delta_net_gates(float *alpha, float *b, int n, int n_v_heads, const float *dt_bias, const float *a) {
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < n_v_heads; h++) {
+            size_t i = (size_t)t * n_v_heads + h;
+            alpha[i] = softplus(alpha[i] + dt_bias[h]) * a[h];
+            b[i] = 1.0f / (1.0f + expf(-b[i]));
+        }
+}
+
+void gated_rms_norm_rows(float *o, const float *z, const float *w, int n, int len, float eps) {
+    for (int r = 0; r < n; r++) {
+        float *x = o + (size_t)r * len;
+        const float *zr = z + (size_t)r * len;
+        double sum = 0;
+        for (int i = 0; i < len; i++) sum += (double)(x[i] * x[i]);
+        float scale = 1.0f / sqrtf((float)(sum / len) + eps);
+        for (int i = 0; i < len; i++) x[i] = (x[i] * scale) * w[i] * silu(zr[i]);
+    }
+}
