@@ -26,6 +26,9 @@ enum chat_format {
     CHAT_FORMAT_UNKNOWN = 0,   /* not a template moex can render */
     CHAT_FORMAT_CHATML,        /* <|im_start|>role\n...<|im_end|>\n, no thinking rules */
     CHAT_FORMAT_QWEN3,         /* ChatML plus Qwen3's <think> rules */
+    CHAT_FORMAT_QWEN35,        /* Qwen3.5/3.6: Qwen3's rules, contents trimmed, the
+                                * generation prompt opens "<think>\n" unless thinking
+                                * is off; tools not rendered */
 };
 
 /* The family of a Jinja template (NULL or "" -> UNKNOWN). Templates that add
