@@ -39,7 +39,8 @@ static bool path_absent(int p) {
     return (p == PACK_PATH_FUSED_AVX2 && !avx2_on()) || (p == PACK_PATH_FUSED_NEON && !neon_on());
 }
 
-static const enum qtype all_types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_F16, QT_BF16, QT_F32};
+static const enum qtype all_types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_Q5_0,
+                                       QT_Q5_1, QT_Q4_1, QT_F16,  QT_BF16, QT_F32};
 enum { N_TYPES = sizeof all_types / sizeof all_types[0] };
 
 /* N rows of K values of type t: half of the rows quantized from Gaussian
@@ -69,6 +70,9 @@ static void *make_weight(enum qtype t, int K, int N) {
             case QT_Q6_K: ((struct block_q6_K *)(void *)blk)->d = d; break;
             case QT_Q8_0: ((struct block_q8_0 *)(void *)blk)->d = d; break;
             case QT_Q4_0: ((struct block_q4_0 *)(void *)blk)->d = d; break;
+            case QT_Q5_0: ((struct block_q5_0 *)(void *)blk)->d = d; break;
+            case QT_Q5_1: ((struct block_q5_1 *)(void *)blk)->d = d; ((struct block_q5_1 *)(void *)blk)->m = dmin; break;
+            case QT_Q4_1: ((struct block_q4_1 *)(void *)blk)->d = d; ((struct block_q4_1 *)(void *)blk)->m = dmin; break;
             default: break;
             }
         }
@@ -359,6 +363,41 @@ static void test_pack_matrix(struct threadpool *pool) {
     free(s_amx);
 }
 
+/* The 32-value types have no fused path: pack of such an expert (the
+ * Q4_K_M fallback for rows of 128: K = 128) equals pack of its dequantized
+ * floats, in both layouts, rows split over the pool. */
+static void test_pack_b32_experts(struct threadpool *pool) {
+    const enum qtype types[] = {QT_Q5_0, QT_Q5_1, QT_Q4_1};
+    const int shapes[3][2] = {{128, 256}, {256, 48}, {96, 40}}; /* K, N */
+    for (int ti = 0; ti < 3; ti++)
+        for (int si = 0; si < 3; si++) {
+            const enum qtype t = types[ti];
+            const int K = shapes[si][0], N = shapes[si][1];
+            char *w = make_weight(t, K, N);
+            float *f = malloc((size_t)K * N * sizeof *f);
+            quant_kernels(t, ISA_SCALAR)->to_float(w, f, (int64_t)K * N);
+            int8_t *codes = malloc((size_t)K * N), *want = malloc((size_t)K * N);
+            float *scales = malloc((size_t)N * sizeof *scales), *want_scales = malloc((size_t)N * sizeof *want_scales);
+            const enum pack_layout layouts[] = {PACK_ROWS, PACK_AMX};
+            for (int li = 0; li < 2; li++) {
+                if (pack_check_shape(layouts[li], K, N) != PACK_OK) continue;
+                int rc = pack_matrix(pool, PACK_PATH_BEST, t, w, K, N, layouts[li], codes, scales);
+                int rc_f = pack_matrix(NULL, PACK_PATH_BEST, QT_F32, f, K, N, layouts[li], want, want_scales);
+                CHECKF(rc == PACK_OK && rc_f == PACK_OK, "%s %dx%d layout %d: %d %d", quant_type_name(t), K, N, li, rc,
+                       rc_f);
+                CHECKF(!memcmp(codes, want, (size_t)K * N) && !memcmp(scales, want_scales, (size_t)N * sizeof *scales),
+                       "%s %dx%d layout %d: pack differs from pack of the dequantized floats", quant_type_name(t), K, N,
+                       li);
+            }
+            free(w);
+            free(f);
+            free(codes);
+            free(want);
+            free(scales);
+            free(want_scales);
+        }
+}
+
 /* ---- devices ---- */
 
 struct shape {
@@ -483,6 +522,7 @@ static void test_backends_equal(struct threadpool *pool) {
         for (int s = 0; s < 3; s++) compare_devices(ref, d, QT_Q8_0, odd_all[s], few, 4);
         compare_devices(ref, d, QT_F16, odd_all[1], few, 4);
         compare_devices(ref, d, QT_Q6_K, (struct shape){256, 32}, few, 4);
+        compare_devices(ref, d, QT_Q5_0, (struct shape){128, 256}, few, 4);
         const struct dev_caps *c = dev_caps(d);
         for (int s = 0; s < 4; s++) {
             struct shape sh = odd_rows[s];
@@ -649,6 +689,7 @@ int main(void) {
     test_pack_errors();
     test_pack_fused_edges();
     test_pack_matrix(pool);
+    test_pack_b32_experts(pool);
     test_cpu_reference(pool);
     test_backends_equal(pool);
     test_batches(pool);
