@@ -3,7 +3,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,14 +2,14 @@
  * the tensor types (llama.cpp's rules for the Q4_K_M mix), and the streaming
  * loop that generates, quantizes and writes the tensors slab by slab on a
  * thread pool. */
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/threadpool.h"
 #include "gguf/gguf.h"
-#include "model/synth_design.h"
-#include "model/synth_vocab.h"
+#include "synth/synth_design.h"
+#include "synth/synth_vocab.h"
 #include "quant/quant.h"
 
 #include <stdio.h>

@@ -4,8 +4,8 @@
  * experts the way trained MoE routers do (docs/synth.md says how). Files are
  * streamed to disk (a 17 GB model needs little memory) and are the same bytes
  * for the same parameters, whatever the thread count. */
-#ifndef MOEX_MODEL_SYNTH_H
-#define MOEX_MODEL_SYNTH_H
+#ifndef MOEX_SYNTH_H
+#define MOEX_SYNTH_H
 
 #include <stdbool.h>
 #include <stdint.h>
