@@ -1,14 +1,10 @@
-/* moex synth as a library call: presets, the llama.cpp metadata of qwen3moe,
- * the tensor types (llama.cpp's rules for the Q4_K_M mix), and the streaming
- * loop that generates, quantizes and writes the tensors slab by slab on a
- * thread pool. */
+/* moex synth as a library call: the table of architecture writers, the
+ * presets, the tensor types (llama.cpp's rules for the Q4_K_M mix), the
+ * checks every shape passes, and the dispatch to the architecture's writer. */
 #include "synth/synth.h"
 
 #include "core/error.h"
-#include "core/progress.h"
-#include "core/threadpool.h"
-#include "gguf/gguf.h"
-#include "synth/synth_design.h"
+#include "synth/synth_arch.h"
 #include "synth/synth_vocab.h"
 #include "quant/quant.h"
 
@@ -16,8 +12,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ARCH "qwen3moe"
-#define SLAB_BYTES ((size_t)16 << 20)   /* output bytes generated per round trip to the writer */
+extern const struct synth_arch synth_qwen3moe;
+
+/* One row per architecture moex synth writes. */
+static const struct synth_arch *const synth_archs[] = {
+    &synth_qwen3moe,
+};
+
+static const struct synth_arch *find_arch(const char *name) {
+    for (size_t i = 0; i < sizeof synth_archs / sizeof *synth_archs; i++)
+        if (!strcmp(synth_archs[i]->name, name ? name : "qwen3moe")) return synth_archs[i];
+    return NULL;
+}
+
+void synth_arch_names(char *out, int size) {
+    int used = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof synth_archs / sizeof *synth_archs && used < size; i++)
+        used += snprintf(out + used, (size_t)(size - used), "%s%s", i ? ", " : "", synth_archs[i]->name);
+}
+
+const char *synth_arch_default_preset(const char *arch) {
+    const struct synth_arch *a = find_arch(arch);
+    return a ? a->default_preset : NULL;
+}
 
 struct preset {
     const char *name;
@@ -44,9 +62,13 @@ int synth_preset(const char *name, struct synth_params *p) {
             .n_layers = s->layers, .n_embd = s->embd, .n_head = s->heads, .n_head_kv = s->heads_kv,
             .head_dim = s->head_dim, .n_expert = s->experts, .n_expert_used = s->used, .n_ff_exp = s->ff,
             .n_vocab = s->vocab, .n_ctx = s->ctx, .rope_base = 1e6f, .rms_eps = 1e-6f, .type = s->type,
-            .skew = SYNTH_DEFAULT_SKEW, .locality = SYNTH_DEFAULT_LOCALITY, .seed = 1,
+            .skew = SYNTH_DEFAULT_SKEW, .locality = SYNTH_DEFAULT_LOCALITY, .seed = 1, .arch = "qwen3moe",
         };
         return 0;
+    }
+    for (size_t i = 0; i < sizeof synth_archs / sizeof *synth_archs; i++) {
+        int rc = synth_archs[i]->preset ? synth_archs[i]->preset(name, p) : 1;
+        if (rc <= 0) return rc;
     }
     return moex_errorf("synth: unknown preset '%s' (tiny, small, q30b, q30b-l8)", name);
 }
@@ -122,159 +144,21 @@ int synth_check(const struct synth_params *p) {
     if (!(p->skew >= 0 && p->skew <= 10)) return moex_errorf("synth: skew %g is out of range [0, 10]", p->skew);
     if (!(p->locality >= 0 && p->locality <= 1)) return moex_errorf("synth: locality %g is out of range [0, 1]", p->locality);
     if ((unsigned)p->type >= SYNTH_TYPE_COUNT) return moex_errorf("synth: unknown type %d", (int)p->type);
-    return 0;
-}
-
-static void set_metadata(const struct synth_params *p, const struct synth_vocab *v, struct gguf_writer *w) {
-    char desc[256];
-    snprintf(desc, sizeof desc, "moex synth: random-weight qwen3moe; expert popularity zipf skew %g, locality %g, seed %llu",
-             p->skew, p->locality, (unsigned long long)p->seed);
-    gguf_set_str(w, "general.architecture", ARCH);
-    gguf_set_str(w, "general.name", p->name ? p->name : "moex-synth");
-    gguf_set_str(w, "general.description", desc);
-    gguf_set_u32(w, "general.alignment", GGUF_DEFAULT_ALIGNMENT);
-    gguf_set_u32(w, ARCH ".block_count", (uint32_t)p->n_layers);
-    gguf_set_u32(w, ARCH ".context_length", (uint32_t)p->n_ctx);
-    gguf_set_u32(w, ARCH ".embedding_length", (uint32_t)p->n_embd);
-    /* Qwen3-30B-A3B's intermediate_size (6144) is top-k x expert FFN; so is the oracle files' 512. */
-    gguf_set_u32(w, ARCH ".feed_forward_length", (uint32_t)(p->n_expert_used * p->n_ff_exp));
-    gguf_set_u32(w, ARCH ".attention.head_count", (uint32_t)p->n_head);
-    gguf_set_u32(w, ARCH ".attention.head_count_kv", (uint32_t)p->n_head_kv);
-    gguf_set_f32(w, ARCH ".rope.freq_base", p->rope_base);
-    gguf_set_f32(w, ARCH ".attention.layer_norm_rms_epsilon", p->rms_eps);
-    gguf_set_u32(w, ARCH ".expert_count", (uint32_t)p->n_expert);
-    gguf_set_u32(w, ARCH ".expert_used_count", (uint32_t)p->n_expert_used);
-    gguf_set_u32(w, ARCH ".attention.key_length", (uint32_t)p->head_dim);
-    gguf_set_u32(w, ARCH ".attention.value_length", (uint32_t)p->head_dim);
-    gguf_set_u32(w, ARCH ".expert_feed_forward_length", (uint32_t)p->n_ff_exp);
-    synth_vocab_set_keys(v, w);
-    gguf_set_u32(w, "general.quantization_version", 2);
-    gguf_set_u32(w, "general.file_type", synth_file_type(p->type));
-    gguf_set_f32(w, "moex.synth.skew", (float)p->skew);
-    gguf_set_f32(w, "moex.synth.locality", (float)p->locality);
-    gguf_set_u64(w, "moex.synth.seed", p->seed);
-}
-
-/* The tensors in file order (llama.cpp's quantized files list them so). */
-struct tensor_plan {
-    enum synth_kind kind;
-    int layer;
-    uint32_t type;
-    int n_dims;
-    int64_t ne[3];
-    int64_t rows;
-    size_t row_bytes;
-};
-
-static int plan_tensors(const struct synth_params *p, int n_vocab, struct tensor_plan **out, int *n_out,
-                        uint64_t *total_bytes) {
-    int n = 3 + p->n_layers * (SK_COUNT - SK_FIRST_LAYER_KIND);
-    struct tensor_plan *t = malloc((size_t)n * sizeof *t);
-    if (!t) return moex_errorf("synth: out of memory");
-    int i = 0;
-    *total_bytes = 0;
-    for (int l = -1; l < p->n_layers; l++) {
-        int first = l < 0 ? 0 : SK_FIRST_LAYER_KIND, end = l < 0 ? SK_FIRST_LAYER_KIND : SK_COUNT;
-        for (int k = first; k < end; k++, i++) {
-            char name[64];
-            t[i].kind = (enum synth_kind)k;
-            t[i].layer = l < 0 ? 0 : l;
-            synth_kind_name(t[i].kind, t[i].layer, name, sizeof name);
-            t[i].n_dims = synth_kind_shape(p, n_vocab, t[i].kind, t[i].ne);
-            t[i].type = synth_tensor_type(p, name, t[i].ne[0]);
-            t[i].rows = t[i].ne[1] * t[i].ne[2];
-            t[i].row_bytes = quant_row_size((enum qtype)t[i].type, t[i].ne[0]);
-            *total_bytes += t[i].row_bytes * (uint64_t)t[i].rows;
-        }
+    const struct synth_arch *a = find_arch(p->arch);
+    if (!a) {
+        char names[128];
+        synth_arch_names(names, sizeof names);
+        return moex_errorf("synth: unknown architecture '%s' (%s)", p->arch, names);
     }
-    *out = t;
-    *n_out = n;
-    return 0;
-}
-
-struct slab_job {
-    const struct synth_design *design;
-    const struct tensor_plan *t;
-    from_float_fn from_float;
-    int64_t row0;
-    uint8_t *out;
-    float *scratch;           /* (threads, max row length) */
-    int64_t scratch_stride;
-};
-
-static void slab_rows(void *arg, int64_t begin, int64_t end, int thread_index) {
-    struct slab_job *j = arg;
-    float *row = j->scratch + thread_index * j->scratch_stride;
-    for (int64_t r = begin; r < end; r++) {
-        synth_design_row(j->design, j->t->kind, j->t->layer, j->row0 + r, row);
-        j->from_float(row, j->out + (size_t)r * j->t->row_bytes, j->t->ne[0]);
-    }
-}
-
-static int write_tensors(const struct synth_params *p, const struct synth_design *d, const struct tensor_plan *plan,
-                         int n, uint64_t total, struct gguf_writer *w) {
-    struct threadpool *pool = threadpool_new(p->n_threads, false);
-    if (!pool) return -1;
-    int threads = threadpool_size(pool);
-    int64_t stride = 0;
-    size_t max_row = 0;
-    for (int i = 0; i < n; i++) {
-        if (plan[i].ne[0] > stride) stride = plan[i].ne[0];
-        if (plan[i].row_bytes > max_row) max_row = plan[i].row_bytes;
-    }
-    size_t slab_cap = max_row > SLAB_BYTES ? max_row : SLAB_BYTES;
-    uint8_t *slab = malloc(slab_cap);
-    float *scratch = malloc((size_t)threads * (size_t)stride * sizeof *scratch);
-    int rc = slab && scratch ? 0 : moex_errorf("synth: out of memory");
-    struct progress bar;
-    if (p->progress) progress_begin(&bar, "synth", total);
-    uint64_t done = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
-        const struct tensor_plan *t = &plan[i];
-        struct slab_job job = { d, t, quant_traits((enum qtype)t->type)->from_float, 0, slab, scratch, stride };
-        int64_t per_slab = (int64_t)(slab_cap / t->row_bytes);
-        int64_t grain = t->ne[0] >= 4096 ? 1 : 4096 / t->ne[0];
-        for (job.row0 = 0; job.row0 < t->rows && rc == 0; job.row0 += per_slab) {
-            int64_t rows = t->rows - job.row0 < per_slab ? t->rows - job.row0 : per_slab;
-            threadpool_parallel_for(pool, rows, grain, slab_rows, &job);
-            rc = gguf_writer_write_data(w, slab, (size_t)rows * t->row_bytes);
-            done += (uint64_t)rows * t->row_bytes;
-            if (p->progress) progress_update(&bar, done);
-        }
-    }
-    if (p->progress) progress_end(&bar);
-    free(slab);
-    free(scratch);
-    threadpool_free(pool);
-    return rc;
+    return a->check ? a->check(p) : 0;
 }
 
 int synth_write(const struct synth_params *p, const char *path) {
     if (synth_check(p)) return -1;
     struct synth_vocab vocab;
     if (synth_vocab_build(p->vocab_from, p->n_vocab, &vocab)) return -1;
-    struct synth_design *design = synth_design_new(p, vocab.n_tokens, vocab.types);
-    struct tensor_plan *plan = NULL;
-    struct gguf_writer *w = NULL;
-    int n = 0, began = 0, rc = -1;
-    uint64_t total = 0;
-    if (!design || plan_tensors(p, vocab.n_tokens, &plan, &n, &total)) goto done;
-    if (!(w = gguf_writer_new())) { moex_errorf("synth: out of memory"); goto done; }
-    set_metadata(p, &vocab, w);
-    for (int i = 0; i < n; i++) {
-        char name[64];
-        synth_kind_name(plan[i].kind, plan[i].layer, name, sizeof name);
-        if (gguf_add_tensor(w, name, plan[i].type, plan[i].n_dims, plan[i].ne)) goto done;
-    }
-    if (gguf_writer_begin(w, path)) goto done;
-    began = 1;
-    if (write_tensors(p, design, plan, n, total, w)) goto done;
-    rc = gguf_writer_finish(w);
-done:
-    gguf_writer_free(w);
-    if (rc && began) remove(path);
-    free(plan);
-    synth_design_free(design);
+    int rc = find_arch(p->arch)->write(p, &vocab, path);
     synth_vocab_free(&vocab);
     return rc;
 }
+
