@@ -11,9 +11,13 @@
  * chunk instead of three times per token. */
 #include "arch/block_delta_net.h"
 
+#include "arch/block_proj.h"
 #include "core/threadpool.h"
+#include "core/timer.h"
+#include "model/context_impl.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static float dot(const float *a, const float *b, int n) {
@@ -210,4 +214,85 @@ void gated_rms_norm_rows(float *o, const float *z, const float *w, int n, int le
         float scale = 1.0f / sqrtf((float)(sum / len) + eps);
         for (int i = 0; i < len; i++) x[i] = (x[i] * scale) * w[i] * silu(zr[i]);
     }
+}
+
+/* ---------------------------------------------------------------- the layer */
+
+static int channels(const struct delta_net_shape *s) {
+    return (2 * s->dims.n_k_heads + s->dims.n_v_heads) * s->dims.head_dim;
+}
+
+int64_t delta_net_conv_floats(const struct delta_net_shape *s) {
+    return (int64_t)(s->conv_kernel - 1) * channels(s);
+}
+
+int64_t delta_net_state_floats(const struct delta_net_shape *s) {
+    return (int64_t)s->dims.n_v_heads * s->dims.head_dim * s->dims.head_dim;
+}
+
+struct delta_net_scratch {
+    float *mixed, *conv;               /* (n_batch, channels) projection, then convolved */
+    float *q, *k;                      /* (n_batch, n_k_heads D) */
+    float *v, *z, *o;                  /* (n_batch, n_v_heads D) */
+    float *g, *beta;                   /* (n_batch, n_v_heads) */
+    float *run;                        /* delta_net_run's */
+};
+
+struct delta_net_scratch *delta_net_scratch_new(const struct delta_net_shape *sh, int n_batch, int threads) {
+    struct delta_net_scratch *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    size_t B = (size_t)n_batch, ch = (size_t)channels(sh), D = (size_t)sh->dims.head_dim;
+    size_t kd = (size_t)sh->dims.n_k_heads * D, vd = (size_t)sh->dims.n_v_heads * D;
+    s->mixed = malloc(B * ch * 4);
+    s->conv = malloc(B * ch * 4);
+    s->q = malloc(B * kd * 4);
+    s->k = malloc(B * kd * 4);
+    s->v = malloc(B * vd * 4);
+    s->z = malloc(B * vd * 4);
+    s->o = malloc(B * vd * 4);
+    s->g = malloc(B * sh->dims.n_v_heads * 4);
+    s->beta = malloc(B * sh->dims.n_v_heads * 4);
+    s->run = malloc(delta_net_run_scratch(&sh->dims, threads) * 4);
+    if (!s->mixed || !s->conv || !s->q || !s->k || !s->v || !s->z || !s->o || !s->g || !s->beta || !s->run) {
+        delta_net_scratch_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void delta_net_scratch_free(struct delta_net_scratch *s) {
+    if (!s) return;
+    free(s->mixed); free(s->conv); free(s->q); free(s->k); free(s->v); free(s->z); free(s->o);
+    free(s->g); free(s->beta); free(s->run);
+    free(s);
+}
+
+void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const struct delta_net_weights *w,
+                     struct delta_net_scratch *s, struct layer_slice *state, int n, const float *xn, float *out) {
+    const struct delta_net_dims *d = &sh->dims;
+    int D = d->head_dim, ch = channels(sh);
+    size_t kd = (size_t)d->n_k_heads * D, vd = (size_t)d->n_v_heads * D;
+    int64_t t0 = time_ns();
+    const struct matrix *proj[4] = { &w->qkv, &w->z, &w->beta, &w->alpha };
+    float *proj_out[4] = { s->mixed, s->z, s->beta, s->g };
+    project_rows(c, proj, proj_out, 4, xn, n);
+    int64_t t1 = time_ns();
+    delta_net_conv_silu(s->mixed, n, ch, sh->conv_kernel, (const float *)w->conv.data, state->conv, s->conv);
+    for (int t = 0; t < n; t++) {
+        const float *row = s->conv + (size_t)t * ch;
+        memcpy(s->q + t * kd, row, kd * 4);
+        memcpy(s->k + t * kd, row + kd, kd * 4);
+        memcpy(s->v + t * vd, row + 2 * kd, vd * 4);
+    }
+    l2_norm_rows(s->q, n * d->n_k_heads, D, sh->eps);
+    l2_norm_rows(s->k, n * d->n_k_heads, D, sh->eps);
+    delta_net_gates(s->g, s->beta, n, d->n_v_heads, w->dt_bias, w->a);
+    struct delta_net_io io = { n, s->q, s->k, s->v, s->g, s->beta, state->recurrent, s->o };
+    delta_net_run(c->pool, d, &io, s->run);
+    gated_rms_norm_rows(s->o, s->z, w->norm, n * d->n_v_heads, D, sh->eps);
+    int64_t t2 = time_ns();
+    matmul(c->pool, &w->out, s->o, n, out, c->act);
+    int64_t t3 = time_ns();
+    c->times.attn_matmul += (t1 - t0) + (t3 - t2);
+    c->times.attention += t2 - t1;
 }

@@ -7,8 +7,13 @@
 #ifndef MOEX_BLOCK_DELTA_NET_H
 #define MOEX_BLOCK_DELTA_NET_H
 
-#include <stddef.h>
+#include "quant/matmul.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
+struct context;
+struct layer_slice;
 struct threadpool;
 
 struct delta_net_dims {
@@ -66,5 +71,40 @@ void delta_net_gates(float *alpha, float *b, int n, int n_v_heads, const float *
 /* The output norm gated by z: o = RMSNorm(o) * w * silu(z) over each of the n
  * rows of len floats (one row per token and head). */
 void gated_rms_norm_rows(float *o, const float *z, const float *w, int n, int len, float eps);
+
+/* The whole linear-attention layer (Qwen3.5's gated delta net), from the
+ * normalised input to the output projection:
+ *   qkv = conv_silu(W_qkv x); q, k L2-normalised; z = W_z x;
+ *   g = softplus(W_alpha x + dt_bias) * a; beta = sigmoid(W_beta x);
+ *   o = delta_net(q, k, v, g, beta); out = W_out (RMSNorm(o) * norm * silu(z)). */
+
+struct delta_net_weights {
+    struct matrix qkv;                 /* (2 n_k_heads D + n_v_heads D, n_embd): q, k, v rows in that order */
+    struct matrix z;                   /* (n_v_heads D, n_embd): the output gate */
+    struct matrix beta, alpha;         /* (n_v_heads, n_embd) */
+    struct matrix conv;                /* (channels, conv_kernel), F32 */
+    const float *dt_bias, *a;          /* (n_v_heads); a = -exp(A_log) */
+    const float *norm;                 /* (head_dim) */
+    struct matrix out;                 /* (n_embd, n_v_heads D) */
+};
+
+struct delta_net_shape {
+    struct delta_net_dims dims;
+    int conv_kernel;
+    float eps;                         /* of the L2 norms and the gated RMSNorm */
+};
+
+/* Floats of a layer's state: convolution, then recurrent. */
+int64_t delta_net_conv_floats(const struct delta_net_shape *s);
+int64_t delta_net_state_floats(const struct delta_net_shape *s);
+
+struct delta_net_scratch;
+struct delta_net_scratch *delta_net_scratch_new(const struct delta_net_shape *s, int n_batch, int threads);
+void delta_net_scratch_free(struct delta_net_scratch *s);
+
+/* out (n, n_embd) for the normalised rows xn (n, n_embd) at the context's
+ * next positions, advancing the layer's state (state->conv, state->recurrent). */
+void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const struct delta_net_weights *w,
+                     struct delta_net_scratch *s, struct layer_slice *state, int n, const float *xn, float *out);
 
 #endif
