@@ -635,6 +635,17 @@ static inline __m256i b32_dot_u8(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
+static inline __m256i b32_fifth_bits(const uint8_t qh[4]) {
+    int32_t h;
+    memcpy(&h, qh, sizeof h);
+    /* byte j of the vector takes byte j / 8 of qh (in each 128-bit lane) */
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(h), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                               3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
 #include "quant/quant_b32_x86.h"
 
 QUANT_GEMM_FROM_VEC_DOT(gemm_f16, vec_dot_f16)

@@ -397,6 +397,13 @@ static void gemm_q8_0(int n, const void *w, size_t w_stride, int n_w_rows, const
 
 static inline __m256i b32_dot_u8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
 
+/* the 32 bits are a byte mask as they are */
+static inline __m256i b32_fifth_bits(const uint8_t qh[4]) {
+    uint32_t h;
+    memcpy(&h, qh, sizeof h);
+    return _mm256_movm_epi8((__mmask32)h);
+}
+
 #include "quant/quant_b32_x86.h"
 
 void quant_fill_avx512(struct quant_isa_table *t) {

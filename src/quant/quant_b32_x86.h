@@ -3,8 +3,11 @@
  * AVX-512 VNNI. The includer is compiled with at least AVX2 + FMA + F16C and
  * defines, before including this file, its integer dot product of 32 bytes
  * (the sum split in any way over the 8 int32 lanes; here u <= 31 and
- * |s| <= 127, so a vpmaddubsw pair sum cannot saturate):
+ * |s| <= 127, so a vpmaddubsw pair sum cannot saturate) and its expansion of
+ * a Q5 block's fifth bits:
  *   static inline __m256i b32_dot_u8(__m256i u, __m256i s);  uint8 u times int8 s
+ *   static inline __m256i b32_fifth_bits(const uint8_t qh[4]);  0xFF in byte j
+ *                                          where bit j of the 32-bit qh is set
  * Signed codes go in as |w| and the activations with w's sign. */
 #ifndef MOEX_QUANT_B32_X86_H
 #define MOEX_QUANT_B32_X86_H
@@ -21,18 +24,6 @@ static inline __m256i b32_nibbles(const uint8_t *qs) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0xF));
 }
 
-/* 0xFF in byte j where bit j of the little-endian 32-bit qh is set. */
-static inline __m256i b32_high_mask(const uint8_t qh[4]) {
-    int32_t h;
-    memcpy(&h, qh, sizeof h);
-    /* byte j of the vector takes byte j / 8 of qh (in each 128-bit lane) */
-    const __m256i spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32(h), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
-                                               3, 3, 3, 3, 3, 3, 3, 3));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-}
-
 /* The block's codes as bytes: q - 8 / q - 16 (signed) for Q4_0 / Q5_0, q for
  * Q4_1 / Q5_1. */
 static inline __attribute__((always_inline)) __m256i b32_codes(enum b32_kind k, const void *blk) {
@@ -42,13 +33,13 @@ static inline __attribute__((always_inline)) __m256i b32_codes(enum b32_kind k, 
     case B32_Q5_0: {
         const struct block_q5_0 *b = blk;
         /* q - 16 = the nibble, with 0xF0 (-16) or'ed in where the fifth bit is clear */
-        return _mm256_or_si256(b32_nibbles(b->qs), _mm256_andnot_si256(b32_high_mask(b->qh), _mm256_set1_epi8((char)0xF0)));
+        return _mm256_or_si256(b32_nibbles(b->qs), _mm256_andnot_si256(b32_fifth_bits(b->qh), _mm256_set1_epi8((char)0xF0)));
     }
     case B32_Q4_1:
         return b32_nibbles(((const struct block_q4_1 *)blk)->qs);
     case B32_Q5_1: {
         const struct block_q5_1 *b = blk;
-        return _mm256_or_si256(b32_nibbles(b->qs), _mm256_and_si256(b32_high_mask(b->qh), _mm256_set1_epi8(0x10)));
+        return _mm256_or_si256(b32_nibbles(b->qs), _mm256_and_si256(b32_fifth_bits(b->qh), _mm256_set1_epi8(0x10)));
     }
     }
     return _mm256_setzero_si256();
@@ -75,19 +66,32 @@ static inline float b32_hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* One block's d_x d_y sum(q_x q_y) into acc; returns its min term m_x s_y
+ * (0 for the signed kinds). */
+static inline __attribute__((always_inline)) float b32_block_dot(enum b32_kind k, const char *x, const char *y,
+                                                                 __m256 *acc) {
+    const __m256i q = b32_codes(k, x);
+    const __m256i p = b32_dot(k, q, b32_has_min(k) ? q : _mm256_abs_epi8(q), b32_act_qs(k, y));
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(b32_d(x) * b32_d(y)), _mm256_cvtepi32_ps(p), *acc);
+    return b32_has_min(k) ? b32_m(x) * b32_m(y) : 0.0f; /* the Q8_1 s sits where a min would */
+}
+
+/* Two blocks per step into two accumulators, so that the FMA latency of one
+ * overlaps the unpacking of the next. */
 static inline __attribute__((always_inline)) void b32_vec_dot(enum b32_kind k, int n, float *s, const void *vx,
                                                               const void *vy) {
     const char *x = vx, *y = vy;
     const size_t xb = b32_block_bytes(k), yb = b32_act_bytes(k);
-    __m256 acc = _mm256_setzero_ps();
-    float acc_m = 0.0f;
-    for (int i = 0; i < n / 32; i++, x += xb, y += yb) {
-        const __m256i q = b32_codes(k, x);
-        const __m256i p = b32_dot(k, q, b32_has_min(k) ? q : _mm256_abs_epi8(q), b32_act_qs(k, y));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(b32_d(x) * b32_d(y)), _mm256_cvtepi32_ps(p), acc);
-        if (b32_has_min(k)) acc_m += b32_m(x) * b32_m(y); /* the Q8_1 s sits where a min would */
+    const int nb = n / 32;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float m0 = 0.0f, m1 = 0.0f;
+    int i = 0;
+    for (; i + 1 < nb; i += 2, x += 2 * xb, y += 2 * yb) {
+        m0 += b32_block_dot(k, x, y, &acc0);
+        m1 += b32_block_dot(k, x + xb, y + yb, &acc1);
     }
-    *s = b32_hsum(acc) + acc_m;
+    if (i < nb) m0 += b32_block_dot(k, x, y, &acc0);
+    *s = b32_hsum(_mm256_add_ps(acc0, acc1)) + (m0 + m1);
 }
 
 #define B32_TILE_ROWS 4
