@@ -112,7 +112,9 @@ static uint32_t q4_k_m_type(const struct synth_params *p, const char *name) {
 uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64_t ne0) {
     if (strstr(name, "_norm.weight") || strstr(name, "ffn_gate_inp")) return QT_F32;
     /* llama-quantize keeps conv kernels and vectors (delta-net decay, bias) */
-    if (strstr(name, "ssm_conv1d") || strstr(name, ".ssm_a") || strstr(name, "ssm_dt.bias")) return QT_F32;
+    size_t len = strlen(name);
+    if (strstr(name, "ssm_conv1d") || strstr(name, "ssm_dt.bias") || (len > 6 && !strcmp(name + len - 6, ".ssm_a")))
+        return QT_F32;
     uint32_t t;
     switch (p->type) {
     case SYNTH_Q8_0: t = QT_Q8_0; break;
