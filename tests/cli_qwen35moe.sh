@@ -51,6 +51,7 @@ cmp -s "$tmp/out" "$tmp/none" || { echo "FAIL: tokens from the pack file differ"
 expect "moex profile" 0 "$MOEX_BIN" profile -m "$model" -n 256 --seq 128 -q -o "$tmp/stats" -t 2
 [ -s "$tmp/stats" ] || { echo "FAIL: no routing statistics"; fail=1; }
 
-printf 'hi\n/exit\n' | "$MOEX_BIN" chat -m "$model" -n 4 -t 2 > "$tmp/out" 2> "$tmp/err" || { echo "FAIL: chat"; cat "$tmp/err"; fail=1; }
+printf "hi\nhow are you\n/exit\n" | "$MOEX_BIN" chat -m "$model" -n 4 -t 2 > "$tmp/out" 2> "$tmp/err" || { echo "FAIL: chat"; cat "$tmp/err"; fail=1; }
+[ "$(grep -c "generated" "$tmp/err")" -eq 2 ] || { echo "FAIL: chat answered $(grep -c generated "$tmp/err") of 2 turns"; cat "$tmp/err"; fail=1; }
 rm -rf "$tmp"
 exit $fail

@@ -312,6 +312,10 @@ int chat_append_user(struct chat_text *t, enum chat_format fmt, const char *syst
     return rc;
 }
 
+size_t chat_generation_prompt_len(enum chat_format fmt, bool enable_thinking) {
+    return strlen(GENERATION_PROMPT) + strlen(think_prompt(fmt, enable_thinking));
+}
+
 int chat_append_reply(struct chat_text *t, enum chat_format fmt, const char *reply) {
     if (!renders(fmt))
         return moex_errorf("chat: the model's chat template is not one moex can render");
