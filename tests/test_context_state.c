@@ -144,6 +144,19 @@ int main(void) {
     CHECK(context_replayed(c) - before == 6);
     CHECK(memcmp(got, ref + 6 * V, sizeof(float) * (N_TOKENS - 6) * V) == 0);
 
+    /* A checkpoint asked for right after a truncation that must replay is
+     * taken once the replay gets there: the next truncation back to it
+     * replays nothing. */
+    context_truncate(c, 8);
+    context_checkpoint(c);
+    CHECK(context_eval(c, ids + 8, 5, NULL, false) == 0);
+    CHECK(context_eval(c, other, 2, NULL, false) == 0);
+    before = context_replayed(c);
+    context_truncate(c, 8);
+    CHECK(context_eval(c, ids + 8, N_TOKENS - 8, got, true) == 0);
+    CHECK(context_replayed(c) == before);
+    CHECK(memcmp(got, ref + 8 * V, sizeof(float) * (N_TOKENS - 8) * V) == 0);
+
     /* The last token's logits alone, after a truncation. */
     context_truncate(c, 15);
     float last[V];

@@ -65,7 +65,7 @@ static int alloc_state(struct context *c) {
         if (st->conv_floats) { s->conv = rec; rec += st->conv_floats; }
         if (st->recurrent_floats) { s->recurrent = rec; rec += st->recurrent_floats; }
     }
-    c->checkpoint_pos = -1;
+    c->checkpoint_pos = c->checkpoint_wanted = -1;
     return 0;
 }
 
@@ -140,16 +140,23 @@ void context_memory(const struct context *c, struct context_memory *out) {
                    (uint64_t)c->m->hp.n_vocab * sizeof(float);
 }
 
-void context_checkpoint(struct context *c) {
-    if (c->n_past < c->n_kept) return; /* the state is not at n_past yet */
+static void save_checkpoint(struct context *c) {
     if (c->recurrent_total) memcpy(c->checkpoint, c->recurrent_mem, c->recurrent_total * sizeof(float));
     c->checkpoint_pos = c->n_past;
+    c->checkpoint_wanted = -1;
+}
+
+void context_checkpoint(struct context *c) {
+    /* A state still to be replayed is saved when the replay reaches here. */
+    if (c->n_past < c->n_kept) c->checkpoint_wanted = c->n_kept;
+    else save_checkpoint(c);
 }
 
 void context_truncate(struct context *c, int n_past) {
     if (n_past < 0) n_past = 0;
     if (n_past >= c->n_kept) return;
     c->n_kept = n_past;
+    if (c->checkpoint_wanted > n_past) c->checkpoint_wanted = -1;
     if (!c->recurrent_total || n_past >= c->n_past) {
         /* KV caches only: later positions are simply overwritten. A state
          * still to be replayed up to n_past stays so. */
@@ -196,6 +203,7 @@ int context_eval(struct context *c, const int32_t *tokens, int n, float *logits,
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return moex_errorf("token id %d is out of range (vocabulary of %d)", tokens[i], hp->n_vocab);
     if (replay(c)) return -1;
+    if (c->checkpoint_wanted == c->n_past) save_checkpoint(c);
     for (int done = 0; done < n;) {
         int chunk = n - done < c->n_batch ? n - done : c->n_batch;
         bool last = done + chunk == n;

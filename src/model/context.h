@@ -47,7 +47,9 @@ int context_n_ctx(const struct context *c);
 void context_truncate(struct context *c, int n_past);
 /* Saves the recurrent state at n_past (one checkpoint; the newest wins), so
  * that truncating back to here or later is cheap: chat calls it at turn
- * boundaries. Free for models without recurrent state. */
+ * boundaries. Right after a truncation that must replay, the state is saved
+ * when the next eval has replayed up to here. Free for models without
+ * recurrent state. */
 void context_checkpoint(struct context *c);
 void context_set_route_observer(struct context *c, route_observer_fn fn, void *user);
 struct model *context_model(struct context *c);

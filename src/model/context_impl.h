@@ -30,6 +30,7 @@ struct context {
     size_t recurrent_total;
     float *checkpoint;          /* (recurrent_total) a copy of recurrent_mem at position checkpoint_pos */
     int checkpoint_pos;         /* -1: none */
+    int checkpoint_wanted;      /* a checkpoint asked for at this position while replay is pending; -1: none */
     int64_t replayed;
     /* Scratch of one batch, shared by every architecture. */
     float *x;                   /* (n_batch, n_embd) residual stream */

@@ -8,6 +8,7 @@
 #include "gguf/gguf.h"
 #include "text/tokenizer.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,9 +70,13 @@ int model_get_float_or(const struct model *m, const char *key, float lo, float h
         return moex_errorf("%s: key '%s' is stored as %s, expected f32", m->file->path, full,
                            gguf_vtype_name(kv->type));
     float v = (float)kv->v.f64;
-    if (!isfinite(v) || !(v > lo) || !(v <= hi))
+    if (!isfinite(v) || !(v > lo) || !(v <= hi)) {
+        if (hi >= FLT_MAX)
+            return moex_errorf("%s: key '%s' is %g, expected a finite value above %g", m->file->path, full, (double)v,
+                               (double)lo);
         return moex_errorf("%s: key '%s' is %g, expected a finite value above %g and at most %g", m->file->path, full,
                            (double)v, (double)lo, (double)hi);
+    }
     *out = v;
     return 0;
 }
