@@ -44,7 +44,9 @@ static void free_inputs(struct inputs *in) {
     free(in->q); free(in->k); free(in->v); free(in->g); free(in->beta); free(in->state0);
 }
 
-/* The rule as written, in double: S = exp(g) S; S += beta (v - S k) k^T; o = S q / sqrt(D). */
+/* The rule as written, in double: S = exp(g) S; S += beta (v - S k) k^T;
+ * o = S q / sqrt(D), with S stored as the block stores it: S[m][i], key dim
+ * m, value dim i. */
 static void reference(const struct inputs *in, double *state, double *out) {
     int D = in->d.head_dim, Hk = in->d.n_k_heads, Hv = in->d.n_v_heads;
     for (size_t i = 0; i < (size_t)Hv * D * D; i++) state[i] = in->state0[i];
@@ -58,13 +60,13 @@ static void reference(const struct inputs *in, double *state, double *out) {
             for (int i = 0; i < D * D; i++) S[i] *= decay;
             for (int i = 0; i < D; i++) {
                 sk[i] = 0;
-                for (int m = 0; m < D; m++) sk[i] += S[i * D + m] * k[m];
+                for (int m = 0; m < D; m++) sk[i] += S[m * D + i] * k[m];
             }
             for (int i = 0; i < D; i++)
-                for (int m = 0; m < D; m++) S[i * D + m] += beta * (v[i] - sk[i]) * k[m];
+                for (int m = 0; m < D; m++) S[m * D + i] += beta * (v[i] - sk[i]) * k[m];
             for (int i = 0; i < D; i++) {
                 double o = 0;
-                for (int m = 0; m < D; m++) o += S[i * D + m] * q[m];
+                for (int m = 0; m < D; m++) o += S[m * D + i] * q[m];
                 out[((size_t)t * Hv + h) * D + i] = o / sqrt((double)D);
             }
         }
@@ -201,7 +203,7 @@ int main(void) {
     CHECK(pool != NULL);
     check_forms(2, 4, 64, 1, -1.0f, pool);
     check_forms(2, 4, 64, 37, -1.0f, pool);
-    check_forms(2, 4, 64, 130, -0.5f, pool);  /* three chunks of 64, the last partial */
+    check_forms(2, 4, 64, 130, -0.5f, pool);  /* several chunks, the last partial */
     check_forms(1, 3, 16, 64, -4.0f, pool);   /* strong decay */
     check_forms(3, 3, 32, 50, -0.01f, pool);  /* almost no decay */
     test_conv();

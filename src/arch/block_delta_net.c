@@ -1,5 +1,10 @@
 /* The gated delta rule, token by token and in chunks.
  *
+ * The state of a head is stored key-major, S[m][i] for key dim m and value
+ * dim i, so that every product with it is a sum of its rows scaled by a
+ * key's or query's components (axpy over the value dims), which compilers
+ * vectorise without reordering a sum.
+ *
  * Chunked form. In a chunk starting from state S0, with G_t the running sum
  * of g inside the chunk, write u_t = beta_t (v_t - exp(g_t) S_{t-1} k_t) for
  * what token t adds, so that S_t = exp(G_t) S0 + sum_{j<=t} exp(G_t - G_j) u_j k_j^T.
@@ -7,8 +12,7 @@
  *     u_t + sum_{j<t} beta_t exp(G_t - G_j) (k_t . k_j) u_j = beta_t v_t - beta_t exp(G_t) S0 k_t
  * which forward substitution solves for W (right side beta v) and Y (right
  * side beta exp(G) k) separately: u_t = W_t - S0 Y_t. Outputs and the next
- * state follow from the unrolled sum. The state is read three times per
- * chunk instead of three times per token. */
+ * state follow from the unrolled sum. */
 #include "arch/block_delta_net.h"
 
 #include "arch/block_proj.h"
@@ -20,21 +24,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float dot(const float *a, const float *b, int n) {
-    float s = 0;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
 static void axpy(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+/* y += sum_r a[r] * x[r * x_stride ..] over `rows` rows: four rows per pass
+ * over y, which is where the time goes (y stays in registers for four). */
+static void axpy_rows(float *y, const float *a, int a_stride, const float *x, size_t x_stride, int rows, int n) {
+    int r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        const float *x0 = x + r * x_stride, *x1 = x0 + x_stride, *x2 = x1 + x_stride, *x3 = x2 + x_stride;
+        float a0 = a[r * a_stride], a1 = a[(r + 1) * a_stride], a2 = a[(r + 2) * a_stride], a3 = a[(r + 3) * a_stride];
+        for (int i = 0; i < n; i++) y[i] += a0 * x0[i] + a1 * x1[i] + a2 * x2[i] + a3 * x3[i];
+    }
+    for (; r < rows; r++) axpy(y, a[r * a_stride], x + r * x_stride, n);
 }
 
 void delta_net_recurrent(const struct delta_net_dims *d, const struct delta_net_io *io, int head) {
     int D = d->head_dim, kh = head % d->n_k_heads;
     size_t kstride = (size_t)d->n_k_heads * D, vstride = (size_t)d->n_v_heads * D;
     float scale = 1.0f / sqrtf((float)D);
-    float *S = io->state + (size_t)head * D * D; /* (value, key) */
+    float *S = io->state + (size_t)head * D * D; /* (key, value) */
+    float delta[DELTA_NET_MAX_DIM];
     for (int t = 0; t < io->n; t++) {
         const float *q = io->q + t * kstride + (size_t)kh * D;
         const float *k = io->k + t * kstride + (size_t)kh * D;
@@ -42,23 +53,26 @@ void delta_net_recurrent(const struct delta_net_dims *d, const struct delta_net_
         float *o = io->out + t * vstride + (size_t)head * D;
         float decay = expf(io->g[(size_t)t * d->n_v_heads + head]);
         float beta = io->beta[(size_t)t * d->n_v_heads + head];
-        /* Row i of S only ever meets value component i: one pass per row. */
-        for (int i = 0; i < D; i++) {
-            float *row = S + (size_t)i * D;
-            for (int m = 0; m < D; m++) row[m] *= decay;
-            float delta = beta * (v[i] - dot(row, k, D));
-            axpy(row, delta, k, D);
-            o[i] = dot(row, q, D) * scale;
+        /* delta = beta (v - decay S^T k), then S = decay S + k delta^T and
+         * o = S^T q in one more pass. */
+        memset(delta, 0, (size_t)D * sizeof *delta);
+        axpy_rows(delta, k, 1, S, (size_t)D, D, D);
+        for (int i = 0; i < D; i++) delta[i] = beta * (v[i] - decay * delta[i]);
+        for (int m = 0; m < D; m++) {
+            float *row = S + (size_t)m * D;
+            for (int i = 0; i < D; i++) row[i] = decay * row[i] + k[m] * delta[i];
         }
+        memset(o, 0, (size_t)D * sizeof *o);
+        axpy_rows(o, q, 1, S, (size_t)D, D, D);
+        for (int i = 0; i < D; i++) o[i] *= scale;
     }
 }
 
 size_t delta_net_chunk_scratch(const struct delta_net_dims *d, int chunk) {
     size_t C = (size_t)chunk, D = (size_t)d->head_dim;
-    return C               /* G */
-         + C * C           /* L: beta_t exp(G_t - G_j) k_t . k_j, then k_j . q_t */
-         + 2 * C * D       /* W (becomes u), Y */
-         + D;              /* one row */
+    return 3 * C           /* G, decay to the chunk's end, coefficients */
+         + 2 * C * C       /* k_t . k_j, q_t . k_j */
+         + 3 * C * D;      /* W (becomes u), Y, the keys transposed */
 }
 
 /* One chunk of c tokens at t0 for one head. */
@@ -68,7 +82,9 @@ static void chunk_step(const struct delta_net_dims *d, const struct delta_net_io
     size_t kstride = (size_t)d->n_k_heads * D, vstride = (size_t)H * D;
     float scale = 1.0f / sqrtf((float)D);
     float *S = io->state + (size_t)head * D * D;
-    float *G = scratch, *L = G + c, *W = L + (size_t)c * c, *Y = W + (size_t)c * D, *row = Y + (size_t)c * D;
+    float *G = scratch, *to_end = G + c, *KK = to_end + c, *QK = KK + (size_t)c * c;
+    float *W = QK + (size_t)c * c, *Y = W + (size_t)c * D, *KT = Y + (size_t)c * D; /* KT: (D, c) */
+    float *coefs = KT + (size_t)D * c;
 #define KEY(t) (io->k + (size_t)(t0 + (t)) * kstride + (size_t)kh * D)
 #define QRY(t) (io->q + (size_t)(t0 + (t)) * kstride + (size_t)kh * D)
     double acc = 0;
@@ -76,8 +92,22 @@ static void chunk_step(const struct delta_net_dims *d, const struct delta_net_io
         acc += io->g[(size_t)(t0 + t) * H + head];
         G[t] = (float)acc;
     }
+    for (int t = 0; t < c; t++) to_end[t] = expf(G[c - 1] - G[t]);
+    /* Key-key and query-key products of the chunk, as rows of axpys over KT. */
+    for (int j = 0; j < c; j++)
+        for (int m = 0; m < D; m++) KT[(size_t)m * c + j] = KEY(j)[m];
+    for (int t = 0; t < c; t++) {
+        float *kk = KK + (size_t)t * c, *qk = QK + (size_t)t * c;
+        const float *kt = KEY(t), *qt = QRY(t);
+        memset(kk, 0, (size_t)c * sizeof *kk);
+        memset(qk, 0, (size_t)c * sizeof *qk);
+        for (int m = 0; m < D; m++) {
+            axpy(kk, kt[m], KT + (size_t)m * c, c);
+            axpy(qk, qt[m], KT + (size_t)m * c, c);
+        }
+    }
     /* W_t = beta_t v_t and Y_t = beta_t exp(G_t) k_t, minus the earlier rows
-     * of the chunk through L (forward substitution). */
+     * of the chunk (forward substitution). */
     for (int t = 0; t < c; t++) {
         float beta = io->beta[(size_t)(t0 + t) * H + head];
         const float *kt = KEY(t);
@@ -86,42 +116,35 @@ static void chunk_step(const struct delta_net_dims *d, const struct delta_net_io
         float ey = beta * expf(G[t]);
         for (int i = 0; i < D; i++) { w[i] = beta * v[i]; y[i] = ey * kt[i]; }
         for (int j = 0; j < t; j++) {
-            float l = beta * expf(G[t] - G[j]) * dot(kt, KEY(j), D);
+            float l = beta * expf(G[t] - G[j]) * KK[(size_t)t * c + j];
             axpy(w, -l, W + (size_t)j * D, D);
             axpy(y, -l, Y + (size_t)j * D, D);
         }
     }
-    /* u_t = W_t - S0 Y_t, kept in W. */
+    /* u_t = W_t - S0^T Y_t (kept in W), and
+     * o_t = exp(G_t) S0^T q_t + sum_{j<=t} exp(G_t - G_j) (q_t . k_j) u_j. */
     for (int t = 0; t < c; t++) {
-        float *w = W + (size_t)t * D;
-        const float *y = Y + (size_t)t * D;
-        for (int i = 0; i < D; i++) w[i] -= dot(S + (size_t)i * D, y, D);
-    }
-    /* o_t = exp(G_t) S0 q_t + sum_{j<=t} exp(G_t - G_j) (k_j . q_t) u_j */
-    for (int t = 0; t < c; t++) {
+        float *w = W + (size_t)t * D, *y = Y + (size_t)t * D;
         const float *qt = QRY(t);
         float *o = io->out + (size_t)(t0 + t) * vstride + (size_t)head * D;
         float e = expf(G[t]);
-        for (int i = 0; i < D; i++) o[i] = e * dot(S + (size_t)i * D, qt, D);
-        for (int j = 0; j <= t; j++) axpy(o, expf(G[t] - G[j]) * dot(KEY(j), qt, D), W + (size_t)j * D, D);
+        for (int m = 0; m < D; m++) y[m] = -y[m];
+        axpy_rows(w, y, 1, S, (size_t)D, D, D);
+        memset(o, 0, (size_t)D * sizeof *o);
+        axpy_rows(o, qt, 1, S, (size_t)D, D, D);
+        for (int i = 0; i < D; i++) o[i] *= e;
+        for (int j = 0; j <= t; j++) coefs[j] = expf(G[t] - G[j]) * QK[(size_t)t * c + j];
+        axpy_rows(o, coefs, 1, W, (size_t)D, t + 1, D);
         for (int i = 0; i < D; i++) o[i] *= scale;
     }
-    /* S = exp(G_last) S0 + sum_j u_j (exp(G_last - G_j) k_j)^T, row by row;
-     * the decayed keys go in Y, which is no longer needed. */
-    float g_last = G[c - 1];
-    for (int j = 0; j < c; j++) {
-        float e = expf(g_last - G[j]);
-        const float *kj = KEY(j);
-        float *y = Y + (size_t)j * D;
-        for (int m = 0; m < D; m++) y[m] = e * kj[m];
-    }
-    float e_last = expf(g_last);
-    for (int i = 0; i < D; i++) {
-        float *s = S + (size_t)i * D;
-        memcpy(row, s, (size_t)D * sizeof *row);
-        for (int m = 0; m < D; m++) row[m] *= e_last;
-        for (int j = 0; j < c; j++) axpy(row, W[(size_t)j * D + i], Y + (size_t)j * D, D);
-        memcpy(s, row, (size_t)D * sizeof *row);
+    /* S = exp(G_last) S0 + sum_j (exp(G_last - G_j) k_j) u_j^T, row by row. */
+    float e_last = expf(G[c - 1]);
+    for (int m = 0; m < D; m++) {
+        float *row = S + (size_t)m * D;
+        const float *km = KT + (size_t)m * c;
+        for (int i = 0; i < D; i++) row[i] *= e_last;
+        for (int j = 0; j < c; j++) coefs[j] = km[j] * to_end[j];
+        axpy_rows(row, coefs, 1, W, (size_t)D, c, D);
     }
 #undef KEY
 #undef QRY
