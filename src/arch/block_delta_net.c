@@ -28,16 +28,16 @@ static void axpy(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-/* y += sum_r a[r] * x[r * x_stride ..] over `rows` rows: four rows per pass
- * over y, which is where the time goes (y stays in registers for four). */
-static void axpy_rows(float *y, const float *a, int a_stride, const float *x, size_t x_stride, int rows, int n) {
+/* y += sum_r a[r] x[r] over `rows` rows of x (x_stride apart), four rows per
+ * pass over y: the products with the state, where the block's time goes. */
+static void axpy_rows(float *y, const float *a, const float *x, size_t x_stride, int rows, int n) {
     int r = 0;
     for (; r + 4 <= rows; r += 4) {
         const float *x0 = x + r * x_stride, *x1 = x0 + x_stride, *x2 = x1 + x_stride, *x3 = x2 + x_stride;
-        float a0 = a[r * a_stride], a1 = a[(r + 1) * a_stride], a2 = a[(r + 2) * a_stride], a3 = a[(r + 3) * a_stride];
+        float a0 = a[r], a1 = a[r + 1], a2 = a[r + 2], a3 = a[r + 3];
         for (int i = 0; i < n; i++) y[i] += a0 * x0[i] + a1 * x1[i] + a2 * x2[i] + a3 * x3[i];
     }
-    for (; r < rows; r++) axpy(y, a[r * a_stride], x + r * x_stride, n);
+    for (; r < rows; r++) axpy(y, a[r], x + r * x_stride, n);
 }
 
 void delta_net_recurrent(const struct delta_net_dims *d, const struct delta_net_io *io, int head) {
@@ -56,14 +56,14 @@ void delta_net_recurrent(const struct delta_net_dims *d, const struct delta_net_
         /* delta = beta (v - decay S^T k), then S = decay S + k delta^T and
          * o = S^T q in one more pass. */
         memset(delta, 0, (size_t)D * sizeof *delta);
-        axpy_rows(delta, k, 1, S, (size_t)D, D, D);
+        axpy_rows(delta, k, S, (size_t)D, D, D);
         for (int i = 0; i < D; i++) delta[i] = beta * (v[i] - decay * delta[i]);
         for (int m = 0; m < D; m++) {
             float *row = S + (size_t)m * D;
             for (int i = 0; i < D; i++) row[i] = decay * row[i] + k[m] * delta[i];
         }
         memset(o, 0, (size_t)D * sizeof *o);
-        axpy_rows(o, q, 1, S, (size_t)D, D, D);
+        axpy_rows(o, q, S, (size_t)D, D, D);
         for (int i = 0; i < D; i++) o[i] *= scale;
     }
 }
@@ -129,12 +129,12 @@ static void chunk_step(const struct delta_net_dims *d, const struct delta_net_io
         float *o = io->out + (size_t)(t0 + t) * vstride + (size_t)head * D;
         float e = expf(G[t]);
         for (int m = 0; m < D; m++) y[m] = -y[m];
-        axpy_rows(w, y, 1, S, (size_t)D, D, D);
+        axpy_rows(w, y, S, (size_t)D, D, D);
         memset(o, 0, (size_t)D * sizeof *o);
-        axpy_rows(o, qt, 1, S, (size_t)D, D, D);
+        axpy_rows(o, qt, S, (size_t)D, D, D);
         for (int i = 0; i < D; i++) o[i] *= e;
         for (int j = 0; j <= t; j++) coefs[j] = expf(G[t] - G[j]) * QK[(size_t)t * c + j];
-        axpy_rows(o, coefs, 1, W, (size_t)D, t + 1, D);
+        axpy_rows(o, coefs, W, (size_t)D, t + 1, D);
         for (int i = 0; i < D; i++) o[i] *= scale;
     }
     /* S = exp(G_last) S0 + sum_j (exp(G_last - G_j) k_j) u_j^T, row by row. */
@@ -144,7 +144,7 @@ static void chunk_step(const struct delta_net_dims *d, const struct delta_net_io
         const float *km = KT + (size_t)m * c;
         for (int i = 0; i < D; i++) row[i] *= e_last;
         for (int j = 0; j < c; j++) coefs[j] = km[j] * to_end[j];
-        axpy_rows(row, coefs, 1, W, (size_t)D, c, D);
+        axpy_rows(row, coefs, W, (size_t)D, c, D);
     }
 #undef KEY
 #undef QRY
