@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 static void help(FILE *out) {
     fprintf(out,
@@ -96,20 +95,24 @@ int cmd_synth(int argc, char **argv) {
         else { cli_fail("synth: unknown option '%s'", argv[i]); help(stderr); return 2; }
     }
     if (!out) { cli_fail("synth: -o OUT.gguf is required"); help(stderr); return 2; }
+    if (cli_check_env()) return 2;
 
     struct synth_params p;
-    if (synth_preset(preset, &p)) return cli_fail("%s", moex_error());
+    if (synth_preset(preset, &p)) return cli_fail("--preset: invalid value '%s' (expected tiny, small, q30b or q30b-l8)", preset), 2;
     for (int s = 0; s < N_SHAPE; s++)
         if (shape_set[s]) *(int *)((char *)&p + shape[s].offset) = (int)shape_val[s];
     if (type && synth_parse_type(type, &p.type))
-        return cli_fail("synth: --type: invalid value '%s' (f16, q8_0, q4_k, q6_k, q4_k_m)", type);
+        return cli_fail("--type: invalid value '%s' (expected f16, q8_0, q4_k, q6_k or q4_k_m)", type), 2;
     if (skew >= 0) p.skew = skew;
     if (locality >= 0) p.locality = locality;
     if (rope_base > 0) p.rope_base = (float)rope_base;
     if (seed >= 0) p.seed = (uint64_t)seed;
     p.vocab_from = vocab_from;
     p.name = name;
-    p.progress = !quiet && isatty(2);
+    p.progress = !quiet;
+    /* A shape whose options contradict each other (top-k above the experts,
+     * heads not a multiple of kv-heads) is a bad command line. */
+    if (synth_check(&p)) return cli_fail("%s", moex_error()), 2;
 
     double t0 = time_s();
     if (synth_write(&p, out)) return cli_fail("%s", moex_error());
