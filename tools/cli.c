@@ -22,6 +22,16 @@ int cli_fail(const char *fmt, ...) {
     return 1;
 }
 
+int cli_usage(const char *command, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "moex: %s: ", command);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (moex %s --help lists the options)\n", command);
+    va_end(ap);
+    return 2;
+}
+
 int cli_parse_int(const char *what, const char *s, int64_t min, int64_t max, int64_t *out) {
     char *end;
     errno = 0;

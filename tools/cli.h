@@ -44,6 +44,13 @@ int cli_fail(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* Prints "moex: COMMAND: message (moex COMMAND --help lists the options)"
+ * and returns 2, for a command line that is wrong as a whole. */
+int cli_usage(const char *command, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* True when argv[i] is "-h" or "--help". */
 bool cli_is_help(const char *arg);
 /* Takes the value of an option that needs one: prints an error and returns

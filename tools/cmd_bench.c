@@ -67,7 +67,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--repetitions", v, 1, 1000, &reps)) return 2;
         } else if (!strcmp(a, "--ops")) ops = true;
-        else { cli_fail("bench: unknown option '%s'", a); help(stderr); return 2; }
+        else return cli_usage("bench", "unknown option '%s'", a);
     }
     if (session_opts_finish(&so)) return 2;
     int64_t *pp = NULL, *tg = NULL;

@@ -65,7 +65,7 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "--no-think")) think = false;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--n-predict", v, 1, 1 << 24, &n_predict)) return 2;
-        } else { cli_fail("chat: unknown option '%s'", a); help(stderr); return 2; }
+        } else return cli_usage("chat", "unknown option '%s'", a);
     }
     if (session_opts_finish(&so)) return 2;
     struct session s;

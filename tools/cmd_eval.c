@@ -65,12 +65,10 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(argv[i], "--tokens")) { if (!(tokens_arg = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(argv[i], "--tokens-file")) { if (!(tokens_file = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(argv[i], "--logits")) { if (!(out_path = cli_value(argc, argv, &i))) return 2; }
-        else { cli_fail("eval: unknown option '%s'", argv[i]); help(stderr); return 2; }
+        else return cli_usage("eval", "unknown option '%s'", argv[i]);
     }
     if ((!tokens_arg && !tokens_file) || !out_path) {
-        cli_fail("eval: --tokens (or --tokens-file) and --logits are required");
-        help(stderr);
-        return 2;
+        return cli_usage("eval", "--tokens (or --tokens-file) and --logits are required");
     }
     if (tokens_arg && tokens_file) return cli_fail("eval: give only one of --tokens and --tokens-file"), 2;
     if (session_opts_finish(&so)) return 2;

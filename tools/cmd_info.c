@@ -24,7 +24,7 @@ int cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) { help(stdout); return 0; }
         if (!strcmp(argv[i], "--all")) all = true;
-        else if (argv[i][0] == '-') { cli_fail("info: unknown option '%s'", argv[i]); help(stderr); return 2; }
+        else if (argv[i][0] == '-') return cli_usage("info", "unknown option '%s'", argv[i]);
     }
     for (int i = 1; i <= argc; i++) {
         const char *path = i < argc ? argv[i] : NULL;

@@ -58,8 +58,7 @@ int cmd_pack(int argc, char **argv) {
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else {
-            cli_fail("pack: unknown option '%s' (see moex pack --help)", a);
-            return 2;
+            return cli_usage("pack", "unknown option '%s'", a);
         }
     }
     if (session_opts_finish(&o)) return 2;

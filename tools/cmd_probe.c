@@ -382,9 +382,7 @@ int cmd_probe(int argc, char **argv) {
         } else if (!strcmp(a, "--no-pack-types")) {
             pack_types = false;
         } else {
-            cli_fail("probe: unknown option '%s'", a);
-            help(stderr);
-            return 2;
+            return cli_usage("probe", "unknown option '%s'", a);
         }
     }
     if (cli_check_env()) return 2;
@@ -429,6 +427,16 @@ int cmd_probe(int argc, char **argv) {
         return 1;
     }
     const struct dev_caps *caps = dev_caps(d);
+    for (int s = 0; s < n_shapes; s++) {
+        int K = shapes[s].K, N = shapes[s].N;
+        if (K % caps->k_multiple == 0 && N % caps->n_multiple == 0 && K <= caps->k_max && N <= caps->n_max) continue;
+        cli_fail("--shape: invalid value '%dx%d' for device %s (expected K a multiple of %d up to %d, N a multiple of "
+                 "%d up to %d)", K, N, caps->name, caps->k_multiple, caps->k_max, caps->n_multiple, caps->n_max);
+        dev_close(d);
+        threadpool_free(pool);
+        free(ms);
+        return 2;
+    }
     printf("## moex probe: %s (%s)\n\n", caps->name, caps->description);
     printf("CPU: %s, %d threads; CPU path kernels: %s. Activations are quantized once, outside the timings;\n"
            "times are the best of at least 3 runs and 50 ms, weights warm in cache.\n",

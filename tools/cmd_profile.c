@@ -160,9 +160,9 @@ int cmd_profile(int argc, char **argv) {
         } else if (!strcmp(a, "--seed")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--seed", v, 0, INT64_MAX, &seed)) return 2;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
-        else { cli_fail("profile: unknown option '%s'", a); help(stderr); return 2; }
+        else return cli_usage("profile", "unknown option '%s'", a);
     }
-    if (!out) { cli_fail("profile: -o STATS is required"); help(stderr); return 2; }
+    if (!out) return cli_usage("profile", "-o STATS is required");
     if (file && n_random) return cli_fail("profile: -f FILE and --random-tokens N exclude each other"), 2;
     if (!file && !n_random) n_random = 4096;
     if (session_opts_finish(&so)) return 2;

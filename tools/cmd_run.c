@@ -73,7 +73,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--print-ids")) print_ids = true;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-parse-special")) parse_special = false;
-        else { cli_fail("run: unknown option '%s'", a); help(stderr); return 2; }
+        else return cli_usage("run", "unknown option '%s'", a);
     }
     if (!!prompt + !!file + !!tokens > 1) return cli_fail("run: give only one of -p, -f and --tokens"), 2;
     if (session_opts_finish(&so)) return 2;

@@ -92,9 +92,9 @@ int cmd_synth(int argc, char **argv) {
             const char *v = cli_value(argc, argv, &i);
             if (!v || cli_parse_int("--seed", v, 0, INT64_MAX, &seed)) return 2;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
-        else { cli_fail("synth: unknown option '%s'", argv[i]); help(stderr); return 2; }
+        else return cli_usage("synth", "unknown option '%s'", argv[i]);
     }
-    if (!out) { cli_fail("synth: -o OUT.gguf is required"); help(stderr); return 2; }
+    if (!out) return cli_usage("synth", "-o OUT.gguf is required");
     if (cli_check_env()) return 2;
 
     struct synth_params p;

@@ -35,9 +35,9 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(file = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--no-parse-special")) parse_special = false;
         else if (!strcmp(a, "--pieces")) pieces = true;
-        else { cli_fail("tokenize: unknown option '%s'", a); help(stderr); return 2; }
+        else return cli_usage("tokenize", "unknown option '%s'", a);
     }
-    if (!prompt == !file) { cli_fail("tokenize: give exactly one of -p and -f"); help(stderr); return 2; }
+    if (!prompt == !file) return cli_usage("tokenize", "give exactly one of -p and -f");
     if (cli_check_env()) return 2;
     char *text = NULL;
     size_t len = 0;
