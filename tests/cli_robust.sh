@@ -166,6 +166,7 @@ bad "synth: --dim 2^31" 2 "--dim" "'2147483648'" -- "$MOEX_BIN" synth --preset t
 bad "synth: --top-k above --experts" 2 "top-k 9" "8 experts" -- "$MOEX_BIN" synth --preset tiny --top-k 9 -o "$tmp/x.gguf"
 bad "synth: --heads not a multiple of --kv-heads" 2 "heads 3" "kv-heads 2" -- \
     "$MOEX_BIN" synth --preset tiny --heads 3 --kv-heads 2 -o "$tmp/x.gguf"
+bad "synth: --vocab 100 (the built-in vocabulary)" 2 "--vocab" "'100'" -- "$MOEX_BIN" synth --preset tiny --vocab 100 -o "$tmp/x.gguf"
 bad "synth: --head-dim odd" 2 "head-dim 33" -- "$MOEX_BIN" synth --preset tiny --head-dim 33 -o "$tmp/x.gguf"
 bad "synth: --skew -1" 2 "--skew" "'-1'" -- "$MOEX_BIN" synth --preset tiny --skew -1 -o "$tmp/x.gguf"
 bad "synth: --locality 2" 2 "--locality" "'2'" -- "$MOEX_BIN" synth --preset tiny --locality 2 -o "$tmp/x.gguf"

@@ -121,9 +121,7 @@ int cmd_run(int argc, char **argv) {
         rc = 2;
         goto done;
     }
-    if (n_prompt + n_predict > context_n_ctx(s.ctx))
-        fprintf(stderr, "moex: note: prompt + generation exceed the context of %d tokens; generation stops there\n",
-                context_n_ctx(s.ctx));
+    /* Where prompt + generation exceed the context, generate() says so when it stops. */
     struct sampler *smp = sampler_new(&sm.params, s.model->hp.n_vocab);
     struct generate_result r;
     if (!smp) cli_fail("out of memory");

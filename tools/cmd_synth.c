@@ -113,6 +113,11 @@ int cmd_synth(int argc, char **argv) {
     /* A shape whose options contradict each other (top-k above the experts,
      * heads not a multiple of kv-heads) is a bad command line. */
     if (synth_check(&p)) return cli_fail("%s", moex_error()), 2;
+    /* The built-in vocabulary keeps its 256 byte tokens and 3 control tokens
+     * (synth_vocab.c); a --vocab-from file's own limits are found on reading it. */
+    if (!vocab_from && p.n_vocab && p.n_vocab < 259)
+        return cli_fail("--vocab: invalid value '%d' (the built-in vocabulary needs at least 259: 256 byte tokens "
+                        "and 3 control tokens)", p.n_vocab), 2;
 
     double t0 = time_s();
     if (synth_write(&p, out)) return cli_fail("%s", moex_error());
