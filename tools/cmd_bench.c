@@ -80,10 +80,10 @@ int cmd_bench(int argc, char **argv) {
     bool any = false;
     for (int i = 0; i < n_pp; i++) any |= pp[i] > 0;
     for (int i = 0; i < n_tg; i++) any |= tg[i] > 0;
-    int bad = !any ? cli_fail("bench: --n-prompt %s and --n-gen %s leave nothing to measure", pp_list, tg_list)
-            : so.n_ctx && so.n_ctx < longest
-                ? cli_fail("bench: --ctx %d is shorter than the longest test (%lld tokens)", so.n_ctx, (long long)longest)
-                : 0;
+    int bad = 0;
+    if (!any) bad = cli_fail("bench: --n-prompt %s and --n-gen %s leave nothing to measure", pp_list, tg_list);
+    else if (so.n_ctx && so.n_ctx < longest)
+        bad = cli_fail("bench: --ctx %d is shorter than the longest test (%lld tokens)", so.n_ctx, (long long)longest);
     if (bad) { free(pp); free(tg); return 2; }
     if (!so.n_ctx) so.n_ctx = (int)longest;
     if (!so.n_batch) so.n_batch = (int)(longest < 512 ? longest : 512);

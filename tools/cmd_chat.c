@@ -72,7 +72,11 @@ int cmd_chat(int argc, char **argv) {
     if (session_open(&s, &so)) return 1;
     struct tokenizer *tok = s.model->tok;
     int rc = 1;
-    if (!tok) { cli_fail("chat: -m %s: the model has no tokenizer", so.model_path ? so.model_path : default_model_path()); session_close(&s); return 2; }
+    if (!tok) {
+        cli_fail("chat: -m %s: the model has no tokenizer", so.model_path ? so.model_path : default_model_path());
+        session_close(&s);
+        return 2;
+    }
     enum chat_format fmt = chat_format_detect(tokenizer_chat_template(tok));
     if (fmt == CHAT_FORMAT_UNKNOWN) {
         fprintf(stderr, "moex: the model's chat template is not one moex renders; using ChatML\n");

@@ -62,8 +62,8 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(file = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--tokens")) {
             int64_t *check = NULL;
-            if (!(tokens = cli_value(argc, argv, &i)) || cli_parse_int_list("--tokens", tokens, 0, INT32_MAX, &check) < 0)
-                return 2;
+            if (!(tokens = cli_value(argc, argv, &i))) return 2;
+            if (cli_parse_int_list("--tokens", tokens, 0, INT32_MAX, &check) < 0) return 2;
             free(check);
         }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {

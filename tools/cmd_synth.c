@@ -98,7 +98,8 @@ int cmd_synth(int argc, char **argv) {
     if (cli_check_env()) return 2;
 
     struct synth_params p;
-    if (synth_preset(preset, &p)) return cli_fail("--preset: invalid value '%s' (expected tiny, small, q30b or q30b-l8)", preset), 2;
+    if (synth_preset(preset, &p))
+        return cli_fail("--preset: invalid value '%s' (expected tiny, small, q30b or q30b-l8)", preset), 2;
     for (int s = 0; s < N_SHAPE; s++)
         if (shape_set[s]) *(int *)((char *)&p + shape[s].offset) = (int)shape_val[s];
     if (type && synth_parse_type(type, &p.type))
