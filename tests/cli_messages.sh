@@ -77,6 +77,14 @@ for d in amx auto; do
     fi
 done
 
+# Device options that change nothing are said, once, before the work.
+"$MOEX_BIN" run -m "$m" -p "Hello" -n 1 --hot-budget 50% --stats "$tmp/none.stats" > /dev/null 2> "$tmp/err"
+[ "$(grep -c 'hot-budget, --stats change nothing with --device none' "$tmp/err")" -eq 1 ] && head -1 "$tmp/err" | grep -q note: \
+    && yes "device options without a device are said" || { no "device options without a device:"; cat "$tmp/err"; }
+"$MOEX_BIN" run -m "$m" -p "Hello" -n 1 --device cpu --sim cores=2 > /dev/null 2> "$tmp/err"
+grep -q -e '--sim changes nothing with --device cpu' "$tmp/err" && yes "--sim without the sim device is said" \
+    || { no "--sim with --device cpu:"; cat "$tmp/err"; }
+
 # -c above the trained context is said.
 "$MOEX_BIN" run -m "$m" -p "Hello" -n 1 -c 5000 > /dev/null 2> "$tmp/err"
 grep -q "ctx 5000 is above the 4096" "$tmp/err" && yes "-c above the trained context" || { no "-c 5000 said nothing:"; cat "$tmp/err"; }

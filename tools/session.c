@@ -52,6 +52,29 @@ static int parse_pack_env(const char *v, struct session_opts *o) {
     return 0;
 }
 
+/* Device options given on the command line where they change nothing are
+ * said once, as the work starts (the same variables, set for every run, are
+ * not). */
+static void note_unused(const struct session_opts *o) {
+    static const struct { unsigned bit; const char *name; } device_only[] = {
+        { SESSION_GIVEN_BUDGET, "--hot-budget" }, { SESSION_GIVEN_MIN_M, "--min-m" },
+        { SESSION_GIVEN_STATS, "--stats" },       { SESSION_GIVEN_OVERLAP, "--no-overlap" },
+        { SESSION_GIVEN_SIM, "--sim" },           { SESSION_GIVEN_PACK, "--pack" },
+    };
+    const char *device = o->experts.device;
+    bool none = !strcmp(device, "none");
+    char unused[128] = "";
+    for (size_t i = 0; i < sizeof device_only / sizeof device_only[0]; i++) {
+        bool used = !none && (device_only[i].bit != SESSION_GIVEN_SIM || !strcmp(device, "sim"));
+        if (!(o->given & device_only[i].bit) || used) continue;
+        size_t n = strlen(unused);
+        snprintf(unused + n, sizeof unused - n, "%s%s", n ? ", " : "", device_only[i].name);
+    }
+    if (unused[0])
+        fprintf(stderr, "moex: note: %s change%s nothing with --device %s\n", unused, strchr(unused, ',') ? "" : "s",
+                device);
+}
+
 int session_opts_defaults(struct session_opts *o) {
     memset(o, 0, sizeof *o);
     o->kv_type = KV_F16;
@@ -262,6 +285,7 @@ int session_open(struct session *s, const struct session_opts *o) {
         if (session_opts_finish(&finished)) return -1;
         o = &finished;
     }
+    note_unused(o);
     const char *path = o->model_path;
     if (!path) {
         path = default_model_path();
