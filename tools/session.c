@@ -95,7 +95,8 @@ int session_opts_finish(struct session_opts *o) {
         return cli_fail("--pack %s and --no-pack exclude each other", o->pack_path ? o->pack_path : ""), -1;
     if (cli_check_env()) return -1;
     if (!(given & SESSION_GIVEN_DEVICE) && (v = getenv("MOEX_DEVICE")) && parse_device("MOEX_DEVICE", v, o)) return -1;
-    if (!(given & SESSION_GIVEN_BUDGET) && (v = getenv("MOEX_HOT_BUDGET")) && parse_budget("MOEX_HOT_BUDGET", v, o)) return -1;
+    if (!(given & SESSION_GIVEN_BUDGET) && (v = getenv("MOEX_HOT_BUDGET")) && parse_budget("MOEX_HOT_BUDGET", v, o))
+        return -1;
     if (!(given & SESSION_GIVEN_MIN_M) && (v = getenv("MOEX_MIN_M"))) {
         if (cli_parse_int("MOEX_MIN_M", v, 1, 1 << 20, &n)) return -1;
         o->experts.min_m = (int)n;
@@ -112,7 +113,8 @@ int session_opts_finish(struct session_opts *o) {
         if (cli_check_sim("MOEX_SIM", v, v)) return -1;
         o->experts.sim_figures = v;
     }
-    if (!(given & (SESSION_GIVEN_PACK | SESSION_GIVEN_NO_PACK)) && (v = getenv("MOEX_PACK")) && parse_pack_env(v, o)) return -1;
+    if (!(given & (SESSION_GIVEN_PACK | SESSION_GIVEN_NO_PACK)) && (v = getenv("MOEX_PACK")) && parse_pack_env(v, o))
+        return -1;
     return 0;
 }
 
