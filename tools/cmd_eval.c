@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,34 +21,30 @@ static void help(FILE *out) {
     session_opts_help(out);
 }
 
-/* Ids separated by whitespace or commas, each checked as --tokens's are. */
+/* Ids separated by whitespace or commas, each checked as --tokens's are.
+ * The text is ours to cut. */
 static int parse_ids_text(const char *path, char *text, size_t len, int64_t **ids) {
+    static const char sep[] = ", \t\r\n";
+    char what[4200];
+    snprintf(what, sizeof what, "--tokens-file %s", path);
     size_t n = 0, cap = 256;
     int64_t *v = malloc(cap * sizeof *v);
-    const char *sep = ", \t\r\n";
-    char *p = text, *end = text + len;
     int rc = v ? 0 : cli_fail("out of memory");
-    if (rc == 0 && memchr(text, 0, len)) rc = cli_fail("--tokens-file %s: holds a NUL byte (expected token ids)", path);
-    while (rc == 0) {
-        p += strspn(p, sep);
-        if (p >= end) break;
+    if (rc == 0 && memchr(text, 0, len)) rc = cli_fail("%s: holds a NUL byte (expected token ids)", what);
+    for (char *p = text + strspn(text, sep); rc == 0 && *p; p += strspn(p, sep)) {
         size_t item = strcspn(p, sep);
-        char saved = p[item];
+        bool last = !p[item];
         p[item] = 0;
         if (n == cap) {
             int64_t *g = realloc(v, (cap *= 2) * sizeof *v);
             if (!g) { rc = cli_fail("out of memory"); break; }
             v = g;
         }
-        char what[4200];
-        snprintf(what, sizeof what, "--tokens-file %s", path);
-        if (cli_parse_int(what, p, 0, INT32_MAX, &v[n])) rc = 1;
-        n++;
-        p[item] = saved;
-        p += item;
+        if (cli_parse_int(what, p, 0, INT32_MAX, &v[n++])) rc = -1;
+        p += item + !last;
     }
-    if (rc == 0 && n == 0) rc = cli_fail("--tokens-file %s: holds no token ids", path);
-    if (rc == 0 && n > INT32_MAX) rc = cli_fail("--tokens-file %s: too many token ids", path);
+    if (rc == 0 && n == 0) rc = cli_fail("%s: holds no token ids", what);
+    if (rc == 0 && n > INT32_MAX) rc = cli_fail("%s: too many token ids", what);
     if (rc) { free(v); return -1; }
     *ids = v;
     return (int)n;
