@@ -144,6 +144,8 @@ bad "tokenize: neither -p nor -f" 2 "-p" "-f" -- "$MOEX_BIN" tokenize -m "$m"
 bad "tokenize: -m without a value" 2 "-m" -- "$MOEX_BIN" tokenize -p hi -m
 bad "tokenize: unknown option" 2 "'--frobnicate'" -- "$MOEX_BIN" tokenize -m "$m" -p hi --frobnicate
 bad "tokenize: MOEX_ISA=bogus" 2 "MOEX_ISA" "'bogus'" -- env MOEX_ISA=bogus "$MOEX_BIN" tokenize -m "$m" -p hi
+[ -r /proc/self/mem ] && bad "tokenize: -f a file that fails to read" 1 "-f" "/proc/self/mem" "Input/output error" -- \
+    "$MOEX_BIN" tokenize -m "$m" -f /proc/self/mem
 bad "tokenize: -f a directory (D7)" 1 "-f" "Is a directory" -- "$MOEX_BIN" tokenize -m "$m" -f "$tmp"
 
 # bench

@@ -139,7 +139,7 @@ int cli_read_input(const char *what, const char *path, char **data, size_t *len)
             cap *= 2;
         }
     }
-    int read_errno = ferror(f) ? errno : 0;
+    int read_errno = ferror(f) ? (errno ? errno : EIO) : 0;
     if (!is_stdin) fclose(f);
     if (!buf) return cli_fail("%s %s: out of memory", what, path), -1;
     if (read_errno) {
