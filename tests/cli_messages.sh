@@ -85,6 +85,14 @@ done
 grep -q -e '--sim changes nothing with --device cpu' "$tmp/err" && yes "--sim without the sim device is said" \
     || { no "--sim with --device cpu:"; cat "$tmp/err"; }
 
+# A refused pack file is said once, at start, with its reason (it was said
+# again at the end).
+"$MOEX_BIN" pack -m "$m" --device cpu -o "$tmp/t.mxpk" -q 2> "$tmp/err" || { no "pack"; cat "$tmp/err"; }
+printf 'X' | dd of="$tmp/t.mxpk" bs=1 seek=70000 conv=notrunc 2> /dev/null
+"$MOEX_BIN" run -m "$m" --device cpu --min-m 1 --pack "$tmp/t.mxpk" --tokens 1,2,3 -n 2 > /dev/null 2> "$tmp/err"
+[ "$(grep -c 'pack file refused' "$tmp/err")" -eq 1 ] && head -1 "$tmp/err" | grep -q "bad checksum" \
+    && yes "a refused pack file is said once, at start" || { no "pack refusal:"; cat "$tmp/err"; }
+
 # -c above the trained context is said.
 "$MOEX_BIN" run -m "$m" -p "Hello" -n 1 -c 5000 > /dev/null 2> "$tmp/err"
 grep -q "ctx 5000 is above the 4096" "$tmp/err" && yes "-c above the trained context" || { no "-c 5000 said nothing:"; cat "$tmp/err"; }
