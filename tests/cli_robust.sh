@@ -162,6 +162,7 @@ bad "info: a missing file" 1 "$tmp/none.gguf" "No such file or directory" -- "$M
 # synth
 bad "synth: no -o" 2 "-o" -- "$MOEX_BIN" synth --preset tiny
 bad "synth: --preset huge" 2 "--preset" "'huge'" -- "$MOEX_BIN" synth --preset huge -o "$tmp/x.gguf"
+bad "synth: --arch bogus" 2 "--arch" "'bogus'" -- "$MOEX_BIN" synth --arch bogus -o "$tmp/x.gguf"
 bad "synth: --type q3_k" 2 "--type" "'q3_k'" -- "$MOEX_BIN" synth --preset tiny --type q3_k -o "$tmp/x.gguf"
 bad "synth: --layers 0" 2 "--layers" "'0'" -- "$MOEX_BIN" synth --preset tiny --layers 0 -o "$tmp/x.gguf"
 bad "synth: --dim 2^31" 2 "--dim" "'2147483648'" -- "$MOEX_BIN" synth --preset tiny --dim 2147483648 -o "$tmp/x.gguf"

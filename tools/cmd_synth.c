@@ -102,7 +102,7 @@ int cmd_synth(int argc, char **argv) {
     if (arch && !preset && !(preset = synth_arch_default_preset(arch))) {
         char names[128];
         synth_arch_names(names, sizeof names);
-        cli_fail("synth: --arch: invalid value '%s' (%s)", arch, names);
+        cli_fail("--arch: invalid value '%s' (expected %s)", arch, names);
         return 2;
     }
     struct synth_params p;
