@@ -106,7 +106,8 @@ int cmd_synth(int argc, char **argv) {
         return 2;
     }
     struct synth_params p;
-    if (synth_preset(preset ? preset : "small", &p)) {
+    if (!preset) preset = "small";
+    if (synth_preset(preset, &p)) {
         const char *why = moex_error();
         return cli_fail("--preset: invalid value '%s': %s", preset, strncmp(why, "synth: ", 7) ? why : why + 7), 2;
     }
