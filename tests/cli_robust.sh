@@ -49,6 +49,17 @@ ok() {
 }
 long_item=00000000000000000000000000000000000000001 # 41 characters: once the end of a list, silently
 
+# Every option that takes a value, as each command's --help lists it: without
+# the value, and with an empty one.
+for c in run chat eval tokenize bench info synth profile probe pack; do
+    opts=$("$MOEX_BIN" $c --help | grep -oE -- '--[a-z][a-z0-9-]* [A-Z]' | sed 's/ .$//' | sort -u)
+    [ "$c" = info ] || [ -n "$opts" ] || { echo "FAIL: $c --help lists no option with a value"; fail=1; }
+    for o in $opts; do
+        bad "$c $o without a value" 2 "$o" -- "$MOEX_BIN" $c $o
+        bad "$c $o ''" 2 "$o" "''" -- "$MOEX_BIN" $c $o ""
+    done
+done
+
 # Options shared by every command that runs a model, through each of them.
 for c in run chat eval bench profile pack; do
     # what each command needs besides, so that only the value tested is wrong
