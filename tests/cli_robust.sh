@@ -90,6 +90,7 @@ for c in run chat eval bench profile pack; do
     bad "$c: MOEX_STATS empty" 2 "MOEX_STATS" "''" -- env MOEX_STATS= "$MOEX_BIN" $c "$@" -m "$m"
     bad "$c: MOEX_PACK empty" 2 "MOEX_PACK" "''" -- env MOEX_PACK= "$MOEX_BIN" $c "$@" -m "$m"
     bad "$c: MOEX_ISA=bogus" 2 "MOEX_ISA" "'bogus'" -- env MOEX_ISA=bogus "$MOEX_BIN" $c "$@" -m "$m"
+    bad "$c: MOEX_CACHE empty" 2 "MOEX_CACHE" "''" -- env MOEX_CACHE= "$MOEX_BIN" $c "$@" -m "$m"
     ok "$c: MOEX_DEVICE=bogus does not break --help" env MOEX_DEVICE=bogus MOEX_ISA=bogus "$MOEX_BIN" $c --help
 done
 ok "run: --device overrides a bad MOEX_DEVICE" env MOEX_DEVICE=bogus "$MOEX_BIN" run -m "$m" --device none -n 1
@@ -168,6 +169,7 @@ bad "bench: --ctx shorter than a test" 2 "--ctx" "16" -- "$MOEX_BIN" bench -m "$
 
 # info
 bad "info: unknown option" 2 "'--frobnicate'" -- "$MOEX_BIN" info --frobnicate "$m"
+bad "info: MOEX_CACHE empty" 2 "MOEX_CACHE" "''" -- env MOEX_CACHE= "$MOEX_BIN" info
 bad "info: a missing file" 1 "$tmp/none.gguf" "No such file or directory" -- "$MOEX_BIN" info "$tmp/none.gguf"
 
 # synth

@@ -153,7 +153,9 @@ int cli_read_input(const char *what, const char *path, char **data, size_t *len)
 }
 
 int cli_check_env(void) {
-    const char *v = getenv("MOEX_ISA");
+    const char *v = getenv("MOEX_CACHE");
+    if (v && !*v) return cli_fail("MOEX_CACHE: invalid value '' (expected the directory of the default model)"), -1;
+    v = getenv("MOEX_ISA");
     if (!v) return 0;
     if (!*v) return cli_fail("MOEX_ISA: invalid value '' (expected scalar, avx2, avx512 or neon)"), -1;
     for (int i = 0; i < ISA_COUNT; i++)

@@ -31,8 +31,8 @@ int cli_parse_int_list(const char *what, const char *s, int64_t min, int64_t max
  * length counts only the file's bytes, which may hold NULs). -1 after
  * printing "moex: WHAT PATH: cannot read: reason". */
 int cli_read_input(const char *what, const char *path, char **data, size_t *len);
-/* The environment variables that every command reads (MOEX_ISA): -1 after
- * printing an error for a bad value. */
+/* The environment variables that every command reads (MOEX_ISA,
+ * MOEX_CACHE): -1 after printing an error for a bad value. */
 int cli_check_env(void);
 /* Sim device figures (src/dev/sim.h): checked when given, so that a bad one
  * is a bad value whatever the device. -1 after printing "WHAT: invalid value
