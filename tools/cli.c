@@ -157,7 +157,6 @@ int cli_check_env(void) {
     if (v && !*v) return cli_fail("MOEX_CACHE: invalid value '' (expected the directory of the default model)"), -1;
     v = getenv("MOEX_ISA");
     if (!v) return 0;
-    if (!*v) return cli_fail("MOEX_ISA: invalid value '' (expected scalar, avx2, avx512 or neon)"), -1;
     for (int i = 0; i < ISA_COUNT; i++)
         if (!strcmp(v, isa_name((enum isa)i))) return 0;
     cli_fail("MOEX_ISA: invalid value '%s' (expected scalar, avx2, avx512 or neon)", v);
