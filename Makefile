@@ -20,7 +20,7 @@ run: all
 # printed from the log after the summary.
 test: all
 	cd $(BUILD) && { ctest --output-on-failure -j $(JOBS); rc=$$?; \
-	  awk '/^[0-9]+\/[0-9]+ Testing: /{t=$$3} /^SKIP/{print "skipped " t ": " $$0}' Testing/Temporary/LastTest.log; \
+	  awk '/^[0-9]+\/[0-9]+ Testing: /{t=$$3} /^SKIP: /{print "skipped " t ": " substr($$0, 7)}' Testing/Temporary/LastTest.log; \
 	  exit $$rc; }
 
 install: all
