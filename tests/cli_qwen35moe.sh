@@ -48,7 +48,7 @@ expect "pack" 0 "$MOEX_BIN" pack -m "$model" --device cpu -t 2
 expect "run from the pack file" 0 run --device cpu --hot-budget 100% --min-m 1 --profile
 says "pack file used" "loaded from $tmp/m.mxpk"
 cmp -s "$tmp/out" "$tmp/none" || { echo "FAIL: tokens from the pack file differ"; fail=1; }
-expect "moex profile" 0 "$MOEX_BIN" profile -m "$model" -n 256 --seq 128 -q -o "$tmp/stats" -t 2
+expect "moex profile" 0 "$MOEX_BIN" profile -m "$model" --random-tokens 256 --seq 128 -q -o "$tmp/stats" -t 2
 [ -s "$tmp/stats" ] || { echo "FAIL: no routing statistics"; fail=1; }
 
 printf "hi\nhow are you\n/exit\n" | "$MOEX_BIN" chat -m "$model" -n 4 -t 2 > "$tmp/out" 2> "$tmp/err" || { echo "FAIL: chat"; cat "$tmp/err"; fail=1; }
