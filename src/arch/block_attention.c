@@ -56,8 +56,8 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
 
 void attn_scratch_free(struct attn_scratch *s) {
     if (!s) return;
-    free(s->q); free(s->q_gate); free(s->gate); free(s->k); free(s->v); free(s->out); free(s->scores); free(s->q_rounded);
-    free(s->rope_cos); free(s->rope_sin);
+    free(s->q); free(s->q_gate); free(s->gate); free(s->k); free(s->v); free(s->out);
+    free(s->scores); free(s->q_rounded); free(s->rope_cos); free(s->rope_sin);
     free(s);
 }
 
