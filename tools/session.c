@@ -113,6 +113,8 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         o->experts.stats_path = v;
     } else if (!strcmp(a, "--no-overlap")) {
         o->experts.no_overlap = true;
+    } else if (!strcmp(a, "--adaptive-placement")) {
+        o->experts.adaptive = true;
     } else if (!strcmp(a, "--sim")) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         o->experts.sim_figures = v;
@@ -152,6 +154,9 @@ void session_opts_help(FILE *out) {
             "                      device's figure) [MOEX_MIN_M]\n"
             "      --stats FILE    routing statistics (moex profile) for the pinned experts [MOEX_STATS]\n"
             "      --no-overlap    run device and CPU experts one after the other [MOEX_OVERLAP=0]\n"
+            "      --adaptive-placement\n"
+            "                      admit experts by the CPU times measured in this run instead of a\n"
+            "                      fixed cost model (logits may then differ run to run)\n"
             "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n"
             "      --pack FILE     fill the device's experts from this pack file (moex pack) instead of\n"
             "                      packing them (default: MODEL.mxpk next to the model, when it exists);\n"

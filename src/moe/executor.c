@@ -29,6 +29,7 @@ struct device_work {
     struct moe_scratch *s;
     const float *x;
     int status;
+    char error[512];  /* the device thread's error message when status is not DEV_OK */
 };
 
 struct moe_executor {
@@ -43,8 +44,8 @@ struct moe_executor {
     struct placement plan;
     struct expert_cache *cache;
     uint64_t expert_gguf_bytes;      /* an expert's three matrices as stored in the GGUF */
-    double cpu_ns_per_row;           /* measured (decayed average) CPU time of one routed row */
-    bool cpu_cost_fixed;             /* given by the options: not measured */
+    double cpu_ns_per_row;           /* the CPU's time per routed row that admission weighs */
+    bool adaptive;                   /* cpu_ns_per_row follows this run's measured times */
     double dev_ns_per_row, pack_ns;  /* from the device's cost model */
     /* Device-side buffers, (max_pairs, ...) rows indexed by pair. */
     int8_t *act_codes; float *act_scales;   /* (pairs, n_embd) */
@@ -205,6 +206,8 @@ static void *device_thread(void *arg) {
         int rc = device_layer(e, e->work.layer, e->work.s, e->work.x);
         pthread_mutex_lock(&e->lock);
         e->work.status = rc;
+        /* Error messages are per thread: the reason travels with the status. */
+        if (rc != DEV_OK) snprintf(e->work.error, sizeof e->work.error, "%s", moex_error());
         e->work_done = true;
         pthread_cond_broadcast(&e->cond);
     }
@@ -504,10 +507,12 @@ struct moe_executor *moe_executor_new(const struct model *m, struct threadpool *
     const struct layer_weights *L0 = &m->layers[0];
     e->expert_gguf_bytes = (uint64_t)e->n_ff * (L0->gate_exps.row_bytes + L0->up_exps.row_bytes) +
                            (uint64_t)e->n_embd * L0->down_exps.row_bytes;
-    /* A first guess of the CPU's time per routed row (3 matrices at ~40
-     * int8 MACs/ns); replaced by measurements as batches run. */
+    /* The CPU's time per routed row: a fixed model (3 matrices at 40 MACs
+     * per ns) unless given, so that the same command places the same experts
+     * and gives the same logits on every run. Only adaptive placement, asked
+     * for, follows the times measured as batches run. */
     e->cpu_ns_per_row = opt->cpu_row_ns > 0 ? opt->cpu_row_ns : 3.0 * e->n_embd * e->n_ff / 40.0;
-    e->cpu_cost_fixed = opt->cpu_row_ns > 0;
+    e->adaptive = opt->adaptive && !(opt->cpu_row_ns > 0);
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->cond, NULL);
     trace_lane(e->trace, LANE_CPU, "cpu (experts)");
@@ -609,7 +614,7 @@ static int64_t cpu_part(struct moe_executor *e, const struct expert_layer *L, st
     int64_t dt = time_ns() - t0;
     e->counters[e->phase].cpu_ns += dt;
     trace_event(e->trace, LANE_CPU, "cpu experts", t0, t0 + dt);
-    if (rows > 0 && !e->cpu_cost_fixed) e->cpu_ns_per_row = 0.9 * e->cpu_ns_per_row + 0.1 * (double)dt / rows;
+    if (rows > 0 && e->adaptive) e->cpu_ns_per_row = 0.9 * e->cpu_ns_per_row + 0.1 * (double)dt / rows;
     return dt;
 }
 
@@ -637,7 +642,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
         int status;
         if (e->overlap) {
             pthread_mutex_lock(&e->lock);
-            e->work = (struct device_work){ layer, s, x, DEV_OK };
+            e->work = (struct device_work){ layer, s, x, DEV_OK, "" };
             e->work_done = false;
             e->has_work = true;
             pthread_cond_broadcast(&e->cond);
@@ -646,6 +651,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
             pthread_mutex_lock(&e->lock);
             while (!e->work_done) pthread_cond_wait(&e->cond, &e->lock);
             status = e->work.status;
+            if (status != DEV_OK) moex_errorf("%s", e->work.error);
             pthread_mutex_unlock(&e->lock);
         } else {
             status = device_layer(e, layer, s, x);

@@ -31,8 +31,10 @@ struct moe_exec_options {
     bool no_overlap;           /* run device and CPU work one after the other */
     const char *sim_figures;   /* sim: "rk3588[,key=value...]" */
     struct trace *trace;       /* timeline, or NULL */
-    double cpu_row_ns;         /* > 0: the CPU's time per routed row for admission decisions
-                                  (tests); 0: measured as batches run */
+    double cpu_row_ns;         /* > 0: the CPU's time per routed row for admission decisions;
+                                  0: a fixed model of it (3 * n_embd * n_ff / 40 ns) */
+    bool adaptive;             /* admission follows the CPU times measured in this run (results
+                                  then vary run to run); ignored when cpu_row_ns > 0 */
     const char *pack_path;     /* pack file (moex pack) to fill device slots from; NULL: pack live */
 };
 
