@@ -43,7 +43,7 @@ struct moe_executor {
     char note[1024];
     struct placement plan;
     struct expert_cache *cache;
-    uint64_t expert_gguf_bytes;      /* an expert's three matrices as stored in the GGUF */
+    uint64_t *expert_gguf_bytes;     /* (n_layers) an expert's three matrices as stored in the GGUF */
     double cpu_ns_per_row;           /* the CPU's time per routed row that admission weighs */
     bool adaptive;                   /* cpu_ns_per_row follows this run's measured times */
     double dev_ns_per_row, pack_ns;  /* from the device's cost model */
@@ -391,7 +391,7 @@ static int map_pinned(struct moe_executor *e) {
     for (int i = 0; i < e->plan.n_pinned; i++) {
         int key = e->plan.pinned[i];
         if (!bad[i * MATS] && !bad[i * MATS + 1] && !bad[i * MATS + 2]) {
-            e->counters[MOE_PREFILL].loads += MATS;
+            e->counters[MOE_PREFILL].loads++;
             e->pack_report.experts_loaded++;
             continue;
         }
@@ -409,7 +409,7 @@ static int map_pinned(struct moe_executor *e) {
             e->failed = true;
             break;
         }
-        e->counters[MOE_PREFILL].packs += MATS;
+        e->counters[MOE_PREFILL].packs++;
         e->pack_report.experts_packed++;
     }
     free(bad);
@@ -468,10 +468,10 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
             break;
         }
         if (loaded) {
-            e->counters[MOE_PREFILL].loads += MATS;
+            e->counters[MOE_PREFILL].loads++;
             e->pack_report.experts_loaded++;
         } else {
-            e->counters[MOE_PREFILL].packs += MATS;
+            e->counters[MOE_PREFILL].packs++;
             e->pack_report.experts_packed++;
         }
         progress_update(&bar, (uint64_t)i + 1);
@@ -504,9 +504,17 @@ struct moe_executor *moe_executor_new(const struct model *m, struct threadpool *
     e->max_pairs = max_tokens * e->top_k;
     e->overlap = !opt->no_overlap;
     e->trace = opt->trace;
-    const struct layer_weights *L0 = &m->layers[0];
-    e->expert_gguf_bytes = (uint64_t)e->n_ff * (L0->gate_exps.row_bytes + L0->up_exps.row_bytes) +
-                           (uint64_t)e->n_embd * L0->down_exps.row_bytes;
+    /* Quantization mixes give layers different types, so bytes are per layer. */
+    if (!(e->expert_gguf_bytes = malloc(sizeof *e->expert_gguf_bytes * (size_t)e->n_layers))) {
+        free(e);
+        moex_errorf("out of memory");
+        return NULL;
+    }
+    for (int l = 0; l < e->n_layers; l++) {
+        const struct layer_weights *L = &m->layers[l];
+        e->expert_gguf_bytes[l] = (uint64_t)e->n_ff * (L->gate_exps.row_bytes + L->up_exps.row_bytes) +
+                                  (uint64_t)e->n_embd * L->down_exps.row_bytes;
+    }
     /* The CPU's time per routed row: a fixed model (3 matrices at 40 MACs
      * per ns) unless given, so that the same command places the same experts
      * and gives the same logits on every run. Only adaptive placement, asked
@@ -557,6 +565,7 @@ void moe_executor_free(struct moe_executor *e) {
     expert_cache_free(e->cache);
     placement_free(&e->plan);
     free(e->act_codes); free(e->act_scales); free(e->gate); free(e->up); free(e->h_codes); free(e->h_scales);
+    free(e->expert_gguf_bytes);
     free(e->jobs); free(e->on_cpu); free(e->dev_slot); free(e->to_pack); free(e->busy);
     free(e);
 }
@@ -580,9 +589,9 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
         if (rows < e->min_m) continue;
         int slot = expert_cache_lookup(e->cache, layer, ex);
         if (slot >= 0) {
-            c->hits++; c->hit_rows += (uint64_t)rows; c->hit_bytes += e->expert_gguf_bytes;
+            c->hits++; c->hit_rows += (uint64_t)rows; c->hit_bytes += e->expert_gguf_bytes[layer];
         } else {
-            c->misses++; c->miss_rows += (uint64_t)rows; c->miss_bytes += e->expert_gguf_bytes;
+            c->misses++; c->miss_rows += (uint64_t)rows; c->miss_bytes += e->expert_gguf_bytes[layer];
             /* A decode miss runs on the CPU without evicting: the devices here
              * share DRAM with the CPU, so one row gains nothing worth a pack. */
             if (e->phase == MOE_PREFILL &&
@@ -592,8 +601,8 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
                 if (slot >= 0) {
                     c->admissions++;
                     if (evicted >= 0) c->evictions++;
-                    if (file_has(e, layer, ex)) c->loads += MATS;
-                    else c->packs += MATS;
+                    if (file_has(e, layer, ex)) c->loads++;
+                    else c->packs++;
                     e->to_pack[e->n_to_pack++] = ex;
                 }
             }
@@ -765,4 +774,7 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
                 (unsigned long long)c->fallbacks, hit_rows, hit_bytes, c->device_ns / 1e6, c->pack_ns / 1e6,
                 c->load_ns / 1e6, c->cpu_ns / 1e6, c->wall_ns / 1e6, overlap / 1e6);
     }
+    fprintf(out, "moex profile: rows: routed (token, expert) pairs; jobs: matrices; packs, loads, hits, misses, "
+                 "admits, evicts: experts (three matrices each); hit rows / hit bytes: hits' share of the experts "
+                 "with rows >= min M, weighted by rows / by the experts' GGUF bytes\n");
 }

@@ -42,10 +42,12 @@ enum moe_phase { MOE_PREFILL = 0, MOE_DECODE = 1, MOE_PHASES = 2 };
 
 struct moe_phase_counters {
     uint64_t batches, rows_device, rows_cpu;   /* routed (token, expert) rows */
-    uint64_t submissions, jobs, packs;
-    uint64_t loads;                              /* weights filled from the pack file instead of packs */
+    uint64_t submissions, jobs;                  /* jobs: one per matrix */
+    uint64_t packs, loads;                       /* experts (three matrices each) packed live / filled
+                                                    from the pack file */
     uint64_t hits, misses, admissions, evictions, fallbacks;  /* expert uses with rows >= min M */
-    uint64_t hit_rows, miss_rows, hit_bytes, miss_bytes;       /* the same weighted by rows / weight bytes */
+    uint64_t hit_rows, miss_rows, hit_bytes, miss_bytes;       /* the same weighted by rows / by the
+                                                                  expert's GGUF bytes in its layer */
     int64_t device_ns, cpu_ns, wall_ns, pack_ns;               /* device: busy (modelled on sim) */
     int64_t load_ns;                                           /* loading from the pack file (modelled on sim) */
     /* The experts' time with the device's modelled busy and pack times in
