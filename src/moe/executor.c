@@ -217,12 +217,13 @@ static void *device_thread(void *arg) {
 
 /* ---------------------------------------------------------------- set-up */
 
-static int load_rates(int n_layers, int n_expert, const char *path, double **rates) {
+static int load_rates(const struct model *m, const char *path, double **rates) {
+    int n_layers = m->hp.n_layers, n_expert = m->hp.n_expert;
+    struct packfile_identity id;
+    if (packfile_model_identity(m->file, &id) != PACKFILE_OK) return -1;
     struct routing_stats *st = routing_stats_read(path);
     if (!st) return -1;
-    if (st->n_layers != n_layers || st->n_expert != n_expert) {
-        moex_errorf("%s: statistics of %d layers x %d experts do not match the model (%d x %d)", path, st->n_layers,
-                    st->n_expert, n_layers, n_expert);
+    if (routing_stats_check_model(st, path, id.hash, id.gguf_size, n_layers, n_expert) != 0) {
         routing_stats_free(st);
         return -1;
     }
@@ -273,7 +274,7 @@ int moe_device_plan(const struct model *m, const struct moe_exec_options *o, str
     uint64_t all_experts = expert_bytes * (uint64_t)n_layers * n_expert;
     uint64_t budget = o->hot_fraction > 0 ? (uint64_t)(o->hot_fraction * (double)all_experts) : o->hot_budget;
     double *rates = NULL;
-    if (o->stats_path && (load_rates(n_layers, n_expert, o->stats_path, &rates) != 0 ||
+    if (o->stats_path && (load_rates(m, o->stats_path, &rates) != 0 ||
                           packfile_hash_file(o->stats_path, &out->stats_hash) != PACKFILE_OK)) {
         free(rates);
         return -1;
