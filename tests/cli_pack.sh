@@ -73,6 +73,8 @@ cp "$tmp/m.mxpk" "$tmp/index.mxpk"; flip "$tmp/index.mxpk" 8300
 refused "a damaged index" "$tmp/index.mxpk" "bad checksum in section index"
 cp "$tmp/m.mxpk" "$tmp/data.mxpk"; flip "$tmp/data.mxpk" 70000
 refused "damaged data" "$tmp/data.mxpk" "bad checksum in section data"
+n=$(grep -c "bad checksum in section data" "$tmp/err")
+[ "$n" -eq 1 ] || { echo "FAIL: damaged data: the refusal is printed $n times, not once"; cat "$tmp/err"; fail=1; }
 head -c 100000 "$tmp/m.mxpk" > "$tmp/trunc.mxpk"
 refused "a truncated file" "$tmp/trunc.mxpk" "truncated"
 cp "$tmp/m.mxpk" "$tmp/old.mxpk"; printf '\000' | dd of="$tmp/old.mxpk" bs=1 seek=8 conv=notrunc 2>/dev/null

@@ -286,6 +286,22 @@ static void test_amx_layout_file(void) {
         CHECK(packfile_check_layout(pf, "cpu", PACK_ROWS, 1, 1, info.slot_values, max_n) == PACKFILE_E_LAYOUT);
         packfile_close(pf);
     }
+    /* A code of -128 with checksums that hold: refused when the data is checked. */
+    codes[1][2][5] = -128;
+    CHECK(packfile_writer_begin(path, &info, pinned, extra, 1, &w) == PACKFILE_OK);
+    for (int e = 0; e < 2 && w; e++)
+        for (int i = 0; i < 3; i++) {
+            int key = e ? extra[0] : pinned[0];
+            CHECK(packfile_writer_add(w, key / hp->n_expert, key % hp->n_expert, (enum packfile_matrix)i, codes[e][i],
+                                      scales[e][i]) == PACKFILE_OK);
+        }
+    CHECK(packfile_writer_finish(w) == PACKFILE_OK);
+    pf = NULL;
+    CHECK(packfile_open(path, &pf) == PACKFILE_OK);
+    CHECKF(pf && packfile_verify_data(pf) == PACKFILE_E_CORRUPT && strstr(moex_error(), "-128") &&
+               strstr(moex_error(), "layer 1 expert 1 down"),
+           "%s", moex_error());
+    packfile_close(pf);
     for (int e = 0; e < 2; e++)
         for (int i = 0; i < 3; i++) { free(codes[e][i]); free(scales[e][i]); }
     unlink(path);
@@ -536,6 +552,10 @@ static void test_dev_load(void) {
     scales[3] = NAN;
     CHECK(dev_load_packed(d, 0, PACK_ROWS, codes, scales, K, N) == DEV_E_VALUE);
     scales[3] = 0.04f;
+    /* -128 is outside the format's -127..127. */
+    codes[K * N - 1] = -128;
+    CHECK(dev_load_packed(d, 0, PACK_ROWS, codes, scales, K, N) == DEV_E_VALUE && strstr(moex_error(), "-128"));
+    codes[K * N - 1] = 127;
     CHECK(dev_load_packed(d, 9, PACK_ROWS, codes, scales, K, N) == DEV_E_ARG);
     struct sim *sim = dev_sim(d);
     uint64_t clock0 = sim_clock_ns(sim);
@@ -546,7 +566,7 @@ static void test_dev_load(void) {
     dev_get_counters(d, &dc);
     /* The NPU model charges the DMA fill of the bytes on its clock. */
     uint64_t bytes = (uint64_t)K * N + sizeof scales;
-    CHECK(dc.loads == 1 && dc.load_bytes == bytes && dc.failed_packs == 3);
+    CHECK(dc.loads == 1 && dc.load_bytes == bytes && dc.failed_packs == 4);
     CHECK(dc.load_ns == (uint64_t)sim_fill_ns(sim, bytes) && sim_clock_ns(sim) - clock0 == dc.load_ns);
     CHECK(dev_map_codes(d, 0, 1, -1, 0) == DEV_E_ARG);
     CHECK(dev_map_codes(d, 0, 1, 0, 100) == DEV_E_ARG); /* not page-aligned */

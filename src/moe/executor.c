@@ -72,6 +72,7 @@ struct moe_executor {
     struct packfile *pack;
     char *pack_path;                 /* copy of the option, for the report */
     bool pack_refused;
+    bool running;                    /* start-up is over: moe_executor_run has been called */
     struct moe_pack_report pack_report;
 };
 
@@ -105,7 +106,13 @@ static int load_expert(struct moe_executor *e, int layer, int expert, int slot) 
         const struct packfile_entry *en = packfile_entry(e->pack, packfile_find(e->pack, layer, expert, i));
         if (!en) return moex_errorf("%s: no entry for layer %d expert %d", packfile_path(e->pack), layer, expert), -1;
         int rc = dev_load_packed(e->dev, slot * MATS + i, layout, en->codes, en->scales, en->K, en->N);
-        if (rc != DEV_OK) return rc;
+        if (rc != DEV_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", moex_error());
+            moex_errorf("%s: layer %d expert %d %s: %s", packfile_path(e->pack), layer, expert,
+                        packfile_matrix_name(en->matrix), why);
+            return rc;
+        }
         const int8_t *codes;
         const float *scales;
         int K, N;
@@ -128,14 +135,17 @@ static bool file_has(const struct moe_executor *e, int layer, int expert) {
 static int fill_expert(struct moe_executor *e, int layer, int expert, int slot, bool *loaded) {
     *loaded = false;
     if (file_has(e, layer, expert)) {
-        if (load_expert(e, layer, expert, slot) == DEV_OK) {
+        int rc = load_expert(e, layer, expert, slot);
+        if (rc == DEV_OK) {
             *loaded = true;
             return DEV_OK;
         }
         e->pack_refused = true;
-        e->pack_report.status = PACKFILE_E_CHECKSUM;
+        e->pack_report.status = rc == DEV_E_VALUE ? PACKFILE_E_CORRUPT : PACKFILE_E_CHECKSUM;
         snprintf(e->pack_report.message, sizeof e->pack_report.message, "%s", moex_error());
-        note(e, "pack file refused, experts are packed live: %s", moex_error());
+        /* A refusal at start is in the pack report, which is shown then;
+         * one found while running is a note. */
+        if (e->running) note(e, "pack file refused, experts are packed live: %s", moex_error());
     }
     return pack_expert(e, layer, expert, slot);
 }
@@ -365,7 +375,8 @@ static void verify_slots(void *arg, int64_t begin, int64_t end, int thread_index
         const float *scales;
         int K, N;
         j->bad[s] = j->bad[s] || dev_slot_data(j->e->dev, (int)s, &codes, &scales, &K, &N) != DEV_OK ||
-                    packfile_entry_hash(codes, pack_bytes(j->layout, K, N), scales, N) != en->checksum;
+                    packfile_entry_hash(codes, pack_bytes(j->layout, K, N), scales, N) != en->checksum ||
+                    !pack_codes_in_range(codes, pack_bytes(j->layout, K, N));
     }
 }
 
@@ -399,11 +410,12 @@ static int map_pinned(struct moe_executor *e) {
         if (!e->pack_refused) {
             int m = bad[i * MATS] ? 0 : bad[i * MATS + 1] ? 1 : 2;
             e->pack_refused = true;
-            e->pack_report.status = PACKFILE_E_CHECKSUM;
-            snprintf(e->pack_report.message, sizeof e->pack_report.message,
-                     "%s: bad checksum in section data: layer %d expert %d %s", packfile_path(e->pack),
+            const struct packfile_entry *en = packfile_entry(e->pack, i * MATS + m);
+            bool in_range = pack_codes_in_range(en->codes, pack_bytes(in->layout, en->K, en->N));
+            e->pack_report.status = in_range ? PACKFILE_E_CHECKSUM : PACKFILE_E_CORRUPT;
+            snprintf(e->pack_report.message, sizeof e->pack_report.message, "%s: %s: layer %d expert %d %s",
+                     packfile_path(e->pack), in_range ? "bad checksum in section data" : "code -128 in section data",
                      key / e->n_expert, key % e->n_expert, packfile_matrix_name((enum packfile_matrix)m));
-            note(e, "pack file refused, experts are packed live: %s", e->pack_report.message);
         }
         if (pack_expert(e, key / e->n_expert, key % e->n_expert, i) != DEV_OK) {
             note(e, "packing the pinned experts failed: %s; experts run on the CPU", moex_error());
@@ -633,6 +645,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
     const struct layer_weights *W = &e->m->layers[layer];
     struct expert_layer L = { &W->gate_exps, &W->up_exps, &W->down_exps, e->n_expert, e->n_ff, e->n_embd };
     int64_t t_start = time_ns();
+    e->running = true;
     e->phase = n_tokens > 1 ? MOE_PREFILL : MOE_DECODE;
     struct moe_phase_counters *c = &e->counters[e->phase];
     c->batches++;
