@@ -63,7 +63,6 @@ typedef void (*route_observer_fn)(void *user, int layer, int n_tokens, int top_k
 enum kv_type { KV_F16 = 0, KV_F32 = 1 };
 
 struct moe_exec_options;
-struct moe_executor;
 
 struct context_params {
     int n_ctx;            /* KV cache length; 0 = min(4096, trained) */
