@@ -43,6 +43,7 @@ cmp -s "$tmp/out" "$tmp/sim_ids" || { echo "FAIL: cpu and sim tokens differ"; fa
 expect "environment equals flags" 0 env MOEX_DEVICE=sim MOEX_HOT_BUDGET=50% MOEX_MIN_M=1 "$MOEX_BIN" run -m "$model" \
     --tokens 1,2,3,4,5,6,7,8,9,10,11,12 -n 4 --temp 0 --print-ids
 cmp -s "$tmp/out" "$tmp/sim_ids" || { echo "FAIL: env and flags differ"; fail=1; }
+expect "adaptive placement, asked for" 0 run --device sim --hot-budget 50% --min-m 1 --adaptive-placement
 expect "amx: runs (on the CPU where there is no AMX)" 0 run --device amx --profile
 expect "auto" 0 run --device auto
 expect "injected device fault: still an answer" 0 run --device sim --min-m 1 --sim rk3588,fail_submit=1 --profile
