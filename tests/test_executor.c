@@ -100,9 +100,8 @@ int main(void) {
      * 8 experts of both layers; each decode step 2 per layer. */
     uint64_t layer_bytes[2];
     for (int l = 0; l < 2; l++) {
-        const struct layer_weights *L = &m->layers[l];
-        layer_bytes[l] = (uint64_t)m->hp.n_ff_exp * (L->gate_exps.row_bytes + L->up_exps.row_bytes) +
-                         (uint64_t)m->hp.n_embd * L->down_exps.row_bytes;
+        const struct moe_layer_desc *L = &m->moe.layers[l];
+        layer_bytes[l] = (uint64_t)L->n_ff * (L->gate.row_bytes + L->up.row_bytes) + (uint64_t)L->n_embd * L->down.row_bytes;
     }
     CHECK(layer_bytes[0] != layer_bytes[1]);
     CHECKF(ref.pre.hit_bytes + ref.pre.miss_bytes == 8 * (layer_bytes[0] + layer_bytes[1]),

@@ -172,7 +172,7 @@ int cmd_profile(int argc, char **argv) {
     int rc = file ? seqs_from_file(m, file, (int)seq_len, &seqs) : seqs_random(m, n_random, (uint64_t)seed, (int)seq_len, &seqs);
     struct routing_stats *st = NULL;
     struct packfile_identity id;
-    if (rc == 0 && !(st = routing_stats_new(m->hp.n_layers, m->hp.n_expert, m->hp.n_expert_used, m->name)))
+    if (rc == 0 && !(st = routing_stats_new(m->moe.n_layers, m->hp.n_expert, m->hp.n_expert_used, m->name)))
         rc = cli_fail("%s", moex_error());
     if (rc == 0 && packfile_model_identity(m->file, &id) != PACKFILE_OK) rc = cli_fail("%s", moex_error());
     if (rc == 0) {
