@@ -247,6 +247,28 @@ static void test_pack_fused_edges(void) {
     b5[0].d = b4[0].d = 0x7E00;
     CHECK(check_row_paths(QT_Q5_K, b5, 512, true) == 0);
     CHECK(check_row_paths(QT_Q4_K, b4, 512, true) == 0);
+    /* Q5_0: the largest bound (|d| 0.02) in a block whose codes are all 17
+     * (values d), the maximum elsewhere (block 0 holds codes 0: -16 d); d of
+     * either sign, zero, infinite, NaN */
+    struct block_q5_0 b50[3];
+    for (int i = 0; i < 3; i++) {
+        for (size_t k = 0; k < sizeof b50[i]; k++) ((uint8_t *)&b50[i])[k] = (uint8_t)rnd();
+        b50[i].d = f32_to_fp16(i == 1 ? -0.011f : 0.01f);
+    }
+    memset(b50[2].qs, 0x11, sizeof b50[2].qs); /* nibbles 1 ... */
+    memset(b50[2].qh, 0xFF, sizeof b50[2].qh); /* ... with the fifth bit: codes 17 */
+    b50[2].d = f32_to_fp16(0.02f);
+    b50[0].qs[3] = 0x00;
+    memset(b50[0].qh, 0, sizeof b50[0].qh); /* block 0: codes <= 15, one value -16 d */
+    CHECK(check_row_paths(QT_Q5_0, b50, 96, false) == 0);
+    b50[1].d = 0;
+    CHECK(check_row_paths(QT_Q5_0, b50, 96, false) == 0);
+    b50[0].d = b50[1].d = b50[2].d = 0;
+    CHECK(check_row_paths(QT_Q5_0, b50, 96, false) == 0);
+    b50[2].d = 0x7C00;
+    CHECK(check_row_paths(QT_Q5_0, b50, 96, true) == 0);
+    b50[2].d = 0xFE00;
+    CHECK(check_row_paths(QT_Q5_0, b50, 96, true) == 0);
     /* F16 and BF16: ties at scale 1 (max 127), subnormals only (BF16's
      * reach float's subnormals, where the clamp acts), the largest finite
      * values, infinities and NaNs; K = 100 and 37 have tails */
