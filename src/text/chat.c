@@ -12,9 +12,13 @@
 #define IM_END "<|im_end|>"
 #define EMPTY_THINK "<think>\n\n</think>\n\n"
 #define GENERATION_PROMPT IM_START "assistant\n"
+#define LFM2_BOS "<|startoftext|>"
 
 enum chat_format chat_format_detect(const char *tmpl) {
     if (!tmpl || !strstr(tmpl, IM_START)) return CHAT_FORMAT_UNKNOWN;
+    /* LFM2's templates name their tool-list markers (LFM2.5: plain text). */
+    if (strstr(tmpl, "<|tool_list_start|>") || strstr(tmpl, "List of tools: [") || strstr(tmpl, LFM2_BOS))
+        return CHAT_FORMAT_LFM2;
     return strstr(tmpl, "</think>") ? CHAT_FORMAT_QWEN3 : CHAT_FORMAT_CHATML;
 }
 
@@ -22,8 +26,13 @@ const char *chat_format_name(enum chat_format fmt) {
     switch (fmt) {
     case CHAT_FORMAT_CHATML: return "chatml";
     case CHAT_FORMAT_QWEN3: return "qwen3";
+    case CHAT_FORMAT_LFM2: return "lfm2";
     default: return "unknown";
     }
+}
+
+static bool renderable(enum chat_format fmt) {
+    return fmt == CHAT_FORMAT_CHATML || fmt == CHAT_FORMAT_QWEN3 || fmt == CHAT_FORMAT_LFM2;
 }
 
 void chat_text_free(struct chat_text *t) {
@@ -163,7 +172,7 @@ static int render_qwen3(struct chat_text *t, const struct chat_message *m, int n
 char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
                   bool add_generation_prompt, bool enable_thinking, size_t *len) {
     struct chat_text t = {0};
-    if (fmt != CHAT_FORMAT_CHATML && fmt != CHAT_FORMAT_QWEN3) {
+    if (!renderable(fmt)) {
         moex_errorf("chat: the model's chat template is not one moex can render");
         return NULL;
     }
@@ -177,7 +186,7 @@ char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
             return NULL;
         }
     }
-    int rc = put(&t, "");
+    int rc = put(&t, fmt == CHAT_FORMAT_LFM2 ? LFM2_BOS : "");
     if (rc == 0 && fmt == CHAT_FORMAT_QWEN3) {
         rc = render_qwen3(&t, msgs, n);
     } else {
@@ -197,12 +206,12 @@ char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
 
 int chat_append_user(struct chat_text *t, enum chat_format fmt, const char *system,
                      const char *user, bool enable_thinking) {
-    if (fmt != CHAT_FORMAT_CHATML && fmt != CHAT_FORMAT_QWEN3)
-        return moex_errorf("chat: the model's chat template is not one moex can render");
+    if (!renderable(fmt)) return moex_errorf("chat: the model's chat template is not one moex can render");
     if (!user) return moex_errorf("chat: no user message");
     size_t old_len = t->len;
     int rc = 0;
-    if (system) rc = put_turn(t, "system", system);
+    if (fmt == CHAT_FORMAT_LFM2 && old_len == 0) rc = put(t, LFM2_BOS);
+    if (rc == 0 && system) rc = put_turn(t, "system", system);
     if (rc == 0) rc = put_turn(t, "user", user);
     if (rc == 0) rc = put(t, GENERATION_PROMPT);
     if (rc == 0 && fmt == CHAT_FORMAT_QWEN3 && !enable_thinking) rc = put(t, EMPTY_THINK);
@@ -214,8 +223,7 @@ int chat_append_user(struct chat_text *t, enum chat_format fmt, const char *syst
 }
 
 int chat_append_reply(struct chat_text *t, enum chat_format fmt, const char *reply) {
-    if (fmt != CHAT_FORMAT_CHATML && fmt != CHAT_FORMAT_QWEN3)
-        return moex_errorf("chat: the model's chat template is not one moex can render");
+    if (!renderable(fmt)) return moex_errorf("chat: the model's chat template is not one moex can render");
     if (!reply) return moex_errorf("chat: no reply");
     size_t keep = t->len;
     if (fmt == CHAT_FORMAT_QWEN3 && t->data && ends_with(t->data, keep, GENERATION_PROMPT EMPTY_THINK))

@@ -10,7 +10,7 @@ enum pretok_kind {
     /* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}
      *   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+          (Qwen2, Qwen3) */
     PRETOK_QWEN2,
-    /* The same with \p{N}{1,3} (Llama 3). */
+    /* The same with \p{N}{1,3} (Llama 3, LFM2). */
     PRETOK_LLAMA3,
     /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
     PRETOK_GPT2,
