@@ -8,64 +8,9 @@
 
 #include "core/threadpool.h"
 #include "model/model.h"
-#include "text/sampler.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int read_ids(const char *path, int32_t *ids, int max) {
-    char *text = read_whole_file(path, NULL);
-    int n = 0;
-    for (char *p = text; p && *p && n < max;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) { p++; continue; }
-        ids[n++] = (int32_t)v;
-        p = end;
-    }
-    free(text);
-    return n;
-}
-
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-struct measures { double argmax_agree, mean_kl, median_maxdiff; };
-
-static struct measures compare(const float *ref, const float *ours, int n, int V) {
-    struct measures m = { 0, 0, 0 };
-    float *maxdiff = malloc(sizeof(float) * n);
-    for (int t = 0; t < n; t++) {
-        const float *r = ref + (size_t)t * V, *o = ours + (size_t)t * V;
-        m.argmax_agree += argmax(r, V) == argmax(o, V);
-        double rmax = r[0], omax = o[0];
-        float md = 0;
-        for (int i = 0; i < V; i++) {
-            if (r[i] > rmax) rmax = r[i];
-            if (o[i] > omax) omax = o[i];
-            float d = fabsf(r[i] - o[i]);
-            if (d > md) md = d;
-        }
-        maxdiff[t] = md;
-        double rs = 0, os = 0;
-        for (int i = 0; i < V; i++) { rs += exp(r[i] - rmax); os += exp(o[i] - omax); }
-        double kl = 0;
-        for (int i = 0; i < V; i++) {
-            double lp = r[i] - rmax - log(rs), lq = o[i] - omax - log(os);
-            kl += exp(lp) * (lp - lq);
-        }
-        m.mean_kl += kl;
-    }
-    qsort(maxdiff, (size_t)n, sizeof(float), cmp_float);
-    m.median_maxdiff = n % 2 ? maxdiff[n / 2] : 0.5 * (maxdiff[n / 2 - 1] + maxdiff[n / 2]);
-    m.argmax_agree /= n;
-    m.mean_kl /= n;
-    free(maxdiff);
-    return m;
-}
 
 int main(void) {
     static const char *types[] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K" };
@@ -83,7 +28,7 @@ int main(void) {
         int total = 0;
         for (int si = 0; si < 2; si++) {
             snprintf(path, sizeof path, "logits/ids-%s.txt", sets[si]);
-            int n = read_ids(oracle_path(path), ids, 512);
+            int n = read_ids_file(oracle_path(path), ids, 512);
             CHECK(n > 0 && total + n <= 264);
             snprintf(path, sizeof path, "logits/o1-%s.ids-%s.f32", types[ti], sets[si]);
             size_t size = 0;
@@ -95,7 +40,7 @@ int main(void) {
             float *ours = all_ours + (size_t)total * V;
             CHECK(context_eval(c, ids, n, ours, true) == 0);
             memcpy(all_ref + (size_t)total * V, ref, sizeof(float) * (size_t)n * V);
-            struct measures r = compare(ref, ours, n, V);
+            struct logit_measures r = compare_logits(ref, ours, n, V);
             printf("%-7s ids-%s: argmax agreement %.4f  mean KL %.2e  median max|diff| %.4f\n", types[ti],
                    sets[si], r.argmax_agree, r.mean_kl, r.median_maxdiff);
             if (!strcmp(types[ti], "F32")) {
@@ -106,7 +51,7 @@ int main(void) {
             free(ref);
             context_free(c);
         }
-        struct measures r = compare(all_ref, all_ours, total, V);
+        struct logit_measures r = compare_logits(all_ref, all_ours, total, V);
         printf("%-7s both:  argmax agreement %.4f  mean KL %.2e  median max|diff| %.4f\n", types[ti],
                r.argmax_agree, r.mean_kl, r.median_maxdiff);
         CHECKF(r.argmax_agree >= 0.95, "%s argmax %.4f", types[ti], r.argmax_agree);
