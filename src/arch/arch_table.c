@@ -5,9 +5,11 @@
 #include <string.h>
 
 extern const struct arch arch_qwen3moe;
+extern const struct arch arch_lfm2moe;
 
 static const struct arch *const archs[] = {
     &arch_qwen3moe,
+    &arch_lfm2moe,
 };
 
 const struct arch *arch_find(const char *name) {

@@ -73,6 +73,9 @@ void moe_route(const struct moe_router *r, int E, int K, float *logits, int n, i
         if (r->renormalise) {
             float wsum = 0;
             for (int k = 0; k < K; k++) wsum += w[k];
+            /* Kept off zero as llama.cpp does (the smallest normal f16):
+             * sigmoid weights can all be tiny. */
+            if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
             for (int k = 0; k < K; k++) w[k] /= wsum;
         }
         if (r->weight_scale != 0 && r->weight_scale != 1)

@@ -11,7 +11,7 @@
 #ifndef MOEX_ARCH_BLOCK_SHORTCONV_H
 #define MOEX_ARCH_BLOCK_SHORTCONV_H
 
-#include "model/matmul.h"
+#include "quant/matmul.h"
 
 struct threadpool;
 
