@@ -44,6 +44,11 @@ int synth_kind_shape(const struct synth_params *p, int n_vocab, enum synth_kind 
 /* Writes row `row` (of ne[1] * ne[2] rows) of the tensor to out[0..ne[0]). */
 void synth_design_row(const struct synth_design *d, enum synth_kind k, int layer, int64_t row, float *out);
 
+/* out[0..n) = scale x independent near-normal values, a function of (seed,
+ * stream, row) only: for tensors outside the design (an architecture's own
+ * blocks). stream is the caller's own tag, below 2^62. */
+void synth_gauss_row(uint64_t seed, uint64_t stream, int64_t row, float scale, float *out, int64_t n);
+
 /* The static router logit of each popularity rank (units of the router's
  * noise), as calibrated; for tests and docs. */
 const float *synth_design_rank_logits(const struct synth_design *d);
