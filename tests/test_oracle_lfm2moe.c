@@ -171,6 +171,23 @@ static void test_truncate(struct model *m, int32_t ids[2][N_IDS]) {
     float d = max_abs_diff(cont, fresh, (size_t)MORE * V);
     printf("truncate to %d and continue vs fresh: max|diff| %.2e\n", KEEP, d);
     CHECKF(d <= 1e-5f, "truncate and continue vs fresh %g", d);
+    /* With a checkpoint at the cut the state is restored, not replayed. */
+    context_truncate(c, 0);
+    CHECK(context_eval(c, ids[0], KEEP, NULL, false) == 0);
+    context_checkpoint(c);
+    CHECK(context_eval(c, ids[0] + KEEP, N_IDS - KEEP, NULL, false) == 0);
+    int64_t replayed = context_replayed(c);
+    context_truncate(c, KEEP);
+    CHECK(context_eval(c, ids[1], MORE, cont, true) == 0);
+    CHECKF(context_replayed(c) == replayed, "replayed %lld tokens after a checkpoint",
+           (long long)(context_replayed(c) - replayed));
+    d = max_abs_diff(cont, fresh, (size_t)MORE * V);
+    printf("checkpoint at %d, truncate and continue vs fresh: max|diff| %.2e\n", KEEP, d);
+    CHECKF(d <= 1e-5f, "checkpoint, truncate and continue vs fresh %g", d);
+    /* The conv state is counted as such. */
+    struct context_memory mem;
+    context_memory(c, &mem);
+    CHECK(mem.conv == (uint64_t)3 * 2 * m->hp.n_embd * sizeof(float) && mem.kv > 0 && mem.recurrent == 0);
     /* Truncating to 0 starts over. */
     context_truncate(c, 0);
     CHECK(context_eval(c, ids[0], KEEP, NULL, false) == 0);
