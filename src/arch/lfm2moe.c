@@ -256,14 +256,14 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
         } else {
             int64_t t1 = time_ns();
             shortconv_forward(c->pool, &L->conv, c->xn, n, D, state->conv, ws->bcx, ws->conv_out, c->act, c->tmp);
-            c->times.attn_matmul += time_ns() - t1;
+            c->times.shortconv += time_ns() - t1;
         }
         add_residual(c->x, c->tmp, (int64_t)n * D);
         rms_norm_rows(c->x, L->ffn_norm, c->xn, n, D, hp->rms_eps);
         if (L->moe_layer < 0) {
             int64_t t1 = time_ns();
             ffn_swiglu(c, &L->ffn, ws->ffn, c->xn, n, c->tmp);
-            c->times.other += time_ns() - t1;
+            c->times.dense_ffn += time_ns() - t1;
         } else {
             moe_ffn(c, &L->router, L->moe_layer, ws->moe, c->xn, n, c->tmp);
         }
