@@ -66,8 +66,9 @@ same "run from the pack file: the live run's tokens" "$tmp/cpu"
 expect "eval" 0 "$MOEX_BIN" eval -m "$model" --tokens 1,2,3,4,5 --logits "$tmp/logits" -t 2
 size=$(wc -c < "$tmp/logits")
 [ "$size" -eq $((5 * 2048 * 4)) ] || { echo "FAIL: eval wrote $size bytes"; fail=1; }
-expect "bench" 0 "$MOEX_BIN" bench -m "$model" -p 16 -n 4 -r 1 -t 2
-grep -q "| pp16 |" "$tmp/out" && grep -q "| tg4 |" "$tmp/out" || { echo "FAIL: bench table"; cat "$tmp/out"; fail=1; }
+expect "bench" 0 "$MOEX_BIN" bench -m "$model" -p 16 -n 4 -r 1 -t 2 --ops
+grep -q "^| lfm2moe .* | pp16 |" "$tmp/out" && grep -q "| tg4 |" "$tmp/out" || { echo "FAIL: bench table"; cat "$tmp/out"; fail=1; }
+says "bench --ops counts the short convolutions" "pp16 per run: short conv"
 expect "profile" 0 "$MOEX_BIN" profile -m "$model" -n 64 --seq 32 -o "$tmp/stats" -q -t 2
 [ -s "$tmp/stats" ] || { echo "FAIL: profile wrote no statistics"; fail=1; }
 expect "pack with statistics" 0 "$MOEX_BIN" pack -m "$model" --device cpu --hot-budget 50% --stats "$tmp/stats" \
