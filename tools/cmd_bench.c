@@ -7,6 +7,7 @@
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "gguf/gguf.h"
+#include "arch/arch.h"
 #include "moe/executor.h"
 
 #include <math.h>
@@ -35,8 +36,8 @@ static void model_label(const struct model *m, char *out, size_t cap) {
     if (gguf_get_u32(m->file, "general.file_type", &ftype) == 0 && ftype < sizeof names / sizeof names[0] &&
         names[ftype])
         type = names[ftype];
-    if (m->n_params >= 1000000000) snprintf(out, cap, "qwen3moe %.1fB %s", (double)m->n_params / 1e9, type);
-    else snprintf(out, cap, "qwen3moe %.0fM %s", (double)m->n_params / 1e6, type);
+    if (m->n_params >= 1000000000) snprintf(out, cap, "%s %.1fB %s", m->arch->name, (double)m->n_params / 1e9, type);
+    else snprintf(out, cap, "%s %.0fM %s", m->arch->name, (double)m->n_params / 1e6, type);
 }
 
 static void print_ops(const char *test, const struct op_times *t, int runs) {

@@ -12,7 +12,6 @@
 #include "arch/block_moe.h"
 #include "arch/block_norm.h"
 #include "core/threadpool.h"
-#include "core/timer.h"
 #include "gguf/gguf.h"
 #include "model/context_impl.h"
 #include "model/model_load.h"
@@ -146,10 +145,8 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     const struct qwen3moe_layer *layers = m->weights;
     struct workspace *ws = c->ws;
     int D = hp->n_embd;
-    int64_t t0 = time_ns();
     embed_tokens(&m->token_embd, tokens, n, c->x);
     attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
-    c->times.other += time_ns() - t0;
     for (int l = 0; l < hp->n_layers; l++) {
         const struct qwen3moe_layer *L = &layers[l];
         rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);
