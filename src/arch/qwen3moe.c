@@ -36,8 +36,8 @@ static int load_hparams(struct model *m) {
         model_get_int(m, "embedding_length", 1, max, &hp->n_embd) ||
         model_get_int(m, "attention.head_count", 1, max, &hp->n_head) ||
         model_get_int(m, "attention.head_count_kv", 1, max, &hp->n_head_kv) ||
-        model_get_int(m, "expert_count", 1, max, &hp->n_expert) ||
-        model_get_int(m, "expert_used_count", 1, max, &hp->n_expert_used) ||
+        model_get_int(m, "expert_count", 1, MODEL_EXPERTS_MAX, &hp->n_expert) ||
+        model_get_int(m, "expert_used_count", 1, MODEL_EXPERTS_MAX, &hp->n_expert_used) ||
         model_get_int(m, "expert_feed_forward_length", 1, max, &hp->n_ff_exp) ||
         model_get_int(m, "context_length", 1, max, &hp->n_ctx_train) ||
         model_get_int_or(m, "attention.key_length", 1, max, hp->n_embd / hp->n_head, &hp->head_dim) ||
