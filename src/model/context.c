@@ -176,8 +176,14 @@ void context_truncate(struct context *c, int n_past) {
     }
 }
 
+/* The sum of every op time: the struct is int64_t fields only, whatever
+ * fields architectures add to it. */
 static int64_t timed_ops(const struct op_times *t) {
-    return t->attn_matmul + t->attention + t->router + t->experts + t->lm_head + t->other;
+    int64_t f[sizeof *t / sizeof(int64_t)], sum = 0;
+    _Static_assert(sizeof *t % sizeof(int64_t) == 0, "struct op_times holds int64_t fields only");
+    memcpy(f, t, sizeof f);
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) sum += f[i];
+    return sum;
 }
 
 /* n tokens (at most n_batch) at n_past, then kept. The forward pass's time
