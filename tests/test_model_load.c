@@ -114,9 +114,12 @@ static void test_hparams(const struct gguf_file *src) {
                                       { KEY("attention.key_length"), GGUF_U32, 1024, 0 },
                                       { KEY("attention.value_length"), GGUF_U32, 1024, 0 } };
     expect_key_error(src, huge, 4, "head_count x key_length = 4194304 x 1024 = 4294967296 is more than");
-    const struct key_value experts[] = { { KEY("expert_count"), GGUF_U32, 1u << 24, 0 },
-                                         { KEY("expert_feed_forward_length"), GGUF_U32, 1u << 24, 0 } };
-    expect_key_error(src, experts, 2, "is more than");
+    const struct key_value ffn[] = { { KEY("expert_count"), GGUF_U32, 4096, 0 },
+                                     { KEY("expert_feed_forward_length"), GGUF_U32, 1u << 24, 0 } };
+    expect_key_error(src, ffn, 2, "expert_count x expert_feed_forward_length = 4096 x 16777216");
+    /* batch x top-k pairs are ints in the executor */
+    struct key_value experts = { KEY("expert_count"), GGUF_U32, 1u << 24, 0 };
+    expect_key_error(src, &experts, 1, "key 'qwen3moe.expert_count' is 16777216, expected 1..4096");
     /* D11: floats that are not usable. */
     static const float bad_eps[] = { NAN, -1e-6f, 0.0f, INFINITY };
     for (size_t i = 0; i < sizeof bad_eps / sizeof *bad_eps; i++) {

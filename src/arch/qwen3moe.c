@@ -12,7 +12,6 @@
 #include "arch/block_moe.h"
 #include "arch/block_norm.h"
 #include "core/threadpool.h"
-#include "core/timer.h"
 #include "gguf/gguf.h"
 #include "model/context_impl.h"
 #include "model/model_load.h"
@@ -37,8 +36,8 @@ static int load_hparams(struct model *m) {
         model_get_int(m, "embedding_length", 1, max, &hp->n_embd) ||
         model_get_int(m, "attention.head_count", 1, max, &hp->n_head) ||
         model_get_int(m, "attention.head_count_kv", 1, max, &hp->n_head_kv) ||
-        model_get_int(m, "expert_count", 1, max, &hp->n_expert) ||
-        model_get_int(m, "expert_used_count", 1, max, &hp->n_expert_used) ||
+        model_get_int(m, "expert_count", 1, MODEL_EXPERTS_MAX, &hp->n_expert) ||
+        model_get_int(m, "expert_used_count", 1, MODEL_EXPERTS_MAX, &hp->n_expert_used) ||
         model_get_int(m, "expert_feed_forward_length", 1, max, &hp->n_ff_exp) ||
         model_get_int(m, "context_length", 1, max, &hp->n_ctx_train) ||
         model_get_int_or(m, "attention.key_length", 1, max, hp->n_embd / hp->n_head, &hp->head_dim) ||
@@ -146,10 +145,8 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     const struct qwen3moe_layer *layers = m->weights;
     struct workspace *ws = c->ws;
     int D = hp->n_embd;
-    int64_t t0 = time_ns();
     embed_tokens(&m->token_embd, tokens, n, c->x);
     attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
-    c->times.other += time_ns() - t0;
     for (int l = 0; l < hp->n_layers; l++) {
         const struct qwen3moe_layer *L = &layers[l];
         rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);

@@ -7,6 +7,7 @@
 #include "arch/arch.h"
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "core/timer.h"
 #include "moe/executor.h"
 
 #include <stdlib.h>
@@ -175,9 +176,23 @@ void context_truncate(struct context *c, int n_past) {
     }
 }
 
-/* n tokens (at most n_batch) at n_past, then kept. */
+/* The sum of every op time: the struct is int64_t fields only, whatever
+ * fields architectures add to it. */
+static int64_t timed_ops(const struct op_times *t) {
+    int64_t f[sizeof *t / sizeof(int64_t)], sum = 0;
+    _Static_assert(sizeof *t % sizeof(int64_t) == 0, "struct op_times holds int64_t fields only");
+    memcpy(f, t, sizeof f);
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) sum += f[i];
+    return sum;
+}
+
+/* n tokens (at most n_batch) at n_past, then kept. The forward pass's time
+ * that its blocks do not count goes to `other`. */
 static int eval_batch(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits) {
+    int64_t t0 = time_ns(), counted = timed_ops(&c->times);
     if (c->m->arch->forward(c, tokens, n, logits, all_logits)) return -1;
+    int64_t rest = time_ns() - t0 - (timed_ops(&c->times) - counted);
+    if (rest > 0) c->times.other += rest;
     if (tokens != c->tokens + c->n_past) memcpy(c->tokens + c->n_past, tokens, sizeof *tokens * (size_t)n);
     c->n_past += n;
     if (c->n_kept < c->n_past) c->n_kept = c->n_past;

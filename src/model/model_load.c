@@ -198,7 +198,7 @@ int model_want_matrix(struct model *m, struct matrix *out, int64_t cols, int64_t
     if (bind_matrix(m, name, cols, rows, 0, out)) return -1;
     if (m->n_matrices == m->cap_matrices) {
         int cap = m->cap_matrices ? 2 * m->cap_matrices : 64;
-        const struct matrix **mats = realloc(m->matrices, sizeof *mats * (size_t)cap);
+        struct matrix **mats = realloc(m->matrices, sizeof *mats * (size_t)cap);
         if (!mats) return moex_errorf("out of memory");
         m->matrices = mats;
         m->cap_matrices = cap;

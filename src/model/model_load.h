@@ -19,6 +19,9 @@ struct gguf_tensor;
 /* The largest size of any dimension, and of any product of hyper-parameters
  * that the forward pass indexes with int. */
 #define MODEL_DIM_MAX (1 << 24)
+/* The most experts a MoE layer may have (llama.cpp allows 512): batch x
+ * top-k pairs must fit in int. */
+#define MODEL_EXPERTS_MAX 4096
 
 /* ARCH.key as an integer in [lo, hi]: required. */
 int model_get_int(const struct model *m, const char *key, int64_t lo, int64_t hi, int *out);
