@@ -8,7 +8,6 @@
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "gguf/gguf.h"
-#include "arch/arch.h"
 #include "moe/executor.h"
 
 #include <math.h>

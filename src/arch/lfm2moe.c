@@ -45,6 +45,7 @@ struct lfm2moe_layer {
 struct lfm2moe_weights {
     int n_dense;                       /* leading dense layers */
     int l_cache;                       /* short-conv kernel length */
+    int vocab_size;                    /* lfm2moe.vocab_size; 0 when absent */
     enum moe_gating gating;
     struct lfm2moe_layer layers[];     /* (n_layers) */
 };
@@ -61,7 +62,7 @@ static int load_hparams(struct model *m) {
     m->weights = w;
     int *kv = malloc((size_t)hp->n_layers * sizeof *kv);
     if (!kv) return moex_errorf("out of memory");
-    int gating_func = 0, vocab_size = 0;
+    int gating_func = 0;
     int rc = model_get_int(m, "embedding_length", 1, max, &hp->n_embd) ||
              model_get_int(m, "feed_forward_length", 1, max, &hp->n_ff) ||
              model_get_int(m, "attention.head_count", 1, max, &hp->n_head) ||
@@ -73,7 +74,7 @@ static int load_hparams(struct model *m) {
              model_get_int_or(m, "leading_dense_block_count", 0, hp->n_layers, 0, &w->n_dense) ||
              model_get_int(m, "expert_gating_func", GATING_FUNC_SOFTMAX, GATING_FUNC_SIGMOID, &gating_func) ||
              model_get_int(m, "shortconv.l_cache", 2, SHORTCONV_MAX_L_CACHE, &w->l_cache) ||
-             model_get_int_or(m, "vocab_size", 1, max, 0, &vocab_size) ||
+             model_get_int_or(m, "vocab_size", 1, max, 0, &w->vocab_size) ||
              model_get_float_or(m, "rope.freq_base", 0, FLT_MAX, 10000.0f, &hp->rope_base) ||
              model_get_float_or(m, "attention.layer_norm_rms_epsilon", 0, 1, 1e-5f, &hp->rms_eps)
                  ? -1 : 0;
@@ -91,7 +92,6 @@ static int load_hparams(struct model *m) {
     free(kv);
     if (rc) return -1;
     w->gating = gating_func == GATING_FUNC_SIGMOID ? MOE_GATING_SIGMOID : MOE_GATING_SOFTMAX;
-    m->hp.n_vocab = vocab_size;   /* checked against the embedding in bind */
     if (hp->n_head_kv == 0) hp->n_head_kv = hp->n_head;   /* no attention layer: only products use it */
     if (hp->n_head % hp->n_head_kv != 0)
         return moex_errorf("%s: head_count %d is not a multiple of head_count_kv %d", path, hp->n_head, hp->n_head_kv);
@@ -126,7 +126,7 @@ static void layer_state(const struct model *m, int layer, struct layer_state *ou
 static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
     const struct model_hparams *hp = &m->hp;
     struct lfm2moe_layer *L = &w->layers[l];
-    int D = hp->n_embd, hd = hp->head_dim, q_dim = hp->n_head * hd, kv_dim = L->n_head_kv * hd;
+    int D = hp->n_embd;
     if (!(L->attn_norm = model_want_vector(m, D, "blk.%d.attn_norm.weight", l)) ||
         !(L->ffn_norm = model_want_vector(m, D, "blk.%d.ffn_norm.weight", l)))
         return -1;
@@ -142,12 +142,7 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
             return moex_errorf("%s: tensor 'blk.%d.shortconv.conv.weight' must be F32, it is %s", m->file->path, l,
                                quant_type_name(kernel->type));
         L->conv.kernel = kernel->data;
-    } else if (model_want_matrix(m, &L->attn.wq, D, q_dim, "blk.%d.attn_q.weight", l) ||
-               model_want_matrix(m, &L->attn.wk, D, kv_dim, "blk.%d.attn_k.weight", l) ||
-               model_want_matrix(m, &L->attn.wv, D, kv_dim, "blk.%d.attn_v.weight", l) ||
-               model_want_matrix(m, &L->attn.wo, q_dim, D, "blk.%d.attn_output.weight", l) ||
-               !(L->attn.q_norm = model_want_vector(m, hd, "blk.%d.attn_q_norm.weight", l)) ||
-               !(L->attn.k_norm = model_want_vector(m, hd, "blk.%d.attn_k_norm.weight", l))) {
+    } else if (attn_bind(m, &L->attn, l, L->n_head_kv)) {
         return -1;
     }
     if (l < w->n_dense) {
@@ -157,15 +152,9 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
                model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ? -1 : 0;
     }
     L->moe_layer = l - w->n_dense;
-    struct moe_layer_desc *E = &m->moe_layers[L->moe_layer];
-    *E = (struct moe_layer_desc){ .layer = l, .n_expert = hp->n_expert, .n_used = hp->n_expert_used,
-                                  .n_ff = hp->n_ff_exp, .n_embd = D };
     L->router = (struct moe_router){ .gating = w->gating, .renormalise = true };
-    if (model_want_matrix(m, &L->router.gate_inp, D, hp->n_expert, "blk.%d.ffn_gate_inp.weight", l) ||
-        !(L->router.selection_bias = model_want_vector(m, hp->n_expert, "blk.%d.exp_probs_b.bias", l)) ||
-        model_want_experts(m, &E->gate, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_gate_exps.weight", l) ||
-        model_want_experts(m, &E->up, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_up_exps.weight", l) ||
-        model_want_experts(m, &E->down, hp->n_ff_exp, D, hp->n_expert, "blk.%d.ffn_down_exps.weight", l))
+    if (!(L->router.selection_bias = model_want_vector(m, hp->n_expert, "blk.%d.exp_probs_b.bias", l)) ||
+        moe_bind(m, &L->router, l, L->moe_layer))
         return -1;
     return 0;
 }
@@ -173,23 +162,12 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
 static int bind(struct model *m) {
     struct model_hparams *hp = &m->hp;
     struct lfm2moe_weights *w = m->weights;
-    const struct gguf_tensor *emb = gguf_find_tensor(m->file, "token_embd.weight");
-    if (!emb) return moex_errorf("%s: tensor 'token_embd.weight' is missing", m->file->path);
-    if (emb->ne[1] <= 0 || emb->ne[1] > MODEL_DIM_MAX)
-        return moex_errorf("%s: tensor 'token_embd.weight' has an invalid vocabulary size", m->file->path);
-    if (hp->n_vocab && hp->n_vocab != emb->ne[1])
-        return moex_errorf("%s: lfm2moe.vocab_size is %d but token_embd.weight has %lld rows", m->file->path,
-                           hp->n_vocab, (long long)emb->ne[1]);
-    hp->n_vocab = (int)emb->ne[1];
-    /* The final norm is named token_embd_norm in LFM2 files. */
-    if (model_want_matrix(m, &m->token_embd, hp->n_embd, hp->n_vocab, "token_embd.weight") ||
-        !(m->output_norm = model_want_vector(m, hp->n_embd, "token_embd_norm.weight")))
-        return -1;
-    if (model_has_tensor(m, "output.weight")) {
-        if (model_want_matrix(m, &m->output, hp->n_embd, hp->n_vocab, "output.weight")) return -1;
-    } else {
-        m->output = m->token_embd; /* tied embedding */
-    }
+    /* The final norm is named token_embd_norm in LFM2 files; the head is
+     * tied to the embedding. */
+    if (io_bind(m, "token_embd_norm.weight")) return -1;
+    if (w->vocab_size && w->vocab_size != hp->n_vocab)
+        return moex_errorf("%s: lfm2moe.vocab_size is %d but token_embd.weight has %d rows", m->file->path,
+                           w->vocab_size, hp->n_vocab);
     if (model_alloc_moe(m, hp->n_layers - w->n_dense)) return moex_errorf("out of memory");
     for (int l = 0; l < hp->n_layers; l++)
         if (bind_layer(m, w, l)) return -1;
@@ -243,10 +221,8 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     const struct lfm2moe_weights *w = m->weights;
     struct workspace *ws = c->ws;
     int D = hp->n_embd;
-    int64_t t0 = time_ns();
     embed_tokens(&m->token_embd, tokens, n, c->x);
     attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
-    c->times.other += time_ns() - t0;
     for (int l = 0; l < hp->n_layers; l++) {
         const struct lfm2moe_layer *L = &w->layers[l];
         struct layer_slice *state = &c->layers[l];
