@@ -69,7 +69,7 @@ size=$(wc -c < "$tmp/logits")
 expect "bench" 0 "$MOEX_BIN" bench -m "$model" -p 16 -n 4 -r 1 -t 2 --ops
 grep -q "^| lfm2moe .* | pp16 |" "$tmp/out" && grep -q "| tg4 |" "$tmp/out" || { echo "FAIL: bench table"; cat "$tmp/out"; fail=1; }
 says "bench --ops counts the short convolutions" "pp16 per run: short conv"
-expect "profile" 0 "$MOEX_BIN" profile -m "$model" -n 64 --seq 32 -o "$tmp/stats" -q -t 2
+expect "profile" 0 "$MOEX_BIN" profile -m "$model" --random-tokens 64 --seq 32 -o "$tmp/stats" -q -t 2
 [ -s "$tmp/stats" ] || { echo "FAIL: profile wrote no statistics"; fail=1; }
 expect "pack with statistics" 0 "$MOEX_BIN" pack -m "$model" --device cpu --hot-budget 50% --stats "$tmp/stats" \
     -o "$tmp/plan.mxpk" -t 2
