@@ -34,7 +34,6 @@ struct lfm2moe_layer {
     int n_head_kv;                     /* 0: a short-convolution layer */
     const float *attn_norm;            /* (n_embd) the "operator norm" before conv or attention */
     struct shortconv_weights conv;     /* short-conv layers */
-    struct matrix conv_kernel;         /* (n_embd, l_cache) F32: conv.kernel's tensor */
     struct attn_weights attn;          /* attention layers */
     const float *ffn_norm;             /* (n_embd) */
     struct ffn_weights ffn;            /* dense layers */
@@ -133,15 +132,10 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
     if (L->n_head_kv == 0) {
         L->conv.l_cache = w->l_cache;
         /* The kernel is (n_embd, l_cache) floats: ne = [l_cache, n_embd]. */
-        struct matrix *kernel = &L->conv_kernel;
-        if (model_want_matrix(m, kernel, w->l_cache, D, "blk.%d.shortconv.conv.weight", l) ||
+        if (!(L->conv.kernel = model_want_floats(m, w->l_cache, D, "blk.%d.shortconv.conv.weight", l)) ||
             model_want_matrix(m, &L->conv.in_proj, D, 3 * D, "blk.%d.shortconv.in_proj.weight", l) ||
             model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l))
             return -1;
-        if (kernel->type != QT_F32)
-            return moex_errorf("%s: tensor 'blk.%d.shortconv.conv.weight' must be F32, it is %s", m->file->path, l,
-                               quant_type_name(kernel->type));
-        L->conv.kernel = kernel->data;
     } else if (attn_bind(m, &L->attn, l, L->n_head_kv)) {
         return -1;
     }

@@ -160,18 +160,31 @@ static const struct gguf_tensor *want(const struct model *m, const char *name, i
     return t;
 }
 
+static const float *want_f32(const struct model *m, const char *name, int64_t ne0, int64_t ne1) {
+    const struct gguf_tensor *t = want(m, name, ne0, ne1, -1);
+    if (t && t->type != QT_F32) {
+        moex_errorf("%s: tensor '%s' must be F32, it is %s", m->file->path, name, quant_type_name((enum qtype)t->type));
+        return NULL;
+    }
+    return t ? (const float *)t->data : NULL;
+}
+
 const float *model_want_vector(struct model *m, int64_t n, const char *fmt, ...) {
     char name[128];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
-    const struct gguf_tensor *t = want(m, name, n, -1, -1);
-    if (t && t->type != QT_F32) {
-        moex_errorf("%s: tensor '%s' must be F32, it is %s", m->file->path, name, quant_type_name((enum qtype)t->type));
-        return NULL;
-    }
-    return t ? (const float *)t->data : NULL;
+    return want_f32(m, name, n, -1);
+}
+
+const float *model_want_floats(struct model *m, int64_t ne0, int64_t ne1, const char *fmt, ...) {
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return want_f32(m, name, ne0, ne1);
 }
 
 static int bind_matrix(struct model *m, const char *name, int64_t cols, int64_t rows, int64_t n_expert,

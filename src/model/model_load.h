@@ -42,6 +42,9 @@ int model_product(const struct model *m, const char *what, int64_t a, int64_t b,
 bool model_has_tensor(const struct model *m, const char *fmt, ...) MOEX_PRINTF(2, 3);
 /* An F32 vector of n values. */
 const float *model_want_vector(struct model *m, int64_t n, const char *fmt, ...) MOEX_PRINTF(3, 4);
+/* An F32 array of ne1 rows of ne0 values read as plain floats (a conv
+ * kernel), not a matmul weight: it is not registered as a matrix. */
+const float *model_want_floats(struct model *m, int64_t ne0, int64_t ne1, const char *fmt, ...) MOEX_PRINTF(4, 5);
 /* A 2-D weight of rows x cols (ne = [cols, rows]) of a type moex computes with. */
 int model_want_matrix(struct model *m, struct matrix *out, int64_t cols, int64_t rows, const char *fmt, ...)
     MOEX_PRINTF(5, 6);
