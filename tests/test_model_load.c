@@ -7,7 +7,8 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
-#include "model/model.h"
+#include "arch/arch.h"
+#include "model/model_load.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -106,6 +107,39 @@ static void expect_key_error(const struct gguf_file *src, const struct key_value
 }
 
 #define KEY(k) "qwen3moe." k
+
+/* The per-layer array getter: arrays of any integer type, a scalar
+ * repeated, and refusals of the wrong length, type or range. */
+static void test_int_array(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/arrays.gguf", test_tmpdir());
+    struct gguf_writer *w = gguf_writer_new();
+    const uint32_t kv[3] = { 0, 8, 8 };
+    const int16_t neg[3] = { 1, -1, 1 };
+    const float fl[3] = { 1, 2, 3 };
+    gguf_set_str(w, "general.architecture", "qwen3moe");
+    gguf_set_arr(w, KEY("kv"), GGUF_U32, kv, 3);
+    gguf_set_u32(w, KEY("scalar"), 4);
+    gguf_set_arr(w, KEY("neg"), GGUF_I16, neg, 3);
+    gguf_set_arr(w, KEY("floats"), GGUF_F32, fl, 3);
+    CHECK(gguf_writer_begin(w, path) == 0 && gguf_writer_finish(w) == 0);
+    gguf_writer_free(w);
+    struct model m = { 0 };
+    m.arch = arch_find("qwen3moe");
+    m.file = gguf_open(path);
+    CHECK(m.arch && m.file);
+    if (!m.arch || !m.file) return;
+    int out[3] = { -7, -7, -7 };
+    CHECK(model_get_int_array(&m, "kv", 0, 64, 3, out) == 0 && out[0] == 0 && out[1] == 8 && out[2] == 8);
+    CHECK(model_get_int_array(&m, "scalar", 0, 64, 3, out) == 0 && out[0] == 4 && out[1] == 4 && out[2] == 4);
+    CHECK(model_get_int_array(&m, "kv", 0, 64, 2, out) == -1 && strstr(moex_error(), "has 3 values, expected 2"));
+    CHECK(model_get_int_array(&m, "kv", 1, 64, 3, out) == -1 && strstr(moex_error(), "'qwen3moe.kv' is 0, expected 1..64"));
+    CHECK(model_get_int_array(&m, "neg", 0, 64, 3, out) == -1 && strstr(moex_error(), "is -1, expected 0..64"));
+    CHECK(model_get_int_array(&m, "floats", 0, 64, 3, out) == -1 && strstr(moex_error(), "expected integers"));
+    CHECK(model_get_int_array(&m, "none", 0, 64, 3, out) == -1 && strstr(moex_error(), "'qwen3moe.none' is missing"));
+    gguf_close(m.file);
+    remove(path);
+}
 
 static void test_hparams(const struct gguf_file *src) {
     /* D1: 2^22 heads of 1024 wrap an int product to 0. */
@@ -215,6 +249,7 @@ int main(void) {
     expect_error(src, WRONG_ARCH, "", "architecture 'llama' is not supported");
     expect_error(src, HEADS_KV, "qwen3moe.attention.head_count_kv", "not a multiple of head_count_kv");
     test_hparams(src);
+    test_int_array();
     gguf_close(src);
 
     moex_clear_error();

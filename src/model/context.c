@@ -153,6 +153,20 @@ void context_checkpoint(struct context *c) {
     else save_checkpoint(c);
 }
 
+/* Recurrent state cannot be rolled back: it goes back to the checkpoint when
+ * that is at or before n_kept, else to the start; the next eval replays. */
+static void rewind_state(struct context *c) {
+    /* A checkpoint past the kept tokens describes a history that is gone. */
+    if (c->checkpoint_pos > c->n_kept) c->checkpoint_pos = -1;
+    if (c->checkpoint_pos >= 0) {
+        memcpy(c->recurrent_mem, c->checkpoint, c->recurrent_total * sizeof(float));
+        c->n_past = c->checkpoint_pos;
+    } else {
+        memset(c->recurrent_mem, 0, c->recurrent_total * sizeof(float));
+        c->n_past = 0;
+    }
+}
+
 void context_truncate(struct context *c, int n_past) {
     if (n_past < 0) n_past = 0;
     if (n_past >= c->n_kept) return;
@@ -165,15 +179,7 @@ void context_truncate(struct context *c, int n_past) {
         if (c->checkpoint_pos > n_past) c->checkpoint_pos = -1;
         return;
     }
-    /* A checkpoint past the kept tokens describes a history that is gone. */
-    if (c->checkpoint_pos > n_past) c->checkpoint_pos = -1;
-    if (c->checkpoint_pos >= 0) {
-        memcpy(c->recurrent_mem, c->checkpoint, c->recurrent_total * sizeof(float));
-        c->n_past = c->checkpoint_pos;
-    } else {
-        memset(c->recurrent_mem, 0, c->recurrent_total * sizeof(float));
-        c->n_past = 0;
-    }
+    rewind_state(c);
 }
 
 /* The sum of every op time: the struct is int64_t fields only, whatever
@@ -190,7 +196,11 @@ static int64_t timed_ops(const struct op_times *t) {
  * that its blocks do not count goes to `other`. */
 static int eval_batch(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits) {
     int64_t t0 = time_ns(), counted = timed_ops(&c->times);
-    if (c->m->arch->forward(c, tokens, n, logits, all_logits)) return -1;
+    if (c->m->arch->forward(c, tokens, n, logits, all_logits)) {
+        /* A pass that stopped half way may have moved recurrent state. */
+        if (c->recurrent_total) rewind_state(c);
+        return -1;
+    }
     int64_t rest = time_ns() - t0 - (timed_ops(&c->times) - counted);
     if (rest > 0) c->times.other += rest;
     if (tokens != c->tokens + c->n_past) memcpy(c->tokens + c->n_past, tokens, sizeof *tokens * (size_t)n);
