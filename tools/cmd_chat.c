@@ -68,7 +68,8 @@ int cmd_chat(int argc, char **argv) {
         } else { cli_fail("chat: unknown option '%s'", a); help(stderr); return 2; }
     }
     struct session s;
-    if (session_open(&s, &so)) return 1;
+    int opened = session_open(&s, &so);
+    if (opened) return opened;
     struct tokenizer *tok = s.model->tok;
     int rc = 1;
     if (!tok) { cli_fail("chat: the model has no tokenizer"); session_close(&s); return 1; }
@@ -142,6 +143,6 @@ done:
     free(hist.ids);
     free(reply_ids);
     sampler_free(smp);
-    session_close(&s);
+    if (session_close(&s)) rc = 1;
     return rc;
 }

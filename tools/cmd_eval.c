@@ -1,8 +1,10 @@
 /* moex eval: teacher-forced evaluation of token ids as one batch; writes the
  * logits of every position. */
 #include "cli.h"
+#include "outputs.h"
 #include "session.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <stdio.h>
@@ -61,14 +63,21 @@ int cmd_eval(int argc, char **argv) {
         help(stderr);
         return 2;
     }
+    int refused = outputs_check_session(&so, "--logits", out_path);
+    if (!refused) refused = outputs_check("--logits", out_path, "--tokens-file", tokens_file);
+    if (refused) return refused;
+    /* Opened before the work: a bad path fails now, and the logits appear whole or not at all. */
+    struct atomic_file *out = atomic_file_create(out_path);
+    if (!out) return cli_fail("eval: %s", moex_error());
     int64_t *ids64 = NULL;
     int n = tokens_arg ? cli_parse_int_list("--tokens", tokens_arg, 0, INT32_MAX, &ids64)
                        : read_ids_file(tokens_file, &ids64);
-    if (n < 0) return 2;
+    if (n < 0) { atomic_file_discard(out); return 2; }
     if (!so.n_batch) so.n_batch = n;
     if (!so.n_ctx) so.n_ctx = n;
     struct session s;
-    if (session_open(&s, &so)) { free(ids64); return 1; }
+    int opened = session_open(&s, &so);
+    if (opened) { atomic_file_discard(out); free(ids64); return opened; }
     int32_t *ids = malloc(sizeof *ids * (size_t)n);
     int n_vocab = s.model->hp.n_vocab;
     float *logits = malloc(sizeof(float) * (size_t)n * n_vocab);
@@ -78,10 +87,14 @@ int cmd_eval(int argc, char **argv) {
         if (context_eval(s.ctx, ids, n, logits, true) != 0) {
             cli_fail("eval: %s", moex_error());
         } else {
-            FILE *f = fopen(out_path, "wb");
-            if (!f || fwrite(logits, sizeof(float) * n_vocab, (size_t)n, f) != (size_t)n || fclose(f) != 0)
-                cli_fail("eval: cannot write %s", out_path);
-            else {
+            struct atomic_file *f = out;
+            out = NULL;
+            if (atomic_file_write(f, logits, sizeof(float) * (size_t)n_vocab * (size_t)n) != 0) {
+                atomic_file_discard(f);
+                cli_fail("eval: %s", moex_error());
+            } else if (atomic_file_commit(f) != 0) {
+                cli_fail("eval: %s", moex_error());
+            } else {
                 fprintf(stderr, "moex: wrote %d x %d logits to %s\n", n, n_vocab, out_path);
                 rc = 0;
             }
@@ -92,6 +105,7 @@ int cmd_eval(int argc, char **argv) {
     free(ids);
     free(ids64);
     free(logits);
-    session_close(&s);
+    atomic_file_discard(out);
+    if (session_close(&s)) rc = 1;
     return rc;
 }

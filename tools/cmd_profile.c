@@ -1,8 +1,10 @@
 /* moex profile: run a model over text or random tokens and record its
  * routing statistics (docs/stats-format.md). */
 #include "cli.h"
+#include "outputs.h"
 #include "session.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "gguf/gguf.h"
@@ -162,8 +164,15 @@ int cmd_profile(int argc, char **argv) {
         help(stderr);
         return 2;
     }
+    int refused = outputs_check_session(&so, "-o", out);
+    if (!refused) refused = outputs_check("-o", out, "-f", file);
+    if (refused) return refused;
+    /* Opened before the work: a bad path fails now, and the file appears whole or not at all. */
+    struct atomic_file *out_file = atomic_file_create(out);
+    if (!out_file) return cli_fail("profile: %s", moex_error());
     struct session s;
-    if (session_open(&s, &so)) return 1;
+    int opened = session_open(&s, &so);
+    if (opened) { atomic_file_discard(out_file); return opened; }
     struct model *m = s.model;
     if (seq_len > context_n_ctx(s.ctx)) seq_len = context_n_ctx(s.ctx);
     struct token_seqs seqs;
@@ -197,11 +206,16 @@ int cmd_profile(int argc, char **argv) {
         if (show) progress_end(&bar);
         context_set_route_observer(s.ctx, NULL, NULL);
     }
-    if (rc == 0 && routing_stats_write(st, out)) rc = cli_fail("%s", moex_error());
+    if (rc == 0) {
+        struct atomic_file *f = out_file;
+        out_file = NULL;
+        if (routing_stats_write_file(st, f)) rc = cli_fail("%s", moex_error());
+    }
+    atomic_file_discard(out_file);
     if (rc == 0 && !quiet) print_summary(m, st);
     routing_stats_free(st);
     free(seqs.ids);
     free(seqs.starts);
-    session_close(&s);
+    if (session_close(&s)) rc = 1;
     return rc ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 /* moex run: generate text from a prompt. */
 #include "cli.h"
 #include "generate.h"
+#include "outputs.h"
 #include "session.h"
 
 #include "core/error.h"
@@ -58,8 +59,11 @@ int cmd_run(int argc, char **argv) {
     }
     if (!!prompt + !!file + !!tokens > 1) return cli_fail("run: give only one of -p, -f and --tokens"), 2;
 
+    int refused = outputs_check("--trace", so.trace_path, "-f", file);
+    if (refused) return refused;
     struct session s;
-    if (session_open(&s, &so)) return 1;
+    int opened = session_open(&s, &so);
+    if (opened) return opened;
     int rc = 1, n_prompt = 0;
     int32_t *ids = NULL;
     char *text = NULL;
@@ -116,6 +120,6 @@ int cmd_run(int argc, char **argv) {
 done:
     free(ids);
     free(text);
-    session_close(&s);
+    if (session_close(&s)) rc = 1;
     return rc;
 }

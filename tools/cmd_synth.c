@@ -1,5 +1,6 @@
 /* moex synth: make a synthetic qwen3moe GGUF model. */
 #include "cli.h"
+#include "outputs.h"
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -96,6 +97,8 @@ int cmd_synth(int argc, char **argv) {
         else { cli_fail("synth: unknown option '%s'", argv[i]); help(stderr); return 2; }
     }
     if (!out) { cli_fail("synth: -o OUT.gguf is required"); help(stderr); return 2; }
+    int refused = outputs_check("-o", out, "--vocab-from", vocab_from);
+    if (refused) return refused;
 
     struct synth_params p;
     if (synth_preset(preset, &p)) return cli_fail("%s", moex_error());

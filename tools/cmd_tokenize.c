@@ -41,7 +41,8 @@ int cmd_tokenize(int argc, char **argv) {
         struct session_opts so;
         if (session_opts_defaults(&so)) return 2;
         struct session s;
-        if (session_open(&s, &so)) return 1; /* makes the default model if needed */
+        int opened = session_open(&s, &so); /* makes the default model if needed */
+        if (opened) return opened;
         session_close(&s);
         model = default_model_path();
     }

@@ -1,5 +1,6 @@
 /* moex: the command line. Each command lives in its own cmd_*.c. */
 #include "cli.h"
+#include "outputs.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +31,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    outputs_install_signal_handlers();
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -6,6 +6,8 @@
 #include "model/model.h"
 #include "moe/executor.h"
 
+struct atomic_file;
+
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -27,6 +29,7 @@ struct session {
     struct threadpool *pool;
     struct context *ctx;
     struct trace *trace;
+    struct atomic_file *trace_file;  /* --trace, opened before the run */
     bool profile;
     const char *trace_path;
 };
@@ -40,12 +43,15 @@ int session_opts_defaults(struct session_opts *o);
 int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i);
 /* The help lines of the shared options. */
 void session_opts_help(FILE *out);
-/* Loads the model (making the default one first if needed), starts the
- * threads and makes a context. Prints the error and returns -1 on failure. */
+/* Opens the --trace output (refusing one that is an input), loads the model
+ * (making the default one first if needed), starts the threads and makes a
+ * context. 0, or the exit status after printing the error: 2 for a refused
+ * output, 1 for other failures. */
 int session_open(struct session *s, const struct session_opts *o);
 /* Prints the --profile counters, writes the --trace file and reports a
- * device fallback once; then frees everything. */
-void session_close(struct session *s);
+ * device fallback once; then frees everything. 0, or 1 after printing why
+ * the trace could not be written. */
+int session_close(struct session *s);
 /* The pack file that belongs next to a model: MODEL.gguf -> MODEL.mxpk (or
  * .mxpk appended). -1 when it does not fit in `size`. */
 int pack_path_for(const char *model_path, char *out, size_t size);

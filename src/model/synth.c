@@ -256,7 +256,7 @@ int synth_write(const struct synth_params *p, const char *path) {
     struct synth_design *design = synth_design_new(p, vocab.n_tokens, vocab.types);
     struct tensor_plan *plan = NULL;
     struct gguf_writer *w = NULL;
-    int n = 0, began = 0, rc = -1;
+    int n = 0, rc = -1;
     uint64_t total = 0;
     if (!design || plan_tensors(p, vocab.n_tokens, &plan, &n, &total)) goto done;
     if (!(w = gguf_writer_new())) { moex_errorf("synth: out of memory"); goto done; }
@@ -267,12 +267,10 @@ int synth_write(const struct synth_params *p, const char *path) {
         if (gguf_add_tensor(w, name, plan[i].type, plan[i].n_dims, plan[i].ne)) goto done;
     }
     if (gguf_writer_begin(w, path)) goto done;
-    began = 1;
     if (write_tensors(p, design, plan, n, total, w)) goto done;
     rc = gguf_writer_finish(w);
 done:
-    gguf_writer_free(w);
-    if (rc && began) remove(path);
+    gguf_writer_free(w); /* on failure removes the temporary; a file at path stays */
     free(plan);
     synth_design_free(design);
     synth_vocab_free(&vocab);
