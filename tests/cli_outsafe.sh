@@ -217,6 +217,13 @@ refused "pack -o the default model before it exists" "-o default" env MOEX_CACHE
 [ -z "$(ls -A "$tmp/cache9")" ] || bad "pack -o the default model made it first"
 [ ! -e "$tmp/same" ] || bad "a refused eval left its output"
 
+# Standard output on a full disk is a write failure too.
+if [ -w /dev/full ]; then
+    "$B" run -m "$m" --tokens 1,2 -n 4 --print-ids -t 1 > /dev/full 2> "$tmp/err"; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "standard output: write failed" "$tmp/err" &&
+        echo "ok: standard output on a full disk" || bad "run > /dev/full: exit $rc, $(cat "$tmp/err")"
+fi
+
 rm -rf "$tmp"
 [ "$fail" -eq 0 ] || exit 1
 [ -z "$skipped" ] || { echo "SKIP: $skipped"; exit 77; }

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 /* mkdir -p of the directory part of path. */
 static int make_parents(const char *path) {

@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) return outputs_flush_stdout(commands[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "moex: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

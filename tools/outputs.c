@@ -5,6 +5,7 @@
 
 #include "core/atomic_file.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -30,6 +31,14 @@ void outputs_install_signal_handlers(void) {
         sigaction(fatal[i], &sa, NULL);
     }
     signal(SIGXFSZ, SIG_IGN);
+}
+
+int outputs_flush_stdout(int status) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return status;
+    if (errno) cli_fail("standard output: write failed: %s", strerror(errno));
+    else cli_fail("standard output: write failed");
+    return status ? status : 1;
 }
 
 /* The directory resolved, the last name kept: one spelling per place. */

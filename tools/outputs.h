@@ -10,6 +10,9 @@ struct session_opts;
  * temporaries in flight, then end the program as the signal would; SIGXFSZ
  * is ignored so that a file size limit is a write error (EFBIG). */
 void outputs_install_signal_handlers(void);
+/* The command's exit status; when standard output could not be written
+ * (`moex run > file` on a full disk), says so, and 0 becomes 1. */
+int outputs_flush_stdout(int status);
 /* 0, or 2 after printing "OUT_OPT OUT and IN_OPT IN are the same file" when
  * out and in name one regular file (the same inode, or the same path before
  * either exists). NULL paths are fine. */
