@@ -104,7 +104,7 @@ killed() { # writer, signal, syscall, which call
     writer "$w" "$out" > "$tmp/stdout" 2> "$tmp/err"; rc=$?
     wrap=
     what="$w killed by SIG$sig at $call #$nth"
-    want=130; [ "$sig" = KILL ] && want=137
+    case $sig in INT) want=130 ;; KILL) want=137 ;; TERM) want=143 ;; HUP) want=129 ;; esac
     grep -q "killed by SIG$sig" "$tmp/kill.log" || bad "$what: the signal did not land (exit $rc)"
     [ "$rc" -eq "$want" ] || bad "$what: exit $rc, wanted $want"
     same_as_before "$what" "$out"
@@ -117,10 +117,12 @@ if [ "$strace_ok" -eq 1 ]; then
         [ -n "$mid" ] || { bad "$w: the dry run shows no write into the output directory"; continue; }
         killed "$w" INT write "$mid"
         killed "$w" KILL write "$mid"
-        killed "$w" INT fsync 1     # the data is complete, the temporary has no name yet
-        killed "$w" KILL fsync 1
+        [ "$w" = default ] || killed "$w" INT fsync 1 # the data is complete, the temporary has no name yet
+        [ "$w" = default ] || killed "$w" KILL fsync 1 # (the default model takes seconds: fewer runs)
         killed "$w" INT linkat 1    # the temporary has a name: the handler removes it
     done
+    killed logits TERM linkat 1
+    killed logits HUP linkat 1
 else
     skipped="strace cannot trace here: the kills mid-write did not run"
 fi
