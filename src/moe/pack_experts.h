@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 struct atomic_file;
-struct model;
+struct moe_model_desc;
 struct threadpool;
 struct moe_exec_options;
 
@@ -33,7 +33,7 @@ typedef void (*moe_pack_progress_fn)(void *user, int done, int total);
  * pool's threads. all: every expert, the plan's pinned ones first. -1 with
  * moex_error() when the device cannot be used, the plan pins no expert (and
  * not all), or writing fails (a file already at the path stays as it was). */
-int moe_pack_experts(const struct model *m, const struct moe_exec_options *o, struct threadpool *pool, bool all,
+int moe_pack_experts(const struct moe_model_desc *d, const struct moe_exec_options *o, struct threadpool *pool, bool all,
                      struct atomic_file *file, moe_pack_progress_fn progress, void *user,
                      struct moe_pack_result *out);
 
