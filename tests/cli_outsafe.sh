@@ -185,6 +185,9 @@ MOEX_CACHE=$tmp/cache8 "$B" run --trace "$tmp/missing/dir/t.json" -n 4 > "$tmp/s
 grep -q "$tmp/missing/dir/t.json: cannot create: No such file or directory" "$tmp/err" ||
     bad "run --trace into a missing directory: $(cat "$tmp/err")"
 [ -z "$(ls -A "$tmp/cache8")" ] && [ ! -s "$tmp/stdout" ] || bad "run --trace into a missing directory ran first"
+"$B" synth --preset q30b -o "$tmp/missing/m.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+[ "$rc" -eq 1 ] && grep -q "$tmp/missing/m.gguf: cannot create: No such file or directory" "$tmp/err" ||
+    bad "synth -o into a missing directory: exit $rc, $(cat "$tmp/err")"
 MOEX_CACHE=$tmp/cache8 "$B" eval --tokens 1,2 --logits "$tmp/missing/l.bin" > /dev/null 2> "$tmp/err"; rc=$?
 [ "$rc" -eq 1 ] && grep -q "No such file or directory" "$tmp/err" && [ -z "$(ls -A "$tmp/cache8")" ] ||
     bad "eval --logits into a missing directory: exit $rc, $(cat "$tmp/err")"
