@@ -145,6 +145,12 @@ for w in synth pack logits stats trace default; do
     [ "$failed" -eq 0 ] || fail=1
 done
 
+# D8: a new output that does not fit leaves no file (it left a 0-byte one)
+out=$tmp/out/new-logits.bin
+{ (ulimit -f 2; writer logits "$out"); echo $? > "$tmp/rc"; } 2>&1 | cat > "$tmp/log"
+[ "$(cat "$tmp/rc")" -eq 1 ] && [ ! -e "$out" ] && echo "ok: a new output over a file size limit leaves no file" ||
+    bad "a new output over a file size limit: exit $(cat "$tmp/rc"), $(ls -l "$out" 2>&1)"
+
 # ---- starved: a full tmpfs, where a user and mount namespace can be made
 if unshare -rm sh -c "mount -t tmpfs -o size=8k tmpfs '$tmp/full'" 2>/dev/null; then
     for w in synth pack logits stats trace default; do
