@@ -111,7 +111,41 @@ killed() { # writer, signal, syscall, which call
     [ "$fail" -ne 0 ] || echo "ok: $what"
     [ "$failed" -eq 0 ] || fail=1
 }
+# Where O_TMPFILE fails (strace makes it fail with EOPNOTSUPP), the temporary
+# has a name from the start: the signal handler must remove it.
+tmpfile_call() { # writer: which openat of the main thread is the last O_TMPFILE one (synth probes -o first)
+    out=$tmp/out/$(file_of "$1")
+    snapshot "$out"
+    wrap="strace -f -qq -o $tmp/dry.log -e trace=openat"
+    writer "$1" "$out" > /dev/null 2>&1
+    wrap=
+    put_old "$out"
+    main=$(head -n 1 "$tmp/dry.log" | cut -d' ' -f1)
+    grep "^$main  *openat(" "$tmp/dry.log" | grep -n "O_TMPFILE" | tail -n 1 | cut -d: -f1
+}
+named_killed() { # writer, signal, the write to signal on
+    w=$1 sig=$2 nth=$3 failed=$fail
+    fail=0
+    k=$(tmpfile_call "$w")
+    out=$tmp/out/$(file_of "$w")
+    snapshot "$out"
+    wrap="strace -f -qq -o $tmp/kill.log -e trace=openat,write -e inject=openat:error=EOPNOTSUPP:when=$k"
+    wrap="$wrap -e inject=write:signal=$sig:when=$nth"
+    writer "$w" "$out" > "$tmp/stdout" 2> "$tmp/err"; rc=$?
+    wrap=
+    what="$w with a named temporary, killed by SIG$sig at write #$nth"
+    grep -q "O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC" "$tmp/kill.log" || bad "$what: no named temporary was made"
+    grep -q "killed by SIG$sig" "$tmp/kill.log" || bad "$what: the signal did not land (exit $rc)"
+    same_as_before "$what" "$out"
+    [ "$fail" -ne 0 ] || echo "ok: $what"
+    [ "$failed" -eq 0 ] || fail=1
+}
 if [ "$strace_ok" -eq 1 ]; then
+    for w in synth logits trace; do
+        mid=$(middle_write "$w")
+        named_killed "$w" INT "$mid"
+        named_killed "$w" TERM "$mid"
+    done
     for w in synth pack logits stats trace default; do
         mid=$(middle_write "$w")
         [ -n "$mid" ] || { bad "$w: the dry run shows no write into the output directory"; continue; }
