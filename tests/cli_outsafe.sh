@@ -104,7 +104,7 @@ killed() { # writer, signal, syscall, which call
     writer "$w" "$out" > "$tmp/stdout" 2> "$tmp/err"; rc=$?
     wrap=
     what="$w killed by SIG$sig at $call #$nth"
-    case $sig in INT) want=130 ;; KILL) want=137 ;; TERM) want=143 ;; HUP) want=129 ;; esac
+    case $sig in INT) want=130 ;; KILL) want=137 ;; TERM) want=143 ;; HUP) want=129 ;; PIPE) want=141 ;; esac
     grep -q "killed by SIG$sig" "$tmp/kill.log" || bad "$what: the signal did not land (exit $rc)"
     [ "$rc" -eq "$want" ] || bad "$what: exit $rc, wanted $want"
     same_as_before "$what" "$out"
@@ -157,6 +157,7 @@ if [ "$strace_ok" -eq 1 ]; then
     done
     killed logits TERM linkat 1
     killed logits HUP linkat 1
+    killed logits PIPE linkat 1
 else
     skipped="strace cannot trace here: the kills mid-write did not run"
 fi

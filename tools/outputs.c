@@ -20,7 +20,7 @@ static void on_fatal_signal(int sig) {
 }
 
 void outputs_install_signal_handlers(void) {
-    static const int fatal[] = { SIGINT, SIGTERM, SIGHUP };
+    static const int fatal[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE }; /* SIGPIPE: `moex run --trace T | head` */
     for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++) {
         struct sigaction old, sa;
         if (sigaction(fatal[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL) continue; /* nohup keeps its way */

@@ -6,7 +6,7 @@
 
 struct session_opts;
 
-/* SIGINT, SIGTERM and SIGHUP (where not ignored) unlink the named
+/* SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE (where not ignored) unlink the named
  * temporaries in flight, then end the program as the signal would; SIGXFSZ
  * is ignored so that a file size limit is a write error (EFBIG). */
 void outputs_install_signal_handlers(void);
