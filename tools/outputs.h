@@ -6,9 +6,9 @@
 
 struct session_opts;
 
-/* SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE (where not ignored) unlink the named
- * temporaries in flight, then end the program as the signal would; SIGXFSZ
- * is ignored so that a file size limit is a write error (EFBIG). */
+/* SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE (where not ignored) unlink
+ * the named temporaries in flight, then end the program as the signal
+ * would; SIGXFSZ is ignored so that a file size limit is a write error. */
 void outputs_install_signal_handlers(void);
 /* The command's exit status; when standard output could not be written
  * (`moex run > file` on a full disk), says so, and 0 becomes 1. */
