@@ -22,7 +22,7 @@ expect "MOEX_OVERLAP=maybe is an error" 2 env MOEX_OVERLAP=maybe "$MOEX_BIN" run
 expect "MOEX_MIN_M= is an error" 2 env MOEX_MIN_M= "$MOEX_BIN" run -m "$model" -n 1
 expect "--hot-budget 150% is an error" 2 run --device sim --hot-budget 150%
 expect "--device gpu is an error" 2 run --device gpu
-expect "--sim with an unknown figure is an error" 1 run --device sim --sim rk3588,warp=9
+expect "--sim with an unknown figure is an error" 2 run --device sim --sim rk3588,warp=9
 
 expect "sim device with profile and trace" 0 run --device sim --hot-budget 50% --min-m 1 --profile --trace "$tmp/t.json"
 grep -q "^| prefill |" "$tmp/err" && grep -q "^| decode |" "$tmp/err" || { echo "FAIL: no profile table"; fail=1; }

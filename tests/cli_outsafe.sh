@@ -23,7 +23,7 @@ writer() {
     synth) $wrap "$B" synth --preset tiny --type q8_0 --seed 9 -q -t 1 -o "$2" ;;
     pack) $wrap "$B" pack -m "$tmp/in/m.gguf" --device cpu -q -t 1 -o "$2" ;;
     logits) $wrap "$B" eval -m "$tmp/in/m.gguf" --tokens "$ids" -t 1 --logits "$2" ;;
-    stats) $wrap "$B" profile -m "$tmp/in/wide.gguf" -n 64 --seq 32 -q -t 1 -o "$2" ;;
+    stats) $wrap "$B" profile -m "$tmp/in/wide.gguf" --random-tokens 64 --seq 32 -q -t 1 -o "$2" ;;
     trace) $wrap "$B" run -m "$tmp/in/m.gguf" --tokens 1,2,3 -n 64 --print-ids -t 1 --trace "$2" ;;
     default) MOEX_CACHE=$(dirname "$2") $wrap "$B" tokenize -p hi ;; # OUT is DIR/small.gguf
     esac
@@ -197,26 +197,31 @@ else
 fi
 
 # ---- D2: a running moex keeps reading the model that synth replaces
-# meanwhile. profile blocks reading its text from a FIFO once the model is
-# mapped; the model is then rewritten smaller (in place, the pages past the
-# new end would be SIGBUS), and profile must record the old model's routing.
+# meanwhile. strace stops the run (SIGSTOP) at its first write, the prompt's
+# echo, once the model is mapped; the model is then rewritten smaller (in
+# place, the run's pages past the new end would be SIGBUS); the run, let go,
+# must give the old model's text.
 model=$tmp/in/live.gguf
 "$B" synth --preset tiny --type q8_0 --layers 3 --seed 5 -q -o "$model"
 cp "$model" "$tmp/in/live-copy.gguf"
-printf 'The morning was cold and clear.\nShe made a cup of tea.\n' > "$tmp/in/text"
-"$B" profile -m "$tmp/in/live-copy.gguf" -f "$tmp/in/text" -q -t 1 -o "$tmp/want.stats" > /dev/null 2>&1
-mkfifo "$tmp/in/text.fifo"
-"$B" profile -m "$model" -f "$tmp/in/text.fifo" -q -t 1 -o "$tmp/got.stats" > /dev/null 2> "$tmp/run.err" &
-pid=$!
-tries=0
-while ! grep -q "$model" "/proc/$pid/maps" 2>/dev/null && [ "$tries" -lt 600 ]; do tries=$((tries + 1)); sleep 0.05; done
-"$B" synth --preset tiny --type q8_0 --layers 1 --seed 6 -q -o "$model" || bad "synth over a model in use failed"
-cat "$tmp/in/text" > "$tmp/in/text.fifo"
-wait "$pid"; rc=$?
-[ "$rc" -eq 0 ] || bad "a profile whose model synth replaced: exit $rc ($(cat "$tmp/run.err"))"
-cmp -s "$tmp/want.stats" "$tmp/got.stats" && echo "ok: a profile whose model synth replaced kept reading the old one" ||
-    bad "a profile whose model synth replaced recorded other routing"
-"$B" profile -m "$model" -n 8 -q -o "$tmp/in/live.stats" > /dev/null 2>&1 || bad "profile of the new model failed"
+"$B" profile -m "$model" --random-tokens 8 -q -o "$tmp/in/live.stats" > /dev/null 2>&1
+if [ "$strace_ok" -eq 1 ]; then
+    "$B" run -m "$tmp/in/live-copy.gguf" -p "Once upon" -n 16 -t 1 > "$tmp/want.txt" 2> /dev/null
+    rm -f "$tmp/stop.log"
+    strace -f -qq -o "$tmp/stop.log" -e trace=write -e inject=write:signal=STOP:when=1 \
+        "$B" run -m "$model" -p "Once upon" -n 16 -t 1 > "$tmp/got.txt" 2> "$tmp/run.err" &
+    pid=$!
+    tries=0 # bounded: the stop comes within the run's start-up
+    while ! grep -q "SIGSTOP" "$tmp/stop.log" 2>/dev/null && [ "$tries" -lt 1200 ]; do tries=$((tries + 1)); sleep 0.05; done
+    tracee=$(head -n 1 "$tmp/stop.log" | cut -d' ' -f1)
+    grep -q "$model" "/proc/$tracee/maps" 2>/dev/null || bad "the stopped run has not mapped its model"
+    "$B" synth --preset tiny --type q8_0 --layers 1 --seed 6 -q -o "$model" || bad "synth over a model in use failed"
+    kill -CONT "$tracee"
+    wait "$pid"; rc=$?
+    [ "$rc" -eq 0 ] || bad "a run whose model synth replaced: exit $rc ($(tail -n 2 "$tmp/stop.log"))"
+    cmp -s "$tmp/want.txt" "$tmp/got.txt" && echo "ok: a run whose model synth replaced kept reading the old one" ||
+        bad "a run whose model synth replaced gave other text"
+fi
 
 # ---- D8: an output that cannot be created fails at once, before any work
 # (here: before the default model is made).
@@ -253,8 +258,8 @@ refused "pack -o a hard link of the model" "-o -m" "$B" pack -m "$m" --device cp
 refused "eval --logits the model" "--logits -m" "$B" eval -m "$m" --tokens 1,2 --logits "$m"
 refused "eval --logits a symlink of the model" "--logits -m" "$B" eval -m "$tmp/in/soft.gguf" --tokens 1,2 --logits "$m"
 refused "eval --logits the tokens file" "--logits --tokens-file" sh -c 'echo 1 2 > "$1"; "$B" eval -m "$2" --tokens-file "$1" --logits "$1"' _ "$tmp/ids.txt" "$m"
-refused "profile -o the model" "-o -m" "$B" profile -m "$m" -n 8 -o "$m"
-refused "profile -o the stats it reads" "-o --stats" "$B" profile -m "$m" -n 8 --stats "$tmp/in/live.stats" -o "$tmp/in/live.stats"
+refused "profile -o the model" "-o -m" "$B" profile -m "$m" --random-tokens 8 -o "$m"
+refused "profile -o the stats it reads" "-o --stats" "$B" profile -m "$m" --random-tokens 8 --stats "$tmp/in/live.stats" -o "$tmp/in/live.stats"
 refused "run --trace the model" "--trace -m" "$B" run -m "$m" --tokens 1 -n 1 --trace "$m"
 refused "eval --trace and --logits one file" "--logits --trace" "$B" eval -m "$m" --tokens 1,2 --logits "$tmp/same" --trace "$tmp/same"
 refused "synth -o the --vocab-from file" "-o --vocab-from" "$B" synth --preset tiny --vocab-from "$m" -o "$m"

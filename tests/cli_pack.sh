@@ -86,7 +86,7 @@ says "another device" "packed for device cpu"
 says "another device" "--device sim"
 
 # The plan in the file: packed with statistics at 50%, used by a run without them.
-expect "profile" 0 "$MOEX_BIN" profile -m "$model" -n 128 --seq 64 -o "$tmp/stats" -q -t 2
+expect "profile" 0 "$MOEX_BIN" profile -m "$model" --random-tokens 128 --seq 64 -o "$tmp/stats" -q -t 2
 expect "pack with statistics" 0 "$MOEX_BIN" pack -m "$model" --device cpu --hot-budget 50% --stats "$tmp/stats" \
     -o "$tmp/plan.mxpk"
 grep -q "^moex pack: 2 experts (2 pinned by the plan)" "$tmp/out" || { echo "FAIL: pack with stats"; cat "$tmp/out"; fail=1; }

@@ -252,7 +252,7 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
     struct dev *probe = NULL;
     /* Open once without a budget to learn the slot size and envelope. */
     int rc = dev_open(name, &dopt, &probe);
-    if (rc == DEV_E_OPTION) return moex_errorf("--device %s: %s", name, moex_error());
+    if (rc == DEV_E_OPTION) return moex_errorf("device %s: %s", name, moex_error());
     if (rc != DEV_OK) { plan_note(out, "device unavailable: %s; experts run on the CPU", moex_error()); return 0; }
     uint64_t expert_bytes = MATS * dev_slot_bytes(probe, slot_values, max_n);
     const struct dev_caps *caps = dev_caps(probe);
