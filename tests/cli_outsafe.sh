@@ -79,15 +79,18 @@ snapshot() { # OUT
 }
 
 # ---- killed: strace delivers the signal on the Nth call of a system call
+# (LeakSanitizer cannot run under ptrace: a traced run that ends normally
+# would fail for that alone.)
+trace="strace -E ASAN_OPTIONS=detect_leaks=0 -f -qq"
 strace_ok=0
-if command -v strace > /dev/null 2>&1 && strace -f -qq -o /dev/null -e trace=write true 2>/dev/null; then
+if command -v strace > /dev/null 2>&1 && $trace -o /dev/null -e trace=write true 2>/dev/null; then
     strace_ok=1
 fi
 # Which write of the main thread is the middle one of those writing into $tmp/out (from a dry run).
 middle_write() { # writer
     out=$tmp/out/$(file_of "$1")
     snapshot "$out"
-    wrap="strace -f -y -qq -o $tmp/dry.log -e trace=write"
+    wrap="$trace -y -o $tmp/dry.log -e trace=write"
     writer "$1" "$out" > /dev/null 2>&1
     wrap=
     put_old "$out"
@@ -100,7 +103,7 @@ killed() { # writer, signal, syscall, which call
     fail=0
     out=$tmp/out/$(file_of "$w")
     snapshot "$out"
-    wrap="strace -f -qq -o $tmp/kill.log -e trace=$call -e inject=$call:signal=$sig:when=$nth"
+    wrap="$trace -o $tmp/kill.log -e trace=$call -e inject=$call:signal=$sig:when=$nth"
     writer "$w" "$out" > "$tmp/stdout" 2> "$tmp/err"; rc=$?
     wrap=
     what="$w killed by SIG$sig at $call #$nth"
@@ -116,7 +119,7 @@ killed() { # writer, signal, syscall, which call
 tmpfile_call() { # writer: which openat of the main thread is the last O_TMPFILE one (synth probes -o first)
     out=$tmp/out/$(file_of "$1")
     snapshot "$out"
-    wrap="strace -f -qq -o $tmp/dry.log -e trace=openat"
+    wrap="$trace -o $tmp/dry.log -e trace=openat"
     writer "$1" "$out" > /dev/null 2>&1
     wrap=
     put_old "$out"
@@ -129,7 +132,7 @@ named_killed() { # writer, signal, the write to signal on
     k=$(tmpfile_call "$w")
     out=$tmp/out/$(file_of "$w")
     snapshot "$out"
-    wrap="strace -f -qq -o $tmp/kill.log -e trace=openat,write -e inject=openat:error=EOPNOTSUPP:when=$k"
+    wrap="$trace -o $tmp/kill.log -e trace=openat,write -e inject=openat:error=EOPNOTSUPP:when=$k"
     wrap="$wrap -e inject=write:signal=$sig:when=$nth"
     writer "$w" "$out" > "$tmp/stdout" 2> "$tmp/err"; rc=$?
     wrap=
@@ -208,7 +211,7 @@ cp "$model" "$tmp/in/live-copy.gguf"
 if [ "$strace_ok" -eq 1 ]; then
     "$B" run -m "$tmp/in/live-copy.gguf" -p "Once upon" -n 16 -t 1 > "$tmp/want.txt" 2> /dev/null
     rm -f "$tmp/stop.log"
-    strace -f -qq -o "$tmp/stop.log" -e trace=write -e inject=write:signal=STOP:when=1 \
+    $trace -o "$tmp/stop.log" -e trace=write -e inject=write:signal=STOP:when=1 \
         "$B" run -m "$model" -p "Once upon" -n 16 -t 1 > "$tmp/got.txt" 2> "$tmp/run.err" &
     pid=$!
     tries=0 # bounded: the stop comes within the run's start-up
