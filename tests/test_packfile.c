@@ -290,7 +290,7 @@ static void test_amx_layout_file(void) {
     }
     /* A code of -128 with checksums that hold: refused when the data is checked. */
     codes[1][2][5] = -128;
-    CHECK(packfile_writer_begin(path, &info, pinned, extra, 1, &w) == PACKFILE_OK);
+    CHECK(packfile_writer_begin(atomic_file_create(path), &info, pinned, extra, 1, &w) == PACKFILE_OK);
     for (int e = 0; e < 2 && w; e++)
         for (int i = 0; i < 3; i++) {
             int key = e ? extra[0] : pinned[0];
