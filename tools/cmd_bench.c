@@ -94,7 +94,8 @@ int cmd_bench(int argc, char **argv) {
     if (!so.n_ctx) so.n_ctx = (int)longest;
     if (!so.n_batch) so.n_batch = (int)(longest < 512 ? longest : 512);
     struct session s;
-    if (session_open(&s, &so)) { free(pp); free(tg); return 1; }
+    int opened = session_open(&s, &so);
+    if (opened) { free(pp); free(tg); return opened; }
 
     char label[128];
     model_label(s.model, label, sizeof label);
@@ -161,6 +162,6 @@ int cmd_bench(int argc, char **argv) {
     free(tokens);
     free(pp);
     free(tg);
-    session_close(&s);
+    if (session_close(&s)) rc = 1;
     return rc ? 1 : 0;
 }

@@ -1,6 +1,8 @@
 /* moex synth: make a synthetic GGUF model (qwen3moe by default). */
 #include "cli.h"
+#include "outputs.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "synth/synth.h"
@@ -109,6 +111,12 @@ int cmd_synth(int argc, char **argv) {
     }
     if (!out) return cli_usage("synth", "-o OUT.gguf is required");
     if (cli_check_env()) return 2;
+    int refused = outputs_check("-o", out, "--vocab-from", vocab_from);
+    if (refused) return refused;
+    /* Fail now, not after the model's design: -o's directory must take a new file. */
+    struct atomic_file *probe = atomic_file_create(out);
+    if (!probe) return cli_fail("synth: %s", moex_error());
+    atomic_file_discard(probe);
 
     if (arch && !preset && !(preset = synth_arch_default_preset(arch))) {
         char names[128];
