@@ -40,8 +40,9 @@ expect "eval" 0 "$MOEX_BIN" eval -m "$model" --tokens 1,2,3,4,5 --logits "$tmp/l
 size=$(wc -c < "$tmp/logits")
 [ "$size" -eq $((5 * 2048 * 4)) ] || { echo "FAIL: eval wrote $size bytes"; fail=1; }
 
-expect "bench" 0 "$MOEX_BIN" bench -m "$model" -p 16 -n 4 -r 1 -t 2
-grep -q "| pp16 |" "$tmp/out" && grep -q "| tg4 |" "$tmp/out" || { echo "FAIL: bench table"; cat "$tmp/out"; fail=1; }
+expect "bench" 0 "$MOEX_BIN" bench -m "$model" -p 16 -n 4 -r 1 -t 2 --ops
+grep -q "^| qwen35moe .* | pp16 |" "$tmp/out" && grep -q "| tg4 |" "$tmp/out" || { echo "FAIL: bench table"; cat "$tmp/out"; fail=1; }
+says "bench --ops counts the delta-net layers" "pp16 per run: delta net"
 
 expect "pack" 0 "$MOEX_BIN" pack -m "$model" --device cpu -t 2
 [ -s "$tmp/m.mxpk" ] || { echo "FAIL: no pack file"; fail=1; }

@@ -42,12 +42,15 @@ static void model_label(const struct model *m, char *out, size_t cap) {
 
 static void print_ops(const char *test, const struct op_times *t, int runs) {
     double total = (double)(t->attn_matmul + t->attention + t->router + t->experts + t->lm_head + t->other +
-                            t->shortconv + t->dense_ffn);
+                            t->shortconv + t->dense_ffn + t->delta_net);
     if (total <= 0) return;
     if (t->shortconv || t->dense_ffn)
         fprintf(stderr, "%s per run: short conv %.1f ms (%.0f%%), dense ffn %.1f ms (%.0f%%)\n", test,
                 t->shortconv / 1e6 / runs, 100 * t->shortconv / total, t->dense_ffn / 1e6 / runs,
                 100 * t->dense_ffn / total);
+    if (t->delta_net)
+        fprintf(stderr, "%s per run: delta net %.1f ms (%.0f%%)\n", test, t->delta_net / 1e6 / runs,
+                100 * t->delta_net / total);
     fprintf(stderr, "%s per run: attention matmuls %.1f ms (%.0f%%), attention %.1f ms (%.0f%%), router %.1f ms "
             "(%.0f%%), experts %.1f ms (%.0f%%), lm head %.1f ms (%.0f%%), other %.1f ms\n", test,
             t->attn_matmul / 1e6 / runs, 100 * t->attn_matmul / total, t->attention / 1e6 / runs,

@@ -317,5 +317,5 @@ void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const 
     matmul(c->pool, &w->out, s->o, n, out, c->act);
     int64_t t3 = time_ns();
     c->times.attn_matmul += (t1 - t0) + (t3 - t2);
-    c->times.attention += t2 - t1;
+    c->times.delta_net += t2 - t1;
 }

@@ -71,6 +71,8 @@ struct op_times {
     int64_t attn_matmul, attention, router, experts, lm_head, other;
     int64_t shortconv;          /* short-convolution blocks, their matmuls included (lfm2moe) */
     int64_t dense_ffn;          /* dense FFN layers (lfm2moe's leading layers) */
+    int64_t delta_net;          /* delta-net layers between their projections: conv, gates, delta rule,
+                                 * gated norm (qwen35moe; the projections are attn_matmul) */
 };
 const struct op_times *context_op_times(const struct context *c);
 void context_reset_op_times(struct context *c);
