@@ -44,6 +44,8 @@ struct sim_figures {
     /* faults: fail the Nth buffer creation / submission (1-based, 0 never),
      * and every one with probability fail_prob from fail_seed */
     double fail_alloc, fail_submit, fail_seed, fail_prob;
+    /* 1: the device's memory is PROT_NONE outside its own calls */
+    double guard;
 };
 
 enum sim_mode { SIM_SINGLE = 0, SIM_CHAIN = 1, SIM_STREAM = 2 };

@@ -4,6 +4,10 @@
 
 #include "core/error.h"
 
+#ifndef MOEX_SIM_GUARD_DEFAULT
+#define MOEX_SIM_GUARD_DEFAULT 0
+#endif
+
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -69,6 +73,8 @@ static const struct figure figures[] = {
     FIG(fail_submit, 0, 1e18, "fail the Nth submission (0: never)"),
     FIG(fail_seed, 0, 1e18, "seed of random faults"),
     FIG(fail_prob, 0, 1, "probability that a creation or submission fails"),
+    /* A device the host cannot address: the test build turns it on everywhere. */
+    FIG(guard, MOEX_SIM_GUARD_DEFAULT, 1, "1: the device's memory faults when touched outside its calls"),
 };
 
 enum { N_FIGURES = sizeof figures / sizeof figures[0] };
