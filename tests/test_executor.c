@@ -207,6 +207,32 @@ int main(void) {
     CHECK(churn.pre.modelled_ns > 0 && churn.pre.modelled_ns <= churn.pre.cpu_ns + churn.pre.device_ns + churn.pre.pack_ns + churn.pre.wall_ns);
     free(churn.logits);
 
+    /* The admission rule reads the device's whole cost model: made alone
+     * large enough, each term (per submission, per job, per weight byte,
+     * per MAC, the pack) turns every admission of this run down. */
+    struct moe_exec_options cost = small;
+    cost.hot_budget = staging + all / 2;
+    struct run base_cost = run_model(m, &cost);
+    CHECKF(base_cost.ok && base_cost.pre.admissions > 0, "baseline admissions %llu",
+           (unsigned long long)base_cost.pre.admissions);
+    free(base_cost.logits);
+    static const char *terms[] = { "rk3588,submit_us=1e6", "rk3588,job_us=1e6", "rk3588,core_gbps=0.00001",
+                                   "rk3588,core_gmacs=0.00001", "rk3588,pack_ns_per_value=1e5" };
+    for (int t = 0; t < 5; t++) {
+        cost.sim_figures = terms[t];
+        struct run r = run_model(m, &cost);
+        CHECKF(r.ok && r.pre.admissions == 0 && r.pre.rows_device == 0, "%s: %llu admissions, %llu rows on the device",
+               terms[t], (unsigned long long)r.pre.admissions, (unsigned long long)r.pre.rows_device);
+        free(r.logits);
+    }
+    /* The submissions are paid once a layer: with every expert resident
+     * (nothing to admit) their cost moves nothing, the M rule decides. */
+    struct moe_exec_options resident = { .device = "sim", .hot_fraction = 1.0, .min_m = 1, .pinned_share = -1,
+                                         .sim_figures = "rk3588,submit_us=1e6" };
+    struct run res = run_model(m, &resident);
+    CHECK(res.ok && res.pre.rows_device == 256);
+    free(res.logits);
+
     /* 4. Faults: an injected submission failure moves the work to the CPU
      *    for the rest of the run, once, and the output is still complete. */
     o.sim_figures = "rk3588,fail_submit=2";
@@ -241,6 +267,7 @@ int main(void) {
     o.trace = t;
     o.hot_budget = staging + all / 4;
     o.hot_fraction = 0;
+    o.cpu_row_ns = 40000; /* admissions pay at this model's tiny shapes only with a slow CPU */
     struct run traced = run_model(m, &o);
     char path[4096];
     snprintf(path, sizeof path, "%s/trace.json", test_tmpdir());

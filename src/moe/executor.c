@@ -75,7 +75,7 @@ struct moe_executor {
     uint64_t *expert_gguf_bytes;     /* (n_layers) an expert's three matrices as stored in the GGUF */
     double cpu_ns_per_row;           /* the CPU's time per routed row that admission weighs */
     bool adaptive;                   /* cpu_ns_per_row follows this run's measured times */
-    double dev_ns_per_row, pack_ns;  /* from the device's cost model */
+    double pack_ns;                  /* packing one expert, from the device's cost model */
     /* Host copies of the staged rows, (stage rows, ...) in stage order. */
     struct stage_layout stage;
     int stage_buf[N_STAGE_BUFS];             /* the device's staging buffers */
@@ -549,7 +549,6 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     }
     e->caps = dev_caps(e->dev);
     e->min_m = o->min_m > 0 ? o->min_m : e->caps->min_m;
-    e->dev_ns_per_row = 3.0 * (double)dp.slot_values * e->caps->ns_per_mac;
     e->pack_ns = 3.0 * (double)dp.slot_values * e->caps->pack_ns_per_value;
     if (o->pack_path) {
         if (!(e->pack_path = strdup(o->pack_path))) return moex_errorf("out of memory");
@@ -666,14 +665,31 @@ void moe_executor_free(struct moe_executor *e) {
 
 /* ---------------------------------------------------------------- per batch */
 
+/* The time one of `rows` rows saves on the device, from its whole cost
+ * model: the CPU's time per row against the device's per-MAC time, less
+ * the expert's fixed costs per use spread over its rows (a job and the
+ * weight's bytes streamed, per matrix) and, when no other expert of the
+ * layer is on the device yet, the layer's two submissions. */
+static double device_gain_per_row(const struct moe_executor *e, int rows, bool submits_paid) {
+    const struct dev_caps *c = e->caps;
+    double values = (double)e->n_embd * (double)e->n_ff; /* one matrix, one int8 byte each */
+    double fixed = MATS * (c->job_ns + values * c->weight_ns_per_byte) + (submits_paid ? 0 : 2 * c->submit_ns);
+    return e->cpu_ns_per_row - MATS * values * c->ns_per_mac - fixed / rows;
+}
+
 /* Where each active expert runs: the M rule first (residency never bypasses
- * it), then residency, then admission. */
+ * it), then residency, then admission, a cost decision. */
 static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *s) {
     struct moe_phase_counters *c = &e->counters[e->phase];
     int n_device = 0;
     e->n_to_pack = 0;
     memset(e->busy, 0, sizeof *e->busy * (size_t)e->plan.n_slots);
-    double gain = e->cpu_ns_per_row - e->dev_ns_per_row;
+    /* The layer's submissions are paid once any resident expert runs on the device. */
+    bool submits_paid = false;
+    for (int ex = 0; ex < e->n_expert && !submits_paid; ex++) {
+        int rows = moe_expert_rows(s, ex);
+        submits_paid = rows && rows >= e->min_m && expert_cache_lookup(e->cache, layer, ex) >= 0;
+    }
     int staged = 0;
     for (int ex = 0; ex < e->n_expert; ex++) {
         int rows = moe_expert_rows(s, ex);
@@ -689,6 +705,7 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
             c->misses++; c->miss_rows += (uint64_t)rows; c->miss_bytes += e->expert_gguf_bytes[layer];
             /* A decode miss runs on the CPU without evicting: the devices here
              * share DRAM with the CPU, so one row gains nothing worth a pack. */
+            double gain = device_gain_per_row(e, rows, submits_paid);
             if (e->phase == MOE_PREFILL &&
                 expert_cache_worth_admitting(e->cache, layer, ex, rows, gain, e->pack_ns, e->busy)) {
                 int32_t evicted;
@@ -704,6 +721,7 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
         }
         if (slot < 0) continue;
         e->busy[slot] = true;
+        submits_paid = true;
         staged += rows;
         e->dev_slot[ex] = slot;
         e->on_cpu[ex] = false;
