@@ -34,6 +34,9 @@ grep -q "context of 4096 tokens: KV cache 4.0 MiB, conv state 0.00 MiB, recurren
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]; assert any(e.get("name")=="cpu experts" for e in ev); assert any(e.get("tid")==1 and e.get("ph")=="X" for e in ev)' "$tmp/t.json" \
     || { echo "FAIL: trace JSON"; fail=1; }
 cp "$tmp/out" "$tmp/sim_ids"
+expect "--sim guard=1: the device's memory guarded, the same tokens" 0 run --device sim --sim rk3588,guard=1 \
+    --hot-budget 100% --min-m 1
+cmp -s "$tmp/out" "$tmp/sim_ids" || { echo "FAIL: guarded sim tokens differ"; fail=1; }
 # One unit: the pinned experts "packed live" at start and the table's packs
 # (plus later admissions) both count experts, and the legend says so.
 expect "profile with every expert resident" 0 run --device sim --hot-budget 100% --min-m 1 --profile
