@@ -497,8 +497,53 @@ static void test_figures_parse(void) {
     dev_close(d);
 }
 
+/* Several IOMMU domains: a buffer goes to the first window with room, its
+ * address names the window; a slot pool larger than one window spreads over
+ * two, and the device says which window holds what. */
+static void test_domains(void) {
+    struct sim_figures f;
+    CHECK(sim_figures_parse("rk3588,domains=0", &f) != 0);
+    CHECK(sim_figures_parse("rk3588,domains=1.5", &f) != 0);
+    CHECK(sim_figures_parse("rk3588,domains=2,iova_mib=64", &f) == 0 && f.domains == 2);
+    struct sim *s = sim_new(&f);
+    uint64_t a, b, c;
+    CHECK(sim_buffer_create(s, 40u << 20, &a) == DEV_OK && sim_address_domain(a) == 0);
+    CHECK(sim_buffer_create(s, 40u << 20, &b) == DEV_OK && sim_address_domain(b) == 1); /* 24 MiB left in 0 */
+    CHECK(sim_buffer_create(s, 20u << 20, &c) == DEV_OK && sim_address_domain(c) == 0);
+    CHECK(sim_domain_used(s, 0) == (60u << 20) && sim_domain_used(s, 1) == (40u << 20) && sim_window_used(s) == (100u << 20));
+    CHECK(sim_buffer_create(s, 30u << 20, &a) == DEV_E_DEVMEM); /* 4 + 24 MiB free: no window holds it */
+    CHECK(sim_buffer_destroy(s, b) == DEV_OK && sim_domain_buffers(s, 1) == 0 && sim_buffer_count(s) == 2);
+    sim_delete(s);
+
+    /* A 96 MiB pool: refused by one 64 MiB window, spread over two. */
+    const int64_t values = 1 << 20;
+    for (int domains = 1; domains <= 2; domains++) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "rk3588,iova_mib=64,domains=%d", domains);
+        struct dev *d = NULL;
+        CHECK(dev_open("sim", &(struct dev_options){.sim = spec}, &d) == DEV_OK);
+        if (!d) continue;
+        int rc = dev_pool_alloc(d, 96, values, 1024);
+        char line[512];
+        CHECK(dev_sim_windows(d, line, sizeof line) == DEV_OK);
+        if (domains == 1) {
+            CHECK(rc == DEV_E_DEVMEM);
+        } else {
+            CHECKF(rc == DEV_OK, "%s", moex_error());
+            CHECKF(strstr(line, "window 0:") && strstr(line, "window 1:") && strstr(line, "slot codes in part"), "%s", line);
+            CHECK(sim_domain_used(dev_sim(d), 0) > 0 && sim_domain_used(dev_sim(d), 1) > 0);
+        }
+        dev_close(d);
+    }
+    struct dev *cpu = NULL;
+    char line[64];
+    CHECK(dev_open("cpu", NULL, &cpu) == DEV_OK && dev_sim_windows(cpu, line, sizeof line) == DEV_E_ARG);
+    dev_close(cpu);
+}
+
 int main(void) {
     test_figures_parse();
+    test_domains();
     test_submit_table();
     test_submit_through_device();
     test_host_side_figures();

@@ -208,6 +208,9 @@ double dev_estimate_ns(const struct dev *d, const struct dev_job *jobs, int n_jo
 void dev_get_counters(const struct dev *d, struct dev_counters *c);
 /* The model behind a sim device (its clock, window, figures); NULL otherwise. */
 struct sim *dev_sim(struct dev *d);
+/* sim: one line saying which IOVA window (domain) holds which of the
+ * device's memory (slot codes, slot scales, staging); DEV_E_ARG otherwise. */
+int dev_sim_windows(struct dev *d, char *out, size_t n);
 
 const char *dev_status_string(int status);
 /* "cpu amx sim": what dev_open knows, available here or not. */

@@ -11,6 +11,7 @@
 #include "dev/sim.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -95,7 +96,8 @@ static int sim_mem_alloc(struct dev *d, uint64_t bytes, struct dev_region *out) 
     long page = sysconf(_SC_PAGESIZE);
     size_t pg = page > 0 ? (size_t)page : 4096;
     r->map_bytes = ((size_t)bytes + pg - 1) / pg * pg;
-    int n = (int)((bytes + SIM_POOL_BUFFER_MAX - 1) / SIM_POOL_BUFFER_MAX);
+    /* pieces of at most SIM_POOL_BUFFER_MAX, one more per window they spill over */
+    int n = (int)((bytes + SIM_POOL_BUFFER_MAX - 1) / SIM_POOL_BUFFER_MAX) + sim_domains(sd->sim);
     r->iova = calloc((size_t)n, sizeof *r->iova);
     void *p = mmap(NULL, r->map_bytes, sd->guard ? PROT_NONE : PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -106,8 +108,13 @@ static int sim_mem_alloc(struct dev *d, uint64_t bytes, struct dev_region *out) 
     }
     r->host = p;
     for (uint64_t left = bytes; left > 0; r->n_iova++) {
-        uint64_t piece = left < SIM_POOL_BUFFER_MAX ? left : SIM_POOL_BUFFER_MAX;
-        int rc = sim_buffer_create(sd->sim, piece, &r->iova[r->n_iova]);
+        /* With several domains, the rest of a window when none holds a whole
+         * piece: a region's pieces spread over the windows. */
+        uint64_t piece = left < SIM_POOL_BUFFER_MAX ? left : SIM_POOL_BUFFER_MAX, room = sim_largest_free(sd->sim);
+        if (sim_domains(sd->sim) > 1 && piece > room && room > 0) piece = room;
+        int rc = r->n_iova < n ? sim_buffer_create(sd->sim, piece, &r->iova[r->n_iova])
+                               : (moex_errorf("sim: a %llu-byte region in too many pieces", (unsigned long long)bytes),
+                                  DEV_E_DEVMEM);
         if (rc != DEV_OK) {
             release(sd, r);
             return rc;
@@ -177,6 +184,32 @@ static double sim_estimate(const struct dev *d, const struct dev_job *jobs, int 
         if (jobs[j].slot < 0 || jobs[j].slot >= d->n_slots) return 0.0;
     for (int j = 0; j < n_jobs; j++) shapes[j] = shape_of(d, jobs[j].slot, jobs[j].m);
     return sim_batch_ns(sd->sim, shapes, n_jobs);
+}
+
+/* "window 0: 34.6 MiB (4 staging buffers, slot codes in part), ..." for each window in use. */
+int dev_sim_windows(struct dev *d, char *out, size_t n) {
+    if (!out || n == 0) return DEV_E_ARG;
+    out[0] = 0;
+    if (!dev_sim(d)) return DEV_E_ARG;
+    struct sim_dev *sd = d->backend;
+    size_t at = 0;
+    for (int w = 0; w < sim_domains(sd->sim) && at < n; w++) {
+        if (sim_domain_buffers(sd->sim, w) == 0) continue;
+        int staging = 0;
+        char what[2][32] = {"", ""}; /* slot codes, slot scales */
+        for (int h = 0; h < DEV_MAX_BUFFERS + 2; h++) {
+            const struct sim_region *r = &sd->regions[h];
+            int pieces = 0;
+            for (int i = 0; i < r->n_iova; i++) pieces += sim_address_domain(r->iova[i]) == w;
+            if (!pieces) continue;
+            int k = h == d->codes_mem.handle ? 0 : h == d->scales_mem.handle ? 1 : -1;
+            if (k < 0) staging++;
+            else snprintf(what[k], sizeof what[k], ", slot %s%s", k ? "scales" : "codes", pieces == r->n_iova ? "" : " in part");
+        }
+        at += (size_t)snprintf(out + at, n - at, "%swindow %d: %.1f MiB (%d staging buffers%s%s)", at ? "; " : "", w,
+                               sim_domain_used(sd->sim, w) / 1048576.0, staging, what[0], what[1]);
+    }
+    return DEV_OK;
 }
 
 struct sim *dev_sim(struct dev *d) {
