@@ -15,6 +15,7 @@
 #include "quant/quant_blocks.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -645,6 +646,69 @@ static void test_batches(struct threadpool *pool) {
 }
 
 /* Every failure is a code, the counters record it, nothing crashes. */
+/* What a host function on the stream saw. */
+struct stream_probe {
+    struct dev_ref out;
+    float first;       /* out[0] read back on the stream, after the submission before it */
+    pthread_t thread;  /* the thread that ran it */
+    int calls;
+    int fail;          /* return this (with a message) instead */
+};
+
+static int probe_fn(struct dev *d, void *arg) {
+    struct stream_probe *p = arg;
+    p->calls++;
+    p->thread = pthread_self();
+    if (p->fail) return moex_errorf("probe: failing on purpose"), p->fail;
+    return dev_read(d, p->out, &p->first, sizeof p->first);
+}
+
+/* The stream: fences in order, host functions after the submissions queued
+ * before them, on the device's own worker when it has no borrowed pool (on
+ * the caller when it has one); a failure is reported by the wait that covers
+ * it, and what was queued after it is skipped until then. */
+static void test_stream(struct threadpool *pool) {
+    for (int own = 0; own < 2; own++) {
+        struct dev *d = NULL;
+        CHECK(dev_open("cpu", &(struct dev_options){.pool = own ? NULL : pool}, &d) == DEV_OK);
+        if (!d) continue;
+        int buf;
+        CHECK(dev_buffer_alloc(d, 4096, &buf) == DEV_OK && dev_pool_alloc(d, 1, 64 * 16, 16) == DEV_OK);
+        float w[64 * 16];
+        for (int i = 0; i < 64 * 16; i++) w[i] = (float)(i % 5) - 2.0f;
+        CHECK(dev_pack(d, 0, QT_F32, w, 64, 16) == DEV_OK);
+        int8_t a[64];
+        for (int k = 0; k < 64; k++) a[k] = (int8_t)(k % 3);
+        float rs = 0.5f, zero[16] = {0};
+        struct dev_job job = {0, 1, {buf, 0}, {buf, 64}, {buf, 128}, 16};
+        CHECK(dev_write(d, job.act, a, sizeof a) == DEV_OK && dev_write(d, job.act_scale, &rs, sizeof rs) == DEV_OK &&
+              dev_write(d, job.out, zero, sizeof zero) == DEV_OK);
+        struct stream_probe p = {.out = job.out};
+        dev_fence f1 = 0, f2 = 0, f3 = 0;
+        CHECK(dev_submit(d, &job, 1, &f1) == DEV_OK && dev_enqueue_host(d, probe_fn, &p, &f2) == DEV_OK);
+        CHECK(f2 == f1 + 1 && dev_wait(d, f2) == DEV_OK && p.calls == 1);
+        float out[16];
+        CHECK(dev_read(d, job.out, out, sizeof out) == DEV_OK && out[0] != 0 && p.first == out[0]);
+        CHECK(own ? !pthread_equal(p.thread, pthread_self()) : pthread_equal(p.thread, pthread_self()));
+        /* A failing host step: the submission queued after it is skipped. */
+        struct dev_counters c0, c1;
+        dev_get_counters(d, &c0);
+        p.fail = DEV_E_SUBMIT;
+        CHECK(dev_enqueue_host(d, probe_fn, &p, &f1) == DEV_OK && dev_submit(d, &job, 1, &f2) == DEV_OK);
+        struct stream_probe later = {.out = job.out};
+        CHECK(dev_enqueue_host(d, probe_fn, &later, &f3) == DEV_OK);
+        CHECK(dev_wait(d, f3) == DEV_E_SUBMIT && strstr(moex_error(), "failing on purpose"));
+        dev_get_counters(d, &c1);
+        CHECK(c1.submissions == c0.submissions && later.calls == 0);
+        /* Reported once: the stream runs again. */
+        CHECK(dev_wait(d, f3) == DEV_OK);
+        CHECK(dev_run(d, &job, 1) == DEV_OK);
+        dev_get_counters(d, &c1);
+        CHECK(c1.submissions == c0.submissions + 1);
+        dev_close(d);
+    }
+}
+
 static void test_errors(void) {
     struct dev *d = (struct dev *)1;
     CHECK(dev_open("tpu", NULL, &d) == DEV_E_OPTION && d == NULL);
@@ -741,6 +805,7 @@ int main(void) {
     test_backends_equal(pool);
     test_batches(pool);
     test_errors();
+    test_stream(pool);
     threadpool_free(pool);
     return test_finish();
 }
