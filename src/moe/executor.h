@@ -25,8 +25,9 @@ struct moe_scratch;
 
 struct moe_exec_options {
     const char *device;        /* "cpu", "amx", "sim", "auto" (amx where present), NULL or "none": CPU only */
-    uint64_t hot_budget;       /* resident bytes for experts; 0 with hot_fraction 0: no device slots */
-    double hot_fraction;       /* > 0: the budget is this share of all experts' device bytes */
+    uint64_t hot_budget;       /* resident device bytes: the staging buffers first, then expert slots;
+                                  0 with hot_fraction 0: no device slots */
+    double hot_fraction;       /* > 0: this share of all experts' device bytes, the staging on top */
     int min_m;                 /* 0: the device's own figure */
     const char *stats_path;    /* routing statistics (moex profile) for the pinned core; NULL: none */
     double pinned_share;       /* share of the expert slots pinned from stats (default 0.25 when < 0) */
