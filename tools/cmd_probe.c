@@ -209,7 +209,7 @@ static int probe_shape(struct threadpool *pool, struct dev *d, struct shape sh, 
     int crossover = 0;
     for (int i = 0; i < n_m; i++) {
         const int M = (int)ms[i];
-        struct cpu_run cr = {pool, {wq, QT_Q4_K, N, K, row}, xq, q8_stride, M, y};
+        struct cpu_run cr = {pool, {wq, QT_Q4_K, N, K, row, NULL}, xq, q8_stride, M, y};
         double cpu_ns = best_ns(cpu_once, &cr, 3);
         struct dev_run dr = {d, {0, M, xa, xs, y, (size_t)N}, DEV_OK};
         double dev_ns, host_ns = 0;

@@ -7,8 +7,9 @@
 /* Activation rows per kernel call: keeps a tile of quantized activations in
  * L2 while a chunk of weight rows streams past it. */
 enum { ACT_BLOCK = 64 };
-/* Weight rows per work item (a multiple of every kernel's row blocking). */
-enum { ROW_ALIGN = 8 };
+/* Weight rows per work item (a multiple of every kernel's row blocking and
+ * of the interleaved groups). */
+enum { ROW_ALIGN = QUANT_R16_ROWS };
 
 size_t matmul_scratch_size(const struct matrix *w, int M) {
     const struct qtype_traits *tr = quant_traits(w->type);
@@ -22,6 +23,16 @@ void matmul_tile(const struct qtype_traits *tr, int n, const void *w, size_t w_s
         return;
     }
     tr->gemm_tile(n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
+}
+
+void matrix_tile(const struct matrix *w, int64_t row0, int n_rows, const void *a, size_t a_stride, int n_a_rows,
+                 float *out, size_t out_stride) {
+    const struct qtype_traits *tr = quant_traits(w->type);
+    const size_t off = (size_t)row0 * w->row_bytes; /* a group is 16 rows' bytes */
+    if (w->r16) tr->gemm_r16((int)w->cols, (const char *)w->r16 + off, w->row_bytes, n_rows, a, a_stride, n_a_rows, out,
+                             out_stride);
+    else matmul_tile(tr, (int)w->cols, (const char *)w->data + off, w->row_bytes, n_rows, a, a_stride, n_a_rows, out,
+                     out_stride);
 }
 
 struct quantize_job {
@@ -68,11 +79,10 @@ static void matmul_range(void *arg, int64_t begin, int64_t end, int thread_index
     for (int64_t item = begin; item < end; item++) {
         int64_t r0 = item * j->rows_per_item;
         int64_t r1 = r0 + j->rows_per_item < w->rows ? r0 + j->rows_per_item : w->rows;
-        const char *wrow = (const char *)w->data + r0 * w->row_bytes;
         for (int m0 = 0; m0 < j->M; m0 += ACT_BLOCK) {
             int m = j->M - m0 < ACT_BLOCK ? j->M - m0 : ACT_BLOCK;
-            matmul_tile(j->tr, (int)w->cols, wrow, w->row_bytes, (int)(r1 - r0), j->xq + (size_t)m0 * j->act_stride,
-                    j->act_stride, m, j->y + (size_t)m0 * j->y_stride + r0, j->y_stride);
+            matrix_tile(w, r0, (int)(r1 - r0), j->xq + (size_t)m0 * j->act_stride, j->act_stride, m,
+                        j->y + (size_t)m0 * j->y_stride + r0, j->y_stride);
         }
     }
 }

@@ -46,12 +46,19 @@ struct model {
     struct tokenizer *tok;             /* NULL when the file has no tokenizer */
     uint64_t n_params, weight_bytes;
     char *name;                        /* general.name or the file name */
+    struct model_copies *copies;       /* weights repacked for this CPU (model_interleave) */
 };
 
 /* Loads and validates path. NULL with moex_error() naming the file and, for
  * a bad tensor, the tensor. */
 struct model *model_load(const char *path);
 void model_free(struct model *m);
+/* Gives the Q4_K matrices a copy in the CPU's interleaved layout (struct
+ * matrix r16) where this machine has a kernel for it (quant traits'
+ * gemm_r16), once per model; the copies replace the mapped pages in memory.
+ * MOEX_INTERLEAVE=0 turns it off. -1 (moex_error) when out of memory. */
+int model_interleave(struct model *m, struct threadpool *pool);
+void model_interleave_free(struct model *m);
 /* One expert's slice of an expert stack (rows of expert e only). */
 struct matrix expert_matrix(const struct matrix *stack, int rows_per_expert, int e);
 

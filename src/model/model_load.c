@@ -76,6 +76,7 @@ struct matrix expert_matrix(const struct matrix *stack, int rows_per_expert, int
     struct matrix m = *stack;
     m.rows = rows_per_expert;
     m.data = (const char *)stack->data + (size_t)e * rows_per_expert * stack->row_bytes;
+    if (m.r16) m.r16 = (const char *)stack->r16 + (size_t)e * rows_per_expert * stack->row_bytes;
     return m;
 }
 
@@ -206,6 +207,7 @@ struct model *model_load(const char *path) {
 
 void model_free(struct model *m) {
     if (!m) return;
+    model_interleave_free(m);
     if (m->tok) tokenizer_free(m->tok);
     free(m->layers);
     free(m->name);

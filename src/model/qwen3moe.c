@@ -104,7 +104,7 @@ struct context *context_new(struct model *m, const struct context_params *p) {
     c->moe = moe_scratch_new(&shape, c->n_batch, hp->n_expert_used);
     struct moe_exec_options cpu_only = { 0 };
     c->exec = moe_executor_new(m, c->pool, c->n_batch, p->experts ? p->experts : &cpu_only);
-    if (!c->exec) {
+    if (!c->exec || model_interleave(m, c->pool)) {
         context_free(c);
         return NULL;
     }
