@@ -90,6 +90,7 @@ static enum isa isa_parent(enum isa isa) {
 static void fill_tables(void) {
     quant_fill_scalar(&isa_tables[ISA_SCALAR]);
     isa_tables[ISA_SCALAR].gemm_r16[QT_Q4_K] = gemm_q4_K_r16_ref;
+    isa_tables[ISA_SCALAR].gemm_r16[QT_Q6_K] = gemm_q6_K_r16_ref;
     isa_filled[ISA_SCALAR] = true;
 #if defined(__x86_64__)
     /* The fill functions are compiled with their ISA's flags: never call one

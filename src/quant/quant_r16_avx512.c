@@ -1,16 +1,20 @@
-/* AVX-512 VNNI GEMM on Q4_K rows interleaved by 16 (layout: quant_r16.c).
+/* AVX-512 VNNI GEMMs on Q4_K and Q6_K rows interleaved by 16 (layouts:
+ * quant_r16.c).
  * A 16-row group stays in L1 while tiles of up to R16_COLS activation rows
  * pass over it; per sub-block of 32 values and activation row, eight
  * vpdpbusd (16 rows x 4 values each, the activation's 4 bytes broadcast)
  * give the 16 rows' sums at once, then one multiply by the rows' 6-bit
  * scales. Integer sums are exact, so the float steps alone fix the result:
- * two fused multiply-adds per block, as gemm_q4_K_r16_ref does them. */
+ * two fused multiply-adds per block (Q6_K: one), as the reference does. */
 #include "quant/quant_impl.h"
 
 #include <immintrin.h>
 #include <string.h>
 
-enum { R16_COLS = 8, R16_PANEL = 16, R16_BLOCK = QUANT_R16_ROWS * (int)sizeof(struct block_q4_K) };
+enum {
+    R16_COLS = 8, R16_PANEL = 16, R16_BLOCK = QUANT_R16_ROWS * (int)sizeof(struct block_q4_K),
+    Q6_COLS = 6, Q6_BLOCK = QUANT_R16_ROWS * (int)sizeof(struct block_q6_K),
+};
 
 static inline __m512i bcast4(const int8_t *p) {
     int32_t v;
@@ -92,26 +96,113 @@ static inline __attribute__((always_inline)) void r16_tile(const int nc, int nb,
     for (int c = 0; c < nc; c++) _mm512_storeu_ps(out + (size_t)c * out_stride, acc[c]);
 }
 
-#define R16_TILE_CASE(N)                                                                             \
-    case N: r16_tile(N, nb, wg, (const char *)a + (size_t)c0 * a_stride, a_stride,                  \
-                     out + (size_t)c0 * out_stride + (size_t)g * QUANT_R16_ROWS, out_stride);        \
-        break
+/* One tile of nc (1..R16_COLS) activation rows against one 16-row group. */
+typedef void (*tile_fn)(int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
+                        size_t out_stride);
 
-void gemm_q4_K_r16_avx512(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
-                          int n_a_rows, float *out, size_t out_stride) {
+static void q4_K_tile(int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out, size_t out_stride) {
+    switch (nc) { /* constant widths: the accumulators stay in registers */
+    case 1: r16_tile(1, nb, wg, a, a_stride, out, out_stride); break;
+    case 2: r16_tile(2, nb, wg, a, a_stride, out, out_stride); break;
+    case 3: r16_tile(3, nb, wg, a, a_stride, out, out_stride); break;
+    case 4: r16_tile(4, nb, wg, a, a_stride, out, out_stride); break;
+    case 5: r16_tile(5, nb, wg, a, a_stride, out, out_stride); break;
+    case 6: r16_tile(6, nb, wg, a, a_stride, out, out_stride); break;
+    case 7: r16_tile(7, nb, wg, a, a_stride, out, out_stride); break;
+    default: r16_tile(8, nb, wg, a, a_stride, out, out_stride); break;
+    }
+}
+
+/* R16_PANEL activation rows (~37 KiB at n = 2048) stay in L1 while the
+ * groups stream past them from L2; wider panels thrash L1 (3x slower). */
+static void gemm_r16(tile_fn tile, int cols, int n, const void *w, size_t w_stride, int n_w_rows,
+                     const void *a, size_t a_stride, int n_a_rows, float *out, size_t out_stride) {
     const int nb = n / QK_K;
-    /* R16_PANEL activation rows (~37 KiB at n = 2048) stay in L1 while the
-     * groups stream past them from L2; wider panels thrash L1 (3x slower). */
     for (int p0 = 0; p0 < n_a_rows; p0 += R16_PANEL) {
         const int p1 = n_a_rows - p0 < R16_PANEL ? n_a_rows : p0 + R16_PANEL;
         for (int g = 0; g < n_w_rows / QUANT_R16_ROWS; g++) {
             const uint8_t *wg = (const uint8_t *)w + (size_t)g * QUANT_R16_ROWS * w_stride;
-            for (int c0 = p0; c0 < p1; c0 += R16_COLS) {
-                switch (p1 - c0 < R16_COLS ? p1 - c0 : R16_COLS) {
-                    R16_TILE_CASE(1); R16_TILE_CASE(2); R16_TILE_CASE(3); R16_TILE_CASE(4);
-                    R16_TILE_CASE(5); R16_TILE_CASE(6); R16_TILE_CASE(7); R16_TILE_CASE(8);
-                }
-            }
+            for (int c0 = p0; c0 < p1; c0 += cols)
+                tile(p1 - c0 < cols ? p1 - c0 : cols, nb, wg, (const char *)a + (size_t)c0 * a_stride, a_stride,
+                     out + (size_t)c0 * out_stride + (size_t)g * QUANT_R16_ROWS, out_stride);
         }
     }
+}
+
+void gemm_q4_K_r16_avx512(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                          int n_a_rows, float *out, size_t out_stride) {
+    gemm_r16(q4_K_tile, R16_COLS, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
+}
+
+/* The top 2 bits of quad i (bits 2i..2i+1 of each byte) moved to bits 4..5. */
+static inline __m512i q6_top(__m512i h, int i) {
+    const __m512i m = _mm512_set1_epi8(0x30);
+    switch (i) {
+    case 0: return _mm512_and_si512(_mm512_slli_epi16(h, 4), m);
+    case 1: return _mm512_and_si512(_mm512_slli_epi16(h, 2), m);
+    case 2: return _mm512_and_si512(h, m);
+    default: return _mm512_and_si512(_mm512_srli_epi16(h, 2), m);
+    }
+}
+
+static inline __attribute__((always_inline)) void q6_tile(const int nc, int nb, const uint8_t *wg, const char *a,
+                                                          size_t a_stride, float *out, size_t out_stride) {
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m512 acc[Q6_COLS];
+    for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = wg + (size_t)b * Q6_BLOCK;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        const struct block_q8_K *y[Q6_COLS];
+        __m512i isum[Q6_COLS], bias[Q6_COLS];
+        for (int c = 0; c < nc; c++) {
+            y[c] = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
+            isum[c] = bias[c] = _mm512_setzero_si512();
+        }
+        for (int t = 0; t < 8; t++) {
+            /* dword r: the int16 scales of sub-blocks 2t and 2t+1 of row r */
+            const __m512i pair = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * t)));
+            const __m512i sc0 = _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16), sc1 = _mm512_srai_epi32(pair, 16);
+            const uint8_t *q = blk + 288 + 384 * t;
+            const __m512i h0 = _mm512_loadu_si512(q + 256), h1 = _mm512_loadu_si512(q + 320);
+            __m512i w0[4], w1[4];
+            for (int i = 0; i < 4; i++) {
+                const __m512i lo = _mm512_loadu_si512(q + 64 * i);
+                w0[i] = _mm512_or_si512(_mm512_and_si512(lo, m4), q6_top(h0, i));
+                w1[i] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4), q6_top(h1, i));
+            }
+            for (int c = 0; c < nc; c++) {
+                const int8_t *ys = y[c]->qs + 32 * t;
+                __m512i t0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0[0], bcast4(ys));
+                __m512i t1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1[0], bcast4(ys + 16));
+                for (int i = 1; i < 4; i++) {
+                    t0 = _mm512_dpbusd_epi32(t0, w0[i], bcast4(ys + 4 * i));
+                    t1 = _mm512_dpbusd_epi32(t1, w1[i], bcast4(ys + 16 + 4 * i));
+                }
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(t0, sc0), _mm512_mullo_epi32(t1, sc1)));
+                bias[c] = _mm512_dpwssd_epi32(bias[c], pair, bcast4((const int8_t *)(y[c]->bsums + 2 * t)));
+            }
+        }
+        for (int c = 0; c < nc; c++) {
+            const __m512i v = _mm512_sub_epi32(isum[c], _mm512_slli_epi32(bias[c], 5));
+            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(y[c]->d)), _mm512_cvtepi32_ps(v), acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) _mm512_storeu_ps(out + (size_t)c * out_stride, acc[c]);
+}
+
+static void q6_K_tile(int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out, size_t out_stride) {
+    switch (nc) {
+    case 1: q6_tile(1, nb, wg, a, a_stride, out, out_stride); break;
+    case 2: q6_tile(2, nb, wg, a, a_stride, out, out_stride); break;
+    case 3: q6_tile(3, nb, wg, a, a_stride, out, out_stride); break;
+    case 4: q6_tile(4, nb, wg, a, a_stride, out, out_stride); break;
+    case 5: q6_tile(5, nb, wg, a, a_stride, out, out_stride); break;
+    default: q6_tile(6, nb, wg, a, a_stride, out, out_stride); break;
+    }
+}
+
+void gemm_q6_K_r16_avx512(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                          int n_a_rows, float *out, size_t out_stride) {
+    gemm_r16(q6_K_tile, Q6_COLS, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
 }
