@@ -192,8 +192,6 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
     float *scores = c->scores + (size_t)thread_index * c->n_ctx * group; /* (n_ctx, group) */
     float *qh = c->attn_q + (size_t)thread_index * group * hd;         /* (group, hd) */
     const struct attn_kernels *ak = attn_kernels();
-    float max[64], w[64];
-    double sum[64];
     for (int64_t item = begin; item < end; item++) {
         int t = (int)(item / hp->n_head_kv), g = (int)(item % hp->n_head_kv);
         int n_keys = c->n_past + t + 1;
@@ -201,33 +199,16 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
         float *out = c->attn + (size_t)t * hp->n_head * hd + (size_t)g * group * hd;
         size_t off = layer_off + (size_t)g * hd;
         if (c->kv_elem == 2) {
-            for (int i = 0; i < group * hd; i++) qh[i] = fp16_to_f32(f32_to_fp16(q[i]));
+            f32_to_fp16_row(q, (uint16_t *)out, group * hd); /* out is free until wsum */
+            fp16_to_f32_row((const uint16_t *)out, qh, group * hd);
             const uint16_t *kc = (const uint16_t *)c->k_cache + off;
             for (int p = 0; p < n_keys; p++) ak->dot_f16(qh, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
         } else {
             const float *kc = (const float *)c->k_cache + off;
             for (int p = 0; p < n_keys; p++) ak->dot_f32(q, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
         }
-        for (int h = 0; h < group; h++) { max[h] = -INFINITY; sum[h] = 0; }
-        for (int p = 0; p < n_keys; p++)
-            for (int h = 0; h < group; h++) {
-                float v = scores[(size_t)p * group + h] * scale;
-                scores[(size_t)p * group + h] = v;
-                if (v > max[h]) max[h] = v;
-            }
-        for (int p = 0; p < n_keys; p++)
-            for (int h = 0; h < group; h++) {
-                float e = expf(scores[(size_t)p * group + h] - max[h]);
-                scores[(size_t)p * group + h] = e;
-                sum[h] += e;
-            }
-        for (int h = 0; h < group; h++) w[h] = (float)(1.0 / sum[h]);
-        /* The probabilities, in place (rounded to f16 for an f16 cache). */
-        for (int p = 0; p < n_keys; p++)
-            for (int h = 0; h < group; h++) {
-                float pr = scores[(size_t)p * group + h] * w[h];
-                scores[(size_t)p * group + h] = c->kv_elem == 2 ? fp16_to_f32(f32_to_fp16(pr)) : pr;
-            }
+        /* the probabilities, in place (rounded to f16 for an f16 cache) */
+        ak->softmax(scores, n_keys, group, scale, c->kv_elem == 2);
         if (c->kv_elem == 2)
             ak->wsum_f16(scores, group, n_keys, (const uint16_t *)c->v_cache + off, kvd, hd, out);
         else
