@@ -46,6 +46,8 @@ static inline __attribute__((always_inline)) void r16_tile(const int nc, int nb,
     for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * R16_BLOCK;
+        /* decode streams the rows from DRAM: ask for the block after next */
+        for (int off = 0; off < R16_BLOCK; off += 64) _mm_prefetch((const char *)blk + 2 * R16_BLOCK + off, _MM_HINT_T0);
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         const __m512i u0 = _mm512_loadu_si512(blk + 64), u1 = _mm512_loadu_si512(blk + 128);
@@ -74,20 +76,27 @@ static inline __attribute__((always_inline)) void r16_tile(const int nc, int nb,
             }
             for (int c = 0; c < nc; c++) {
                 const int8_t *ys = y[c]->qs + 32 * s;
-                __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], bcast4(ys));
-                for (int i = 1; i < 8; i++) t = _mm512_dpbusd_epi32(t, w[i], bcast4(ys + 4 * i));
-                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(t, sc));
+                /* two chains: with one activation row (decode) the latency of
+                 * dependent vpdpbusd would bound the speed */
+                __m512i t0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], bcast4(ys));
+                __m512i t1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[4], bcast4(ys + 16));
+                for (int i = 1; i < 4; i++) {
+                    t0 = _mm512_dpbusd_epi32(t0, w[i], bcast4(ys + 4 * i));
+                    t1 = _mm512_dpbusd_epi32(t1, w[i + 4], bcast4(ys + 16 + 4 * i));
+                }
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(_mm512_add_epi32(t0, t1), sc));
             }
         }
         const __m512i mp0 = dword_pair(mn03, 0), mp1 = dword_pair(mn03, 2);
         const __m512i mp2 = dword_pair(mn47, 0), mp3 = dword_pair(mn47, 2);
         for (int c = 0; c < nc; c++) {
-            int16_t bs[8];
-            for (int s = 0; s < 8; s++) bs[s] = (int16_t)(y[c]->bsums[2 * s] + y[c]->bsums[2 * s + 1]);
-            __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp0, bcast4((const int8_t *)bs));
-            msum = _mm512_dpwssd_epi32(msum, mp1, bcast4((const int8_t *)bs + 4));
-            msum = _mm512_dpwssd_epi32(msum, mp2, bcast4((const int8_t *)bs + 8));
-            msum = _mm512_dpwssd_epi32(msum, mp3, bcast4((const int8_t *)bs + 12));
+            /* the sub-blocks' activation sums (pairs of bsums) as int16 pairs, in registers */
+            const __m256i b16 = _mm256_loadu_si256((const __m256i *)y[c]->bsums);
+            const __m128i bs = _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1));
+            __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp0, _mm512_broadcastd_epi32(bs));
+            msum = _mm512_dpwssd_epi32(msum, mp1, _mm512_broadcastd_epi32(_mm_shuffle_epi32(bs, 1)));
+            msum = _mm512_dpwssd_epi32(msum, mp2, _mm512_broadcastd_epi32(_mm_shuffle_epi32(bs, 2)));
+            msum = _mm512_dpwssd_epi32(msum, mp3, _mm512_broadcastd_epi32(_mm_shuffle_epi32(bs, 3)));
             const __m512 dy = _mm512_set1_ps(y[c]->d);
             acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(isum[c]), acc[c]);
             acc[c] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(msum), acc[c]);
@@ -152,6 +161,7 @@ static inline __attribute__((always_inline)) void q6_tile(const int nc, int nb, 
     for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * Q6_BLOCK;
+        for (int off = 0; off < Q6_BLOCK; off += 64) _mm_prefetch((const char *)blk + 2 * Q6_BLOCK + off, _MM_HINT_T0);
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const struct block_q8_K *y[Q6_COLS];
         __m512i isum[Q6_COLS], bias[Q6_COLS];
