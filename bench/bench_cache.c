@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
         for (int i = 1; i < m->hp.n_vocab; i++) if (logits[i] > logits[best]) best = i;
         tok = best;
     }
-    int L = m->hp.n_layers, E = m->hp.n_expert, K = m->hp.n_expert_used, keys_total = L * E;
+    int L = m->moe.n_layers, E = m->hp.n_expert, K = m->hp.n_expert_used, keys_total = L * E;
     /* One batch per token (all its layers), as the executor's cache sees decode. */
     int64_t per_token = (int64_t)L * K, n_batches = rec.n / per_token;
     int64_t *starts = malloc(sizeof *starts * (size_t)(n_batches + 1));

@@ -26,6 +26,9 @@ expect "--sim with an unknown figure is an error" 1 run --device sim --sim rk358
 
 expect "sim device with profile and trace" 0 run --device sim --hot-budget 50% --min-m 1 --profile --trace "$tmp/t.json"
 grep -q "^| prefill |" "$tmp/err" && grep -q "^| decode |" "$tmp/err" || { echo "FAIL: no profile table"; fail=1; }
+# 2 layers x (keys + values) x 4096 positions x 128 f16 values: 4 MiB; no recurrent state
+grep -q "context of 4096 tokens: KV cache 4.0 MiB, conv state 0.00 MiB, recurrent state 0.00 MiB" "$tmp/err" \
+    || { echo "FAIL: no state memory line"; fail=1; }
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]; assert any(e.get("name")=="cpu experts" for e in ev); assert any(e.get("tid")==1 and e.get("ph")=="X" for e in ev)' "$tmp/t.json" \
     || { echo "FAIL: trace JSON"; fail=1; }
 cp "$tmp/out" "$tmp/sim_ids"

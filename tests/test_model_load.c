@@ -1,15 +1,41 @@
 /* Model loading errors name the file and the tensor or key at fault. The
- * broken models are copies of the oracle F32 model with one thing changed. */
+ * broken models are copies of the oracle F32 model with one thing changed:
+ * a tensor, or a key's value or GGUF type (D1: hyper-parameter products
+ * checked in 64 bits; D11: bad floats, keys of the wrong type, value_length,
+ * block_count against the tensors). */
 #include "harness.h"
 
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum change { NONE, DROP_TENSOR, RESHAPE_TENSOR, RETYPE_TENSOR, DROP_KEY, WRONG_ARCH, HEADS_KV };
+enum change { NONE, DROP_TENSOR, RESHAPE_TENSOR, RETYPE_TENSOR, DROP_KEY, WRONG_ARCH, HEADS_KV, SET_KEYS };
+
+/* For SET_KEYS: keys replaced (or added) with a value of the given type. */
+struct key_value {
+    const char *key;
+    enum gguf_vtype type;   /* GGUF_U32, GGUF_F32 or GGUF_STRING */
+    uint32_t u;
+    float f;
+};
+static const struct key_value *set_keys;
+static int n_set_keys;
+
+static void set_key(struct gguf_writer *w, const struct key_value *kv) {
+    if (kv->type == GGUF_U32) gguf_set_u32(w, kv->key, kv->u);
+    else if (kv->type == GGUF_F32) gguf_set_f32(w, kv->key, kv->f);
+    else gguf_set_str(w, kv->key, "1e-6");
+}
+
+static const struct key_value *key_change(const char *key) {
+    for (int i = 0; i < n_set_keys; i++)
+        if (!strcmp(set_keys[i].key, key)) return &set_keys[i];
+    return NULL;
+}
 
 /* Writes a copy of src with `change` applied to `what`. */
 static int write_variant(const struct gguf_file *src, const char *path, enum change change, const char *what) {
@@ -19,8 +45,12 @@ static int write_variant(const struct gguf_file *src, const char *path, enum cha
         if (change == DROP_KEY && !strcmp(kv->key, what)) continue;
         if (change == WRONG_ARCH && !strcmp(kv->key, "general.architecture")) { gguf_set_str(w, kv->key, "llama"); continue; }
         if (change == HEADS_KV && !strcmp(kv->key, what)) { gguf_set_u32(w, kv->key, 3); continue; }
-        gguf_copy_kv(w, kv);
+        const struct key_value *to = change == SET_KEYS ? key_change(kv->key) : NULL;
+        if (to) set_key(w, to);
+        else gguf_copy_kv(w, kv);
     }
+    for (int i = 0; change == SET_KEYS && i < n_set_keys; i++)
+        if (!gguf_find_kv(src, set_keys[i].key)) set_key(w, &set_keys[i]);
     for (uint64_t i = 0; i < src->n_tensors; i++) {
         const struct gguf_tensor *t = &src->tensors[i];
         int64_t ne[4] = { t->ne[0], t->ne[1], t->ne[2], t->ne[3] };
@@ -67,6 +97,56 @@ static void expect_error(const struct gguf_file *src, enum change change, const 
     remove(path);
 }
 
+/* The model with keys changed must be refused with a message containing phrase. */
+static void expect_key_error(const struct gguf_file *src, const struct key_value *kv, int n, const char *phrase) {
+    set_keys = kv;
+    n_set_keys = n;
+    expect_error(src, SET_KEYS, "", phrase);
+    n_set_keys = 0;
+}
+
+#define KEY(k) "qwen3moe." k
+
+static void test_hparams(const struct gguf_file *src) {
+    /* D1: 2^22 heads of 1024 wrap an int product to 0. */
+    const struct key_value huge[] = { { KEY("attention.head_count"), GGUF_U32, 1u << 22, 0 },
+                                      { KEY("attention.head_count_kv"), GGUF_U32, 1u << 22, 0 },
+                                      { KEY("attention.key_length"), GGUF_U32, 1024, 0 },
+                                      { KEY("attention.value_length"), GGUF_U32, 1024, 0 } };
+    expect_key_error(src, huge, 4, "head_count x key_length = 4194304 x 1024 = 4294967296 is more than");
+    const struct key_value experts[] = { { KEY("expert_count"), GGUF_U32, 1u << 24, 0 },
+                                         { KEY("expert_feed_forward_length"), GGUF_U32, 1u << 24, 0 } };
+    expect_key_error(src, experts, 2, "is more than");
+    /* D11: floats that are not usable. */
+    static const float bad_eps[] = { NAN, -1e-6f, 0.0f, INFINITY };
+    for (size_t i = 0; i < sizeof bad_eps / sizeof *bad_eps; i++) {
+        struct key_value kv = { KEY("attention.layer_norm_rms_epsilon"), GGUF_F32, 0, bad_eps[i] };
+        expect_key_error(src, &kv, 1, "key 'qwen3moe.attention.layer_norm_rms_epsilon' is");
+    }
+    static const float bad_base[] = { 0.0f, NAN, INFINITY, -10000.0f };
+    for (size_t i = 0; i < sizeof bad_base / sizeof *bad_base; i++) {
+        struct key_value kv = { KEY("rope.freq_base"), GGUF_F32, 0, bad_base[i] };
+        expect_key_error(src, &kv, 1, "key 'qwen3moe.rope.freq_base' is");
+    }
+    /* Keys of the wrong GGUF type are refused, not defaulted. */
+    struct key_value base_u32 = { KEY("rope.freq_base"), GGUF_U32, 1000000, 0 };
+    expect_key_error(src, &base_u32, 1, "key 'qwen3moe.rope.freq_base' is stored as u32, expected f32");
+    struct key_value eps_str = { KEY("attention.layer_norm_rms_epsilon"), GGUF_STRING, 0, 0 };
+    expect_key_error(src, &eps_str, 1, "key 'qwen3moe.attention.layer_norm_rms_epsilon' is stored as str");
+    struct key_value heads_f32 = { KEY("attention.head_count"), GGUF_F32, 0, 4.0f };
+    expect_key_error(src, &heads_f32, 1, "key 'qwen3moe.attention.head_count' is stored as f32, expected an integer");
+    struct key_value no_experts = { KEY("expert_count"), GGUF_U32, 0, 0 };
+    expect_key_error(src, &no_experts, 1, "key 'qwen3moe.expert_count' is 0, expected 1..");
+    /* value_length is read and checked. */
+    struct key_value value = { KEY("attention.value_length"), GGUF_U32, 32, 0 };
+    expect_key_error(src, &value, 1, "attention.value_length 32 differs from key_length 64");
+    /* block_count against the layers the file has. */
+    struct key_value one = { KEY("block_count"), GGUF_U32, 1, 0 };
+    expect_key_error(src, &one, 1, "'qwen3moe.block_count' is 1 but the file has tensor 'blk.1.");
+    struct key_value three = { KEY("block_count"), GGUF_U32, 3, 0 };
+    expect_key_error(src, &three, 1, "tensor 'blk.2.attn_norm.weight' is missing");
+}
+
 int main(void) {
     struct gguf_file *src = gguf_open(oracle_path("models/qwen3moe-o1-F32.gguf"));
     CHECK(src != NULL);
@@ -91,6 +171,7 @@ int main(void) {
     expect_error(src, DROP_KEY, "qwen3moe.expert_count", "qwen3moe.expert_count");
     expect_error(src, WRONG_ARCH, "", "architecture 'llama' is not supported");
     expect_error(src, HEADS_KV, "qwen3moe.attention.head_count_kv", "not a multiple of head_count_kv");
+    test_hparams(src);
     gguf_close(src);
 
     moex_clear_error();

@@ -12,7 +12,7 @@
 #include "dev/dev.h"
 #include "dev/sim.h"
 #include "model/model.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 #include "moe/executor.h"
 #include "moe/pack_experts.h"
 #include "pack/packfile.h"
@@ -100,7 +100,7 @@ static struct moe_exec_options cpu_options(double fraction, const char *pack) {
 
 static int pack_model(struct model *m, const struct moe_exec_options *o, bool all, const char *path) {
     struct moe_pack_result r;
-    int rc = moe_pack_experts(m, o, pool, all, path, NULL, NULL, &r);
+    int rc = moe_pack_experts(&m->moe, o, pool, all, path, NULL, NULL, &r);
     if (rc != 0) fprintf(stderr, "pack %s: %s\n", path, moex_error());
     return rc;
 }
@@ -142,7 +142,7 @@ static void round_trip(struct model *m, const char *label, const char *device) {
     CHECK(in->n_pinned == hp->n_layers * hp->n_expert && in->plan_slots == in->n_pinned);
     CHECK(packfile_verify_data(pf) == PACKFILE_OK);
     struct packfile_identity id;
-    uint32_t types[3] = { m->layers[0].gate_exps.type, m->layers[0].up_exps.type, m->layers[0].down_exps.type };
+    uint32_t types[3] = { m->moe.layers[0].gate.type, m->moe.layers[0].up.type, m->moe.layers[0].down.type };
     CHECK(packfile_model_identity(m->file, &id) == PACKFILE_OK);
     CHECKF(packfile_check_model(pf, &id, hp->n_layers, hp->n_expert, hp->n_embd, hp->n_ff_exp, types) == PACKFILE_OK,
            "%s: %s", label, moex_error());
@@ -159,9 +159,9 @@ static void round_trip(struct model *m, const char *label, const char *device) {
     int differ = 0;
     for (int i = 0; i < in->n_entries; i++) {
         const struct packfile_entry *en = packfile_entry(pf, i);
-        const struct layer_weights *L = &m->layers[en->layer];
-        const struct matrix *w = en->matrix == PACKFILE_GATE ? &L->gate_exps
-                                 : en->matrix == PACKFILE_UP ? &L->up_exps : &L->down_exps;
+        const struct moe_layer_desc *L = &m->moe.layers[en->layer];
+        const struct matrix *w = en->matrix == PACKFILE_GATE ? &L->gate
+                                 : en->matrix == PACKFILE_UP ? &L->up : &L->down;
         const char *src = (const char *)w->data + (size_t)en->expert * en->N * w->row_bytes;
         const int8_t *c0, *c1;
         const float *s0, *s1;
@@ -242,8 +242,8 @@ static void test_amx_layout_file(void) {
         .layout = PACK_AMX, .device = "amx", .k_multiple = 64, .n_multiple = 16,
         .slot_values = (int64_t)K * N, .slot_max_n = max_n, .code_stride = (uint64_t)K * N,
         .scale_stride = (uint64_t)max_n * 4, .n_layers = hp->n_layers, .n_expert = hp->n_expert, .n_embd = K,
-        .n_ff = N, .source_type = { m->layers[0].gate_exps.type, m->layers[0].up_exps.type,
-                                    m->layers[0].down_exps.type },
+        .n_ff = N, .source_type = { m->moe.layers[0].gate.type, m->moe.layers[0].up.type,
+                                    m->moe.layers[0].down.type },
         .plan_slots = 1, .n_pinned = 1,
     };
     int32_t pinned[1] = { 3 }, extra[1] = { 9 };
@@ -255,8 +255,8 @@ static void test_amx_layout_file(void) {
     float *scales[2][3];
     for (int e = 0; e < 2 && w; e++) {
         int key = e ? extra[0] : pinned[0];
-        const struct layer_weights *L = &m->layers[key / hp->n_expert];
-        const struct matrix *mats[3] = { &L->gate_exps, &L->up_exps, &L->down_exps };
+        const struct moe_layer_desc *L = &m->moe.layers[key / hp->n_expert];
+        const struct matrix *mats[3] = { &L->gate, &L->up, &L->down };
         for (int i = 0; i < 3; i++) {
             int k = i < 2 ? K : N, n = i < 2 ? N : K;
             codes[e][i] = malloc(pack_bytes(PACK_AMX, k, n));
@@ -310,7 +310,7 @@ static int check_like_a_run(struct model *m, const char *path) {
     int64_t sv = (int64_t)hp->n_embd * hp->n_ff_exp;
     int max_n = hp->n_embd > hp->n_ff_exp ? hp->n_embd : hp->n_ff_exp;
     struct packfile_identity id;
-    uint32_t types[3] = { m->layers[0].gate_exps.type, m->layers[0].up_exps.type, m->layers[0].down_exps.type };
+    uint32_t types[3] = { m->moe.layers[0].gate.type, m->moe.layers[0].up.type, m->moe.layers[0].down.type };
     rc = packfile_check_layout(pf, "cpu", PACK_ROWS, 1, 1, sv, max_n);
     if (rc == PACKFILE_OK) rc = packfile_model_identity(m->file, &id);
     if (rc == PACKFILE_OK) rc = packfile_check_model(pf, &id, hp->n_layers, hp->n_expert, hp->n_embd, hp->n_ff_exp, types);
@@ -508,7 +508,7 @@ static void test_admissions_load(void) {
     /* A budget that pins nothing without statistics cannot be packed, unless all. */
     struct moe_exec_options half = cpu_options(0.5, NULL);
     struct moe_pack_result r;
-    CHECK(moe_pack_experts(m, &half, pool, false, tmp("none.mxpk"), NULL, NULL, &r) == -1 &&
+    CHECK(moe_pack_experts(&m->moe, &half, pool, false, tmp("none.mxpk"), NULL, NULL, &r) == -1 &&
           strstr(moex_error(), "pins no expert"));
     struct stat st;
     CHECK(stat(tmp("none.mxpk"), &st) != 0);

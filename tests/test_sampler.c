@@ -1,6 +1,6 @@
 #include "harness.h"
 
-#include "model/attn_kernels.h"
+#include "arch/attn_kernels.h"
 #include "quant/quant.h"
 #include "text/sampler.h"
 

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 #include "quant/quant.h"
 #include "text/tokenizer.h"
 

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 #include "moe/routing_stats.h"
 #include "text/tokenizer.h"
 
@@ -31,7 +31,7 @@ static int profile(const struct synth_params *p, const char *name, struct measur
     if (!m) { fprintf(stderr, "%s: %s\n", name, moex_error()); return -1; }
     struct context_params cp = { .n_ctx = SEQ_LEN, .n_batch = SEQ_LEN, .kv_type = KV_F32 };
     struct context *c = context_new(m, &cp);
-    struct routing_stats *s = routing_stats_new(m->hp.n_layers, m->hp.n_expert, m->hp.n_expert_used, name);
+    struct routing_stats *s = routing_stats_new(m->moe.n_layers, m->hp.n_expert, m->hp.n_expert_used, name);
     int32_t *ids = malloc(SEQ_LEN * sizeof *ids);
     int rc = c && s && ids ? 0 : -1;
     if (rc == 0) context_set_route_observer(c, routing_stats_observe, s);

@@ -50,17 +50,17 @@ static void model_label(const struct model *m, char *out, size_t cap) {
 static uint64_t matrix_bytes(const struct matrix *w) { return (uint64_t)w->rows * w->row_bytes; }
 
 /* Bytes of weights one decoded token reads: every dense matrix, the routed
- * share of the expert stacks, the norms and one embedding row. */
+ * share of the expert stacks and one embedding row (norm vectors, a few KiB,
+ * left out). */
 static uint64_t decode_bytes_per_token(const struct model *m) {
-    const struct model_hparams *hp = &m->hp;
-    uint64_t bytes = m->token_embd.row_bytes + matrix_bytes(&m->output) + sizeof(float) * (uint64_t)hp->n_embd;
-    for (int l = 0; l < hp->n_layers; l++) {
-        const struct layer_weights *L = &m->layers[l];
-        bytes += matrix_bytes(&L->wq) + matrix_bytes(&L->wk) + matrix_bytes(&L->wv) + matrix_bytes(&L->wo) +
-                 matrix_bytes(&L->gate_inp);
-        uint64_t experts = matrix_bytes(&L->gate_exps) + matrix_bytes(&L->up_exps) + matrix_bytes(&L->down_exps);
-        if (hp->n_expert > 0) bytes += experts / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
-        bytes += sizeof(float) * (2 * (uint64_t)hp->n_embd + 2 * (uint64_t)hp->head_dim);
+    uint64_t bytes = m->token_embd.row_bytes;
+    for (int i = 0; i < m->n_matrices; i++)
+        if (m->matrices[i]->data != m->token_embd.data) bytes += matrix_bytes(m->matrices[i]);
+    if (m->output.data == m->token_embd.data) bytes += matrix_bytes(&m->output); /* tied: all rows per token */
+    for (int l = 0; l < m->moe.n_layers; l++) {
+        const struct moe_layer_desc *E = &m->moe.layers[l];
+        uint64_t experts = matrix_bytes(&E->gate) + matrix_bytes(&E->up) + matrix_bytes(&E->down);
+        if (E->n_expert > 0) bytes += experts / (uint64_t)E->n_expert * (uint64_t)E->n_used;
     }
     return bytes;
 }

@@ -109,6 +109,7 @@ int cmd_chat(int argc, char **argv) {
         while (keep < hist.n && keep < n_all && hist.ids[keep] == all[keep]) keep++;
         if (keep == n_all) keep--; /* something must be evaluated to get logits */
         context_truncate(s.ctx, keep);
+        context_checkpoint(s.ctx); /* the turn's start: recurrent state comes back here cheaply */
         hist.n = keep;
         if (n_all > context_n_ctx(s.ctx)) {
             fprintf(stderr, "moex: the conversation exceeds the context (%d tokens); use /reset\n", context_n_ctx(s.ctx));

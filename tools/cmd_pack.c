@@ -86,9 +86,9 @@ int cmd_pack(int argc, char **argv) {
         return cli_fail("%s", moex_error());
     }
     struct progress bar;
-    progress_begin(&bar, "packing experts", (uint64_t)m->hp.n_layers * (uint64_t)m->hp.n_expert);
+    progress_begin(&bar, "packing experts", (uint64_t)m->moe.n_layers * (uint64_t)m->hp.n_expert);
     struct moe_pack_result r;
-    int rc = moe_pack_experts(m, &o.experts, pool, all, out_path, quiet ? NULL : show_progress, &bar, &r);
+    int rc = moe_pack_experts(&m->moe, &o.experts, pool, all, out_path, quiet ? NULL : show_progress, &bar, &r);
     if (rc == 0) {
         if (!quiet) progress_end(&bar);
         double secs = r.total_ns * 1e-9, pack_secs = r.pack_ns * 1e-9;
@@ -96,7 +96,7 @@ int cmd_pack(int argc, char **argv) {
             printf("moex pack: %d experts (%d pinned by the plan%s) for device %s in %.2f s; packing read %.2f GiB of "
                    "%s at %.2f GB/s (%.2f s%s), the rest was writing %.2f GiB to %s\n",
                    r.experts, r.pinned, all ? ", all with --all" : "", r.device, secs, r.source_bytes / 1073741824.0,
-                   quant_type_name(m->layers[0].gate_exps.type), pack_secs > 0 ? r.source_bytes / pack_secs / 1e9 : 0.0,
+                   quant_type_name(m->moe.layers[0].gate.type), pack_secs > 0 ? r.source_bytes / pack_secs / 1e9 : 0.0,
                    pack_secs, r.pack_modelled ? ", modelled" : "", r.file_bytes / 1073741824.0, out_path);
     } else {
         cli_fail("pack: %s", moex_error());

@@ -12,7 +12,7 @@
 #include "core/timer.h"
 #include "dev/dev.h"
 #include "dev/sim.h"
-#include "model/matmul.h"
+#include "quant/matmul.h"
 #include "pack/pack.h"
 #include "pack/w8a8.h"
 #include "quant/quant.h"

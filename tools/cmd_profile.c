@@ -170,7 +170,7 @@ int cmd_profile(int argc, char **argv) {
     memset(&seqs, 0, sizeof seqs);
     int rc = file ? seqs_from_file(m, file, (int)seq_len, &seqs) : seqs_random(m, n_random, (uint64_t)seed, (int)seq_len, &seqs);
     struct routing_stats *st = NULL;
-    if (rc == 0 && !(st = routing_stats_new(m->hp.n_layers, m->hp.n_expert, m->hp.n_expert_used, m->name)))
+    if (rc == 0 && !(st = routing_stats_new(m->moe.n_layers, m->hp.n_expert, m->hp.n_expert_used, m->name)))
         rc = cli_fail("%s", moex_error());
     if (rc == 0) {
         context_set_route_observer(s.ctx, routing_stats_observe, st);

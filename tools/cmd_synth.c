@@ -1,9 +1,9 @@
-/* moex synth: make a synthetic qwen3moe GGUF model. */
+/* moex synth: make a synthetic GGUF model (qwen3moe by default). */
 #include "cli.h"
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -14,11 +14,12 @@
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: moex synth -o OUT.gguf [--preset NAME] [options]\n"
-            "Makes a qwen3moe GGUF model with random, well-scaled weights whose router\n"
+            "usage: moex synth -o OUT.gguf [--arch A] [--preset NAME] [options]\n"
+            "Makes a GGUF model with random, well-scaled weights whose router\n"
             "prefers experts by a Zipf law per layer and keeps consecutive tokens on\n"
             "shared experts, like a trained MoE. Same options, same bytes.\n\n"
             "  -o, --output FILE     the model to write\n"
+            "  --arch A              architecture (default qwen3moe; its default preset)\n"
             "  --preset NAME         tiny | small (default) | q30b | q30b-l8\n"
             "  --type T              f16 | q8_0 | q4_k | q6_k | q4_k_m (default: the preset's)\n"
             "  --layers N --dim D --experts E --top-k K --expert-ffn F\n"
@@ -42,7 +43,7 @@ static void help(FILE *out) {
 }
 
 int cmd_synth(int argc, char **argv) {
-    const char *out = NULL, *preset = "small", *type = NULL, *vocab_from = NULL, *name = NULL;
+    const char *out = NULL, *preset = NULL, *arch = NULL, *type = NULL, *vocab_from = NULL, *name = NULL;
     /* Shape overrides, applied over the preset whatever the order of the options. */
     static const struct { const char *flag; size_t offset; int64_t min, max; } shape[] = {
         { "--layers", offsetof(struct synth_params, n_layers), 1, 1024 },
@@ -77,6 +78,7 @@ int cmd_synth(int argc, char **argv) {
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) { if (!(out = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--preset")) { if (!(preset = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--arch")) { if (!(arch = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--type")) { if (!(type = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--vocab-from")) { if (!(vocab_from = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--name")) { if (!(name = cli_value(argc, argv, &i))) return 2; }
@@ -97,8 +99,18 @@ int cmd_synth(int argc, char **argv) {
     }
     if (!out) { cli_fail("synth: -o OUT.gguf is required"); help(stderr); return 2; }
 
+    if (arch && !preset && !(preset = synth_arch_default_preset(arch))) {
+        char names[128];
+        synth_arch_names(names, sizeof names);
+        cli_fail("synth: --arch: invalid value '%s' (%s)", arch, names);
+        return 2;
+    }
     struct synth_params p;
-    if (synth_preset(preset, &p)) return cli_fail("%s", moex_error());
+    if (synth_preset(preset ? preset : "small", &p)) return cli_fail("%s", moex_error());
+    if (arch && strcmp(arch, p.arch)) {
+        cli_fail("synth: --preset %s is a %s preset, not %s", preset, p.arch, arch);
+        return 2;
+    }
     for (int s = 0; s < N_SHAPE; s++)
         if (shape_set[s]) *(int *)((char *)&p + shape[s].offset) = (int)shape_val[s];
     if (type && synth_parse_type(type, &p.type))

@@ -4,7 +4,7 @@
 #include "session.h"
 
 #include "core/error.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #include <errno.h>
 #include <stdio.h>

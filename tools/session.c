@@ -253,9 +253,15 @@ int session_open(struct session *s, const struct session_opts *o) {
         return -1;
     }
     report_pack(o, path, context_executor(s->ctx));
-    if (o->profile)
+    if (o->profile) {
         fprintf(stderr, "moex profile: start-up %.1f ms: model %.1f ms, context and device %.1f ms\n",
                 (time_ns() - t0) / 1e6, (t_model - t0) / 1e6, (time_ns() - t_model) / 1e6);
+        struct context_memory mem;
+        context_memory(s->ctx, &mem);
+        fprintf(stderr, "moex profile: context of %d tokens: KV cache %.1f MiB, conv state %.2f MiB, recurrent state "
+                "%.2f MiB, checkpoint %.2f MiB, scratch %.1f MiB\n", context_n_ctx(s->ctx), mem.kv / 1048576.0,
+                mem.conv / 1048576.0, mem.recurrent / 1048576.0, mem.checkpoint / 1048576.0, mem.scratch / 1048576.0);
+    }
     return 0;
 }
 

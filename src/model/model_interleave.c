@@ -46,6 +46,7 @@ static void drop_pages(const void *p, size_t n) {
 
 static int interleave(struct model *m, struct threadpool *pool, struct matrix *w) {
     if (!wants_interleave(w)) return 0;
+    if (!m->copies && !(m->copies = calloc(1, sizeof *m->copies))) return moex_errorf("out of memory");
     struct model_copies *c = m->copies;
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 64;
@@ -74,21 +75,19 @@ static int interleave(struct model *m, struct threadpool *pool, struct matrix *w
 int model_interleave(struct model *m, struct threadpool *pool) {
     const char *env = getenv("MOEX_INTERLEAVE");
     if (env && !strcmp(env, "0")) return 0;
-    if (!m->copies && !(m->copies = calloc(1, sizeof *m->copies))) return moex_errorf("out of memory");
-    /* expert stacks are sliced by rows of whole experts: each must be whole groups */
-    bool expert_rows_ok = m->hp.n_ff_exp % QUANT_R16_ROWS == 0 && m->hp.n_embd % QUANT_R16_ROWS == 0;
-    for (int l = 0; l < m->hp.n_layers; l++) {
-        struct layer_weights *L = &m->layers[l];
-        struct matrix *dense[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->gate_inp };
-        for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++)
-            if (interleave(m, pool, dense[i])) return -1;
-        if (!expert_rows_ok) continue;
-        if (interleave(m, pool, &L->gate_exps) || interleave(m, pool, &L->up_exps) ||
-            interleave(m, pool, &L->down_exps))
-            return -1;
+    /* The dense matrices the architecture bound; they live in its weights,
+     * which the model owns (the list is const for the context's readers). */
+    for (int i = 0; i < m->n_matrices; i++) {
+        struct matrix *w = (struct matrix *)m->matrices[i];
+        if (w->data == m->token_embd.data) continue; /* read by rows */
+        if (interleave(m, pool, w)) return -1;
     }
-    /* the lm head, unless it is the embedding (read by rows) */
-    if (m->output.data != m->token_embd.data && interleave(m, pool, &m->output)) return -1;
+    /* expert stacks are sliced by rows of whole experts: each must be whole groups */
+    for (int l = 0; l < m->moe.n_layers; l++) {
+        struct moe_layer_desc *E = &m->moe_layers[l];
+        if (E->n_ff % QUANT_R16_ROWS || E->n_embd % QUANT_R16_ROWS) continue;
+        if (interleave(m, pool, &E->gate) || interleave(m, pool, &E->up) || interleave(m, pool, &E->down)) return -1;
+    }
     return 0;
 }
 

@@ -1,28 +1,143 @@
-/* Binding qwen3moe tensors and hyper-parameters from a GGUF file. */
-#include "model/model.h"
+/* Loading a model: the architecture row named by the file, its
+ * hyper-parameters and tensors bound through the helpers below, then the
+ * checks every architecture shares (MoE layer shapes, block count against
+ * the tensors present) and the tokenizer. */
+#include "model/model_load.h"
 
-#include "core/error.h"
+#include "arch/arch.h"
 #include "gguf/gguf.h"
 #include "text/tokenizer.h"
 
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int get_hparam(const struct gguf_file *f, const char *arch, const char *key, int *out) {
-    char full[128];
-    uint32_t v;
-    snprintf(full, sizeof full, "%s.%s", arch, key);
-    if (gguf_get_u32(f, full, &v) != 0 || v == 0 || v > (1u << 24))
-        return moex_errorf("%s: metadata key '%s' is missing or invalid", f->path, full);
+/* ---------------------------------------------------------------- hyper-parameters */
+
+static const struct gguf_kv *arch_key(const struct model *m, const char *key, char *full, size_t size) {
+    snprintf(full, size, "%s.%s", m->arch->name, key);
+    return gguf_find_kv(m->file, full);
+}
+
+static bool is_int_type(enum gguf_vtype t) {
+    return t == GGUF_U8 || t == GGUF_I8 || t == GGUF_U16 || t == GGUF_I16 || t == GGUF_U32 || t == GGUF_I32 ||
+           t == GGUF_U64 || t == GGUF_I64;
+}
+
+static int int_value(const struct model *m, const char *full, enum gguf_vtype type, uint64_t u, int64_t lo,
+                     int64_t hi, int *out) {
+    bool is_signed = type == GGUF_I8 || type == GGUF_I16 || type == GGUF_I32 || type == GGUF_I64;
+    int64_t v = (int64_t)u;
+    if ((!is_signed && u > (uint64_t)INT64_MAX) || v < lo || v > hi) {
+        if (!is_signed) return moex_errorf("%s: key '%s' is %llu, expected %lld..%lld", m->file->path, full,
+                                           (unsigned long long)u, (long long)lo, (long long)hi);
+        return moex_errorf("%s: key '%s' is %lld, expected %lld..%lld", m->file->path, full, (long long)v,
+                           (long long)lo, (long long)hi);
+    }
     *out = (int)v;
     return 0;
 }
 
-/* Finds a tensor and checks its type and shape: ne0..ne2 (0 = not checked,
- * -1 = the dimension must be absent). */
-static const struct gguf_tensor *want(const struct gguf_file *f, const char *name, int64_t ne0,
-                                      int64_t ne1, int64_t ne2) {
+static int get_int(const struct model *m, const char *key, int64_t lo, int64_t hi, const int *def, int *out) {
+    char full[160];
+    const struct gguf_kv *kv = arch_key(m, key, full, sizeof full);
+    if (!kv) {
+        if (def) { *out = *def; return 0; }
+        return moex_errorf("%s: metadata key '%s' is missing", m->file->path, full);
+    }
+    if (!is_int_type(kv->type))
+        return moex_errorf("%s: key '%s' is stored as %s, expected an integer", m->file->path, full,
+                           gguf_vtype_name(kv->type));
+    return int_value(m, full, kv->type, kv->v.u64, lo, hi, out);
+}
+
+int model_get_int(const struct model *m, const char *key, int64_t lo, int64_t hi, int *out) {
+    return get_int(m, key, lo, hi, NULL, out);
+}
+
+int model_get_int_or(const struct model *m, const char *key, int64_t lo, int64_t hi, int def, int *out) {
+    return get_int(m, key, lo, hi, &def, out);
+}
+
+int model_get_float_or(const struct model *m, const char *key, float lo, float hi, float def, float *out) {
+    char full[160];
+    const struct gguf_kv *kv = arch_key(m, key, full, sizeof full);
+    if (!kv) { *out = def; return 0; }
+    if (kv->type != GGUF_F32)
+        return moex_errorf("%s: key '%s' is stored as %s, expected f32", m->file->path, full,
+                           gguf_vtype_name(kv->type));
+    float v = (float)kv->v.f64;
+    if (!isfinite(v) || !(v > lo) || !(v <= hi)) {
+        if (hi >= FLT_MAX)
+            return moex_errorf("%s: key '%s' is %g, expected a finite value above %g", m->file->path, full, (double)v,
+                               (double)lo);
+        return moex_errorf("%s: key '%s' is %g, expected a finite value above %g and at most %g", m->file->path, full,
+                           (double)v, (double)lo, (double)hi);
+    }
+    *out = v;
+    return 0;
+}
+
+int model_get_int_array(const struct model *m, const char *key, int64_t lo, int64_t hi, int n, int *out) {
+    char full[160];
+    const struct gguf_kv *kv = arch_key(m, key, full, sizeof full);
+    if (!kv) return moex_errorf("%s: metadata key '%s' is missing", m->file->path, full);
+    if (is_int_type(kv->type)) {
+        if (int_value(m, full, kv->type, kv->v.u64, lo, hi, &out[0])) return -1;
+        for (int i = 1; i < n; i++) out[i] = out[0];
+        return 0;
+    }
+    if (kv->type != GGUF_ARRAY || !is_int_type(kv->array_type))
+        return moex_errorf("%s: key '%s' is stored as %s, expected integers", m->file->path, full,
+                           kv->type == GGUF_ARRAY ? "an array of another type" : gguf_vtype_name(kv->type));
+    if (kv->array_len != (uint64_t)n)
+        return moex_errorf("%s: key '%s' has %llu values, expected %d (one per layer)", m->file->path, full,
+                           (unsigned long long)kv->array_len, n);
+    for (int i = 0; i < n; i++) {
+        uint64_t u;
+        switch (kv->array_type) {
+        case GGUF_U8: u = ((const uint8_t *)kv->array_data)[i]; break;
+        case GGUF_I8: u = (uint64_t)(int64_t)((const int8_t *)kv->array_data)[i]; break;
+        case GGUF_U16: u = ((const uint16_t *)kv->array_data)[i]; break;
+        case GGUF_I16: u = (uint64_t)(int64_t)((const int16_t *)kv->array_data)[i]; break;
+        case GGUF_U32: u = ((const uint32_t *)kv->array_data)[i]; break;
+        case GGUF_I32: u = (uint64_t)(int64_t)((const int32_t *)kv->array_data)[i]; break;
+        default: u = ((const uint64_t *)kv->array_data)[i]; break;
+        }
+        if (int_value(m, full, kv->array_type, u, lo, hi, &out[i])) return -1;
+    }
+    return 0;
+}
+
+int model_product(const struct model *m, const char *what, int64_t a, int64_t b, int64_t hi, int *out) {
+    /* Both factors are validated ints, so the product fits in 64 bits. */
+    int64_t p = a * b;
+    if (a < 0 || b < 0 || p > hi)
+        return moex_errorf("%s: %s = %lld x %lld = %lld is more than %lld", m->file->path, what, (long long)a,
+                           (long long)b, (long long)p, (long long)hi);
+    *out = (int)p;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+bool model_has_tensor(const struct model *m, const char *fmt, ...) {
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return gguf_find_tensor(m->file, name) != NULL;
+}
+
+/* Finds a tensor and checks its type and shape: ne0..ne2 (-1 = the
+ * dimension must be absent). */
+static const struct gguf_tensor *want(const struct model *m, const char *name, int64_t ne0, int64_t ne1,
+                                      int64_t ne2) {
+    const struct gguf_file *f = m->file;
     const struct gguf_tensor *t = gguf_find_tensor(f, name);
     if (!t) {
         moex_errorf("%s: tensor '%s' is missing", f->path, name);
@@ -34,145 +149,139 @@ static const struct gguf_tensor *want(const struct gguf_file *f, const char *nam
                     quant_type_name((enum qtype)t->type));
         return NULL;
     }
-    int64_t want_ne[3] = { ne0, ne1, ne2 };
-    for (int d = 0; d < 3; d++) {
-        int64_t expect = want_ne[d] < 0 ? 1 : want_ne[d];
-        if (want_ne[d] != 0 && t->ne[d] != expect) {
-            moex_errorf("%s: tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]", f->path,
-                        name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                        (long long)(ne0 < 0 ? 1 : ne0), (long long)(ne1 < 0 ? 1 : ne1),
-                        (long long)(ne2 < 0 ? 1 : ne2));
+    int64_t want_ne[4] = { ne0 < 0 ? 1 : ne0, ne1 < 0 ? 1 : ne1, ne2 < 0 ? 1 : ne2, 1 };
+    for (int d = 0; d < 4; d++)
+        if (t->ne[d] != want_ne[d]) {
+            moex_errorf("%s: tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]", f->path, name,
+                        (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)want_ne[0],
+                        (long long)want_ne[1], (long long)want_ne[2]);
             return NULL;
         }
-    }
     return t;
 }
 
-static const float *want_f32(const struct gguf_file *f, const char *name, int64_t n) {
-    const struct gguf_tensor *t = want(f, name, n, -1, -1);
+const float *model_want_vector(struct model *m, int64_t n, const char *fmt, ...) {
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    const struct gguf_tensor *t = want(m, name, n, -1, -1);
     if (t && t->type != QT_F32) {
-        moex_errorf("%s: tensor '%s' must be F32, it is %s", f->path, name, quant_type_name((enum qtype)t->type));
+        moex_errorf("%s: tensor '%s' must be F32, it is %s", m->file->path, name, quant_type_name((enum qtype)t->type));
         return NULL;
     }
     return t ? (const float *)t->data : NULL;
 }
 
-static int bind_matrix(const struct gguf_file *f, const char *name, int64_t cols, int64_t rows,
-                       int64_t n_expert, struct matrix *m) {
-    const struct gguf_tensor *t = want(f, name, cols, rows, n_expert ? n_expert : -1);
+static int bind_matrix(struct model *m, const char *name, int64_t cols, int64_t rows, int64_t n_expert,
+                       struct matrix *out) {
+    const struct gguf_tensor *t = want(m, name, cols, rows, n_expert ? n_expert : -1);
     if (!t) return -1;
-    m->data = t->data;
-    m->type = (enum qtype)t->type;
-    m->cols = cols;
-    m->rows = rows * (n_expert ? n_expert : 1);
-    m->row_bytes = quant_row_size(m->type, cols);
-    if (!m->row_bytes)
-        return moex_errorf("%s: tensor '%s': row length %lld is not a multiple of the %s block", f->path, name,
-                           (long long)cols, quant_type_name(m->type));
+    out->data = t->data;
+    out->type = (enum qtype)t->type;
+    out->cols = cols;
+    out->rows = rows * (n_expert ? n_expert : 1);
+    out->row_bytes = quant_row_size(out->type, cols);
+    if (!out->row_bytes)
+        return moex_errorf("%s: tensor '%s': row length %lld is not a multiple of the %s block", m->file->path, name,
+                           (long long)cols, quant_type_name(out->type));
     return 0;
 }
 
-struct matrix expert_matrix(const struct matrix *stack, int rows_per_expert, int e) {
-    struct matrix m = *stack;
-    m.rows = rows_per_expert;
-    m.data = (const char *)stack->data + (size_t)e * rows_per_expert * stack->row_bytes;
-    if (m.r16) m.r16 = (const char *)stack->r16 + (size_t)e * rows_per_expert * stack->row_bytes;
-    return m;
+int model_want_matrix(struct model *m, struct matrix *out, int64_t cols, int64_t rows, const char *fmt, ...) {
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    if (bind_matrix(m, name, cols, rows, 0, out)) return -1;
+    if (m->n_matrices == m->cap_matrices) {
+        int cap = m->cap_matrices ? 2 * m->cap_matrices : 64;
+        const struct matrix **mats = realloc(m->matrices, sizeof *mats * (size_t)cap);
+        if (!mats) return moex_errorf("out of memory");
+        m->matrices = mats;
+        m->cap_matrices = cap;
+    }
+    m->matrices[m->n_matrices++] = out;
+    return 0;
 }
 
-static int load_hparams(struct model *m) {
+int model_want_experts(struct model *m, struct matrix *out, int64_t cols, int64_t rows, int64_t n_expert,
+                       const char *fmt, ...) {
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return bind_matrix(m, name, cols, rows, n_expert, out);
+}
+
+int model_alloc_moe(struct model *m, int n) {
+    m->moe_layers = calloc((size_t)(n > 0 ? n : 1), sizeof *m->moe_layers);
+    if (!m->moe_layers) return moex_errorf("out of memory");
+    m->moe = (struct moe_model_desc){ n, m->moe_layers, m->file };
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the model */
+
+const char *layer_kind_name(enum layer_kind k) {
+    static const char *names[LAYER_KINDS] = { "attention", "short conv", "delta net" };
+    return (unsigned)k < LAYER_KINDS ? names[k] : "?";
+}
+
+bool model_is_recurrent(const struct model *m) {
+    for (int l = 0; l < m->hp.n_layers; l++)
+        if (m->state[l].conv_floats || m->state[l].recurrent_floats) return true;
+    return false;
+}
+
+/* Products the context and the executor index with int. */
+static int check_products(const struct model *m) {
+    const struct model_hparams *hp = &m->hp;
+    int p;
+    return model_product(m, "head_count x key_length", hp->n_head, hp->head_dim, MODEL_DIM_MAX, &p) ||
+           model_product(m, "head_count x value_length", hp->n_head, hp->value_dim, MODEL_DIM_MAX, &p) ||
+           model_product(m, "head_count_kv x key_length", hp->n_head_kv, hp->head_dim, MODEL_DIM_MAX, &p) ||
+           model_product(m, "block_count x expert_count", hp->n_layers, hp->n_expert, MODEL_DIM_MAX, &p) ||
+           model_product(m, "expert_count x expert_feed_forward_length", hp->n_expert, hp->n_ff_exp, INT32_MAX, &p);
+}
+
+/* Layers beyond block_count in the file mean the count is wrong. */
+static int check_block_count(const struct model *m) {
+    char key[160];
+    int block_count;
+    snprintf(key, sizeof key, "%s.block_count", m->arch->name);
+    if (model_get_int(m, "block_count", 1, MODEL_DIM_MAX, &block_count)) return -1;
+    for (uint64_t i = 0; i < m->file->n_tensors; i++) {
+        int layer;
+        const char *name = m->file->tensors[i].name;
+        if (sscanf(name, "blk.%d.", &layer) == 1 && layer >= block_count)
+            return moex_errorf("%s: '%s' is %d but the file has tensor '%s'", m->file->path, key, block_count, name);
+    }
+    return 0;
+}
+
+static int load_arch(struct model *m) {
     const struct gguf_file *f = m->file;
-    char *arch = gguf_get_str(f, "general.architecture");
-    if (!arch) return moex_errorf("%s: general.architecture is missing", f->path);
-    if (strcmp(arch, "qwen3moe") != 0) {
-        moex_errorf("%s: architecture '%s' is not supported (moex runs qwen3moe)", f->path, arch);
-        free(arch);
+    char *name = gguf_get_str(f, "general.architecture");
+    if (!name) return moex_errorf("%s: general.architecture is missing", f->path);
+    m->arch = arch_find(name);
+    if (!m->arch) {
+        char names[256];
+        arch_names(names, sizeof names);
+        moex_errorf("%s: architecture '%s' is not supported (moex runs %s)", f->path, name, names);
+        free(name);
         return -1;
     }
-    struct model_hparams *hp = &m->hp;
-    int ok = get_hparam(f, arch, "block_count", &hp->n_layers) == 0 &&
-             get_hparam(f, arch, "embedding_length", &hp->n_embd) == 0 &&
-             get_hparam(f, arch, "attention.head_count", &hp->n_head) == 0 &&
-             get_hparam(f, arch, "attention.head_count_kv", &hp->n_head_kv) == 0 &&
-             get_hparam(f, arch, "expert_count", &hp->n_expert) == 0 &&
-             get_hparam(f, arch, "expert_used_count", &hp->n_expert_used) == 0 &&
-             get_hparam(f, arch, "expert_feed_forward_length", &hp->n_ff_exp) == 0 &&
-             get_hparam(f, arch, "context_length", &hp->n_ctx_train) == 0;
-    if (ok) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.attention.key_length", arch);
-        uint32_t v;
-        hp->head_dim = gguf_get_u32(f, key, &v) == 0 ? (int)v : hp->n_embd / hp->n_head;
-        snprintf(key, sizeof key, "%s.rope.freq_base", arch);
-        if (gguf_get_f32(f, key, &hp->rope_base) != 0) hp->rope_base = 10000.0f;
-        snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
-        if (gguf_get_f32(f, key, &hp->rms_eps) != 0) hp->rms_eps = 1e-6f;
-    }
-    free(arch);
-    if (!ok) return -1;
-    if (hp->n_head % hp->n_head_kv != 0)
-        return moex_errorf("%s: head_count %d is not a multiple of head_count_kv %d", f->path, hp->n_head,
-                           hp->n_head_kv);
-    if (hp->n_head / hp->n_head_kv > 64)
-        return moex_errorf("%s: %d query heads per KV head; moex supports up to 64", f->path,
-                           hp->n_head / hp->n_head_kv);
-    if (hp->n_expert_used > hp->n_expert)
-        return moex_errorf("%s: expert_used_count %d exceeds expert_count %d", f->path, hp->n_expert_used,
-                           hp->n_expert);
-    if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
-        return moex_errorf("%s: attention.key_length %d is invalid", f->path, hp->head_dim);
-    return 0;
-}
-
-static int load_tensors(struct model *m) {
-    const struct gguf_file *f = m->file;
-    const struct model_hparams *hp = &m->hp;
-    const struct gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
-    if (!emb) return moex_errorf("%s: tensor 'token_embd.weight' is missing", f->path);
-    m->hp.n_vocab = (int)emb->ne[1];
-    if (emb->ne[1] <= 0 || emb->ne[1] > (1 << 24))
-        return moex_errorf("%s: tensor 'token_embd.weight' has an invalid vocabulary size", f->path);
-    if (bind_matrix(f, "token_embd.weight", hp->n_embd, m->hp.n_vocab, 0, &m->token_embd)) return -1;
-    if (!(m->output_norm = want_f32(f, "output_norm.weight", hp->n_embd))) return -1;
-    if (gguf_find_tensor(f, "output.weight")) {
-        if (bind_matrix(f, "output.weight", hp->n_embd, m->hp.n_vocab, 0, &m->output)) return -1;
-    } else {
-        m->output = m->token_embd; /* tied embedding */
-    }
-    m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
-    if (!m->layers) return moex_errorf("out of memory");
-    int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
-    for (int l = 0; l < hp->n_layers; l++) {
-        struct layer_weights *L = &m->layers[l];
-        char name[96];
-#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", l, s), name)
-        if (!(L->attn_norm = want_f32(f, NAME("attn_norm.weight"), hp->n_embd))) return -1;
-        if (bind_matrix(f, NAME("attn_q.weight"), hp->n_embd, q_dim, 0, &L->wq)) return -1;
-        if (bind_matrix(f, NAME("attn_k.weight"), hp->n_embd, kv_dim, 0, &L->wk)) return -1;
-        if (bind_matrix(f, NAME("attn_v.weight"), hp->n_embd, kv_dim, 0, &L->wv)) return -1;
-        if (bind_matrix(f, NAME("attn_output.weight"), q_dim, hp->n_embd, 0, &L->wo)) return -1;
-        if (!(L->q_norm = want_f32(f, NAME("attn_q_norm.weight"), hp->head_dim))) return -1;
-        if (!(L->k_norm = want_f32(f, NAME("attn_k_norm.weight"), hp->head_dim))) return -1;
-        if (!(L->ffn_norm = want_f32(f, NAME("ffn_norm.weight"), hp->n_embd))) return -1;
-        if (bind_matrix(f, NAME("ffn_gate_inp.weight"), hp->n_embd, hp->n_expert, 0, &L->gate_inp)) return -1;
-        if (bind_matrix(f, NAME("ffn_gate_exps.weight"), hp->n_embd, hp->n_ff_exp, hp->n_expert, &L->gate_exps))
-            return -1;
-        if (bind_matrix(f, NAME("ffn_up_exps.weight"), hp->n_embd, hp->n_ff_exp, hp->n_expert, &L->up_exps))
-            return -1;
-        if (bind_matrix(f, NAME("ffn_down_exps.weight"), hp->n_ff_exp, hp->n_embd, hp->n_expert, &L->down_exps))
-            return -1;
-#undef NAME
-        if (L->gate_exps.type != L->up_exps.type)
-            return moex_errorf("%s: layer %d: ffn_gate_exps (%s) and ffn_up_exps (%s) must have the same type",
-                               f->path, l, quant_type_name(L->gate_exps.type), quant_type_name(L->up_exps.type));
-    }
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const struct gguf_tensor *t = &f->tensors[i];
-        uint64_t n = 1;
-        for (int d = 0; d < t->n_dims; d++) n *= (uint64_t)t->ne[d];
-        m->n_params += n;
-        m->weight_bytes += t->nbytes;
-    }
+    free(name);
+    if (m->arch->load_hparams(m) || check_products(m)) return -1;
+    m->state = calloc((size_t)m->hp.n_layers, sizeof *m->state);
+    if (!m->state) return moex_errorf("out of memory");
+    for (int l = 0; l < m->hp.n_layers; l++) m->arch->layer_state(m, l, &m->state[l]);
+    if (m->arch->bind(m) || check_block_count(m)) return -1;
+    if (moe_model_check(&m->moe)) return moex_errorf("%s: %s", f->path, moex_error());
     return 0;
 }
 
@@ -180,9 +289,16 @@ struct model *model_load(const char *path) {
     struct model *m = calloc(1, sizeof *m);
     if (!m) { moex_errorf("out of memory"); return NULL; }
     m->file = gguf_open(path);
-    if (!m->file || load_hparams(m) || load_tensors(m)) {
+    if (!m->file || load_arch(m)) {
         model_free(m);
         return NULL;
+    }
+    for (uint64_t i = 0; i < m->file->n_tensors; i++) {
+        const struct gguf_tensor *t = &m->file->tensors[i];
+        uint64_t n = 1;
+        for (int d = 0; d < t->n_dims; d++) n *= (uint64_t)t->ne[d];
+        m->n_params += n;
+        m->weight_bytes += t->nbytes;
     }
     m->name = gguf_get_str(m->file, "general.name");
     if (!m->name) {
@@ -209,7 +325,10 @@ void model_free(struct model *m) {
     if (!m) return;
     model_interleave_free(m);
     if (m->tok) tokenizer_free(m->tok);
-    free(m->layers);
+    free(m->state);
+    free(m->weights);
+    free(m->moe_layers);
+    free(m->matrices);
     free(m->name);
     gguf_close(m->file);
     free(m);

@@ -7,9 +7,9 @@
 #include "core/timer.h"
 #include "core/trace.h"
 #include "dev/dev.h"
-#include "model/model.h"
 #include "moe/expert_cache.h"
 #include "moe/experts.h"
+#include "moe/moe_layers.h"
 #include "moe/routing_stats.h"
 #include "pack/packfile.h"
 #include "pack/w8a8.h"
@@ -32,7 +32,7 @@ struct device_work {
 };
 
 struct moe_executor {
-    const struct model *m;
+    struct moe_model_desc desc;
     struct threadpool *pool;
     int n_layers, n_expert, n_ff, n_embd, top_k, max_pairs;
     struct dev *dev;                 /* NULL: everything on the CPU */
@@ -81,8 +81,8 @@ static void note(struct moe_executor *e, const char *fmt, const char *detail) {
 /* ---------------------------------------------------------------- device pipeline */
 
 static int pack_expert(struct moe_executor *e, int layer, int expert, int slot) {
-    const struct layer_weights *L = &e->m->layers[layer];
-    const struct matrix *mats[MATS] = { &L->gate_exps, &L->up_exps, &L->down_exps };
+    const struct moe_layer_desc *L = &e->desc.layers[layer];
+    const struct matrix *mats[MATS] = { &L->gate, &L->up, &L->down };
     int64_t t0 = time_ns();
     for (int i = 0; i < MATS; i++) {
         int rows = i < 2 ? e->n_ff : e->n_embd, K = i < 2 ? e->n_embd : e->n_ff;
@@ -235,16 +235,17 @@ static void plan_note(struct moe_device_plan *p, const char *fmt, const char *de
     snprintf(p->note, sizeof p->note, fmt, detail);
 }
 
-int moe_device_plan(const struct model *m, const struct moe_exec_options *o, struct moe_device_plan *out) {
+int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_options *o, struct moe_device_plan *out) {
     memset(out, 0, sizeof *out);
     const char *name = o->device;
     if (!name || !strcmp(name, "none")) return 0;
+    if (d->n_layers == 0) { plan_note(out, "the model has no experts%s", ""); return 0; }
     if (!strcmp(name, "auto")) {
         if (!cpu_features()->amx_int8) { plan_note(out, "device auto: no AMX on this CPU; experts run on the CPU%s", ""); return 0; }
         name = "amx";
     }
-    const struct model_hparams *hp = &m->hp;
-    int n_embd = hp->n_embd, n_ff = hp->n_ff_exp, n_layers = hp->n_layers, n_expert = hp->n_expert;
+    const struct moe_layer_desc *L0 = &d->layers[0];
+    int n_embd = L0->n_embd, n_ff = L0->n_ff, n_layers = d->n_layers, n_expert = L0->n_expert;
     int64_t slot_values = (int64_t)n_embd * n_ff;
     int max_n = n_embd > n_ff ? n_embd : n_ff;
     struct dev_options dopt = { 0, NULL, 1, o->sim_figures };
@@ -295,11 +296,11 @@ int moe_device_plan(const struct model *m, const struct moe_exec_options *o, str
 
 void moe_device_plan_free(struct moe_device_plan *p) { placement_free(&p->plan); }
 
-static void expert_types(const struct model *m, uint32_t types[MATS]) {
-    const struct layer_weights *L = &m->layers[0];
-    types[0] = (uint32_t)L->gate_exps.type;
-    types[1] = (uint32_t)L->up_exps.type;
-    types[2] = (uint32_t)L->down_exps.type;
+static void expert_types(const struct moe_model_desc *d, uint32_t types[MATS]) {
+    const struct moe_layer_desc *L = &d->layers[0];
+    types[0] = (uint32_t)L->gate.type;
+    types[1] = (uint32_t)L->up.type;
+    types[2] = (uint32_t)L->down.type;
 }
 
 /* Opens the pack file for this run's device and model, or says why not
@@ -310,11 +311,11 @@ static int open_pack(struct moe_executor *e, const char *path, const struct moe_
     struct packfile *pf = NULL;
     struct packfile_identity id;
     uint32_t types[MATS];
-    expert_types(e->m, types);
+    expert_types(&e->desc, types);
     int rc = packfile_open(path, &pf);
     if (rc == PACKFILE_OK) rc = packfile_check_layout(pf, dp->device, dev_layout(e->dev), e->caps->k_multiple,
                                                       e->caps->n_multiple, dp->slot_values, dp->max_n);
-    if (rc == PACKFILE_OK) rc = packfile_model_identity(e->m->file, &id);
+    if (rc == PACKFILE_OK) rc = packfile_model_identity(e->desc.file, &id);
     if (rc == PACKFILE_OK)
         rc = packfile_check_model(pf, &id, e->n_layers, e->n_expert, e->n_embd, e->n_ff, types);
     r->status = rc;
@@ -415,7 +416,7 @@ static int map_pinned(struct moe_executor *e) {
 
 static int open_device(struct moe_executor *e, const struct moe_exec_options *o) {
     struct moe_device_plan dp;
-    if (moe_device_plan(e->m, o, &dp) != 0) return -1;
+    if (moe_device_plan(&e->desc, o, &dp) != 0) return -1;
     if (!dp.device[0]) {
         if (dp.note[0]) note(e, "%s", dp.note);
         return 0;
@@ -486,24 +487,26 @@ static void *alloc(size_t n, bool *failed) {
     return p;
 }
 
-struct moe_executor *moe_executor_new(const struct model *m, struct threadpool *pool, int max_tokens,
+struct moe_executor *moe_executor_new(const struct moe_model_desc *d, struct threadpool *pool, int max_tokens,
                                       const struct moe_exec_options *opt) {
+    if (moe_model_check(d) != 0) return NULL;
     struct moe_executor *e = calloc(1, sizeof *e);
     if (!e) { moex_errorf("out of memory"); return NULL; }
-    const struct model_hparams *hp = &m->hp;
-    e->m = m;
+    /* A model without MoE layers gets an executor that is never run. */
+    static const struct moe_layer_desc none = { 0 };
+    const struct moe_layer_desc *L0 = d->n_layers ? &d->layers[0] : &none;
+    e->desc = *d;
     e->pool = pool;
-    e->n_layers = hp->n_layers;
-    e->n_expert = hp->n_expert;
-    e->n_ff = hp->n_ff_exp;
-    e->n_embd = hp->n_embd;
-    e->top_k = hp->n_expert_used;
+    e->n_layers = d->n_layers;
+    e->n_expert = L0->n_expert;
+    e->n_ff = L0->n_ff;
+    e->n_embd = L0->n_embd;
+    e->top_k = L0->n_used;
     e->max_pairs = max_tokens * e->top_k;
     e->overlap = !opt->no_overlap;
     e->trace = opt->trace;
-    const struct layer_weights *L0 = &m->layers[0];
-    e->expert_gguf_bytes = (uint64_t)e->n_ff * (L0->gate_exps.row_bytes + L0->up_exps.row_bytes) +
-                           (uint64_t)e->n_embd * L0->down_exps.row_bytes;
+    e->expert_gguf_bytes = (uint64_t)e->n_ff * (L0->gate.row_bytes + L0->up.row_bytes) +
+                           (uint64_t)e->n_embd * L0->down.row_bytes;
     /* A first guess of the CPU's time per routed row (3 matrices at ~40
      * int8 MACs/ns); replaced by measurements as batches run. */
     e->cpu_ns_per_row = opt->cpu_row_ns > 0 ? opt->cpu_row_ns : 3.0 * e->n_embd * e->n_ff / 40.0;
@@ -615,8 +618,8 @@ static int64_t cpu_part(struct moe_executor *e, const struct expert_layer *L, st
 
 void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, const float *x, int n_tokens,
                       const int32_t *ids, const float *weights, float *out) {
-    const struct layer_weights *W = &e->m->layers[layer];
-    struct expert_layer L = { &W->gate_exps, &W->up_exps, &W->down_exps, e->n_expert, e->n_ff, e->n_embd };
+    const struct moe_layer_desc *W = &e->desc.layers[layer];
+    struct expert_layer L = { &W->gate, &W->up, &W->down, e->n_expert, e->n_ff, e->n_embd };
     int64_t t_start = time_ns();
     e->phase = n_tokens > 1 ? MOE_PREFILL : MOE_DECODE;
     struct moe_phase_counters *c = &e->counters[e->phase];

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-struct model;
+struct moe_model_desc;
 struct threadpool;
 struct trace;
 struct moe_scratch;
@@ -55,14 +55,17 @@ struct moe_phase_counters {
 
 struct moe_executor;
 
-/* NULL with moex_error() on a bad option or an unusable stats file. A device
- * that cannot be opened or allocated is not an error: the executor runs on
- * the CPU and says why in moe_executor_note(). */
-struct moe_executor *moe_executor_new(const struct model *m, struct threadpool *pool, int max_tokens,
+/* An executor for the MoE layers d describes (moe/moe_layers.h; d's layers
+ * must outlive it). NULL with moex_error() on a bad option, an unusable stats
+ * file or MoE layers of different shapes. A device that cannot be opened or
+ * allocated is not an error: the executor runs on the CPU and says why in
+ * moe_executor_note(). */
+struct moe_executor *moe_executor_new(const struct moe_model_desc *d, struct threadpool *pool, int max_tokens,
                                       const struct moe_exec_options *opt);
 void moe_executor_free(struct moe_executor *e);
 
-/* One MoE layer: out[t] = sum_k w[t][k] * expert_{ids[t][k]}(x[t]). */
+/* MoE layer `layer` (an index into the description, not the model's layer):
+ * out[t] = sum_k w[t][k] * expert_{ids[t][k]}(x[t]). */
 void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, const float *x, int n_tokens,
                       const int32_t *ids, const float *weights, float *out);
 
@@ -104,7 +107,7 @@ struct moe_device_plan {
 };
 /* -1 with moex_error() on a bad option or statistics file; 0 otherwise,
  * device "" when no expert can be resident. */
-int moe_device_plan(const struct model *m, const struct moe_exec_options *o, struct moe_device_plan *out);
+int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_options *o, struct moe_device_plan *out);
 void moe_device_plan_free(struct moe_device_plan *p);
 
 /* "" or one line: why the device is not used, or the first device error. */

@@ -4,7 +4,7 @@
 #ifndef MOEX_EXPERTS_H
 #define MOEX_EXPERTS_H
 
-#include "model/matmul.h"
+#include "quant/matmul.h"
 
 #include <stdbool.h>
 #include <stddef.h>

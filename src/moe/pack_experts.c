@@ -3,8 +3,8 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "dev/dev.h"
-#include "model/model.h"
 #include "moe/executor.h"
+#include "moe/moe_layers.h"
 #include "pack/packfile.h"
 
 #include <stdio.h>
@@ -12,12 +12,11 @@
 #include <string.h>
 
 /* One expert through the device's pack path into slots 0..2, then out. */
-static int pack_one(const struct model *m, struct dev *dev, struct packfile_writer *w, int layer, int expert) {
-    const struct model_hparams *hp = &m->hp;
-    const struct layer_weights *L = &m->layers[layer];
-    const struct matrix *mats[PACKFILE_MATRICES] = { &L->gate_exps, &L->up_exps, &L->down_exps };
+static int pack_one(const struct moe_model_desc *d, struct dev *dev, struct packfile_writer *w, int layer, int expert) {
+    const struct moe_layer_desc *L = &d->layers[layer];
+    const struct matrix *mats[PACKFILE_MATRICES] = { &L->gate, &L->up, &L->down };
     for (int i = 0; i < PACKFILE_MATRICES; i++) {
-        int rows = i < 2 ? hp->n_ff_exp : hp->n_embd, K = i < 2 ? hp->n_embd : hp->n_ff_exp;
+        int rows = i < 2 ? L->n_ff : L->n_embd, K = i < 2 ? L->n_embd : L->n_ff;
         const char *data = (const char *)mats[i]->data + (size_t)expert * rows * mats[i]->row_bytes;
         const int8_t *codes;
         const float *scales;
@@ -30,8 +29,8 @@ static int pack_one(const struct model *m, struct dev *dev, struct packfile_writ
 }
 
 /* With all, the experts the plan does not pin, ascending; else none. */
-static int32_t *extra_experts(const struct model *m, const struct placement *plan, bool all, int *n_extra) {
-    int n_all = m->hp.n_layers * m->hp.n_expert;
+static int32_t *extra_experts(const struct moe_model_desc *d, const struct placement *plan, bool all, int *n_extra) {
+    int n_all = d->n_layers * d->layers[0].n_expert;
     int32_t *extra = malloc(sizeof *extra * (size_t)n_all);
     bool *pinned = calloc((size_t)n_all, sizeof *pinned);
     *n_extra = 0;
@@ -48,30 +47,29 @@ static int32_t *extra_experts(const struct model *m, const struct placement *pla
     return extra;
 }
 
-static int write_file(const struct model *m, const struct moe_device_plan *dp, struct dev *dev, const int32_t *extra,
+static int write_file(const struct moe_model_desc *d, const struct moe_device_plan *dp, struct dev *dev, const int32_t *extra,
                       int n_extra, bool all, const char *path, moe_pack_progress_fn progress, void *user,
                       struct moe_pack_result *out) {
-    const struct model_hparams *hp = &m->hp;
-    const struct layer_weights *L0 = &m->layers[0];
+    const struct moe_layer_desc *L0 = &d->layers[0];
     struct packfile_info info = {
         .layout = dev_layout(dev), .k_multiple = dp->k_multiple, .n_multiple = dp->n_multiple,
         .slot_values = dp->slot_values, .slot_max_n = dp->max_n, .code_stride = dev_slot_code_stride(dev),
         .scale_stride = ((uint64_t)dp->max_n * sizeof(float) + 63) / 64 * 64,
-        .n_layers = hp->n_layers, .n_expert = hp->n_expert, .n_embd = hp->n_embd, .n_ff = hp->n_ff_exp,
-        .source_type = { (uint32_t)L0->gate_exps.type, (uint32_t)L0->up_exps.type, (uint32_t)L0->down_exps.type },
+        .n_layers = d->n_layers, .n_expert = L0->n_expert, .n_embd = L0->n_embd, .n_ff = L0->n_ff,
+        .source_type = { (uint32_t)L0->gate.type, (uint32_t)L0->up.type, (uint32_t)L0->down.type },
         .budget_bytes = dp->budget_bytes, .expert_bytes = dp->expert_bytes, .stats_hash = dp->stats_hash,
         .pinned_share = dp->pinned_share, .plan_slots = dp->plan.n_slots, .n_pinned = dp->plan.n_pinned,
         .all_experts = all,
     };
     snprintf(info.device, sizeof info.device, "%s", dp->device);
     struct packfile_writer *w = NULL;
-    if (packfile_model_identity(m->file, &info.model) != PACKFILE_OK ||
+    if (packfile_model_identity(d->file, &info.model) != PACKFILE_OK ||
         packfile_writer_begin(path, &info, dp->plan.pinned, extra, n_extra, &w) != PACKFILE_OK)
         return -1;
     int n_pinned = dp->plan.n_pinned, n = n_pinned + n_extra;
     for (int i = 0; i < n; i++) {
         int key = i < n_pinned ? dp->plan.pinned[i] : extra[i - n_pinned];
-        if (pack_one(m, dev, w, key / hp->n_expert, key % hp->n_expert) != 0) {
+        if (pack_one(d, dev, w, key / L0->n_expert, key % L0->n_expert) != 0) {
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", moex_error());
             packfile_writer_abort(w);
@@ -90,12 +88,12 @@ static int write_file(const struct model *m, const struct moe_device_plan *dp, s
     return 0;
 }
 
-int moe_pack_experts(const struct model *m, const struct moe_exec_options *o, struct threadpool *pool, bool all,
+int moe_pack_experts(const struct moe_model_desc *d, const struct moe_exec_options *o, struct threadpool *pool, bool all,
                      const char *path, moe_pack_progress_fn progress, void *user, struct moe_pack_result *out) {
     memset(out, 0, sizeof *out);
     int64_t t0 = time_ns();
     struct moe_device_plan dp;
-    if (moe_device_plan(m, o, &dp) != 0) return -1;
+    if (moe_model_check(d) != 0 || moe_device_plan(d, o, &dp) != 0) return -1;
     if (!dp.device[0]) {
         moex_errorf("nothing to pack for --device %s: %s", o->device ? o->device : "none",
                     dp.note[0] ? dp.note : "no device");
@@ -107,7 +105,7 @@ int moe_pack_experts(const struct model *m, const struct moe_exec_options *o, st
                            "holds every expert pins them): give statistics (moex profile) or pack all experts");
     }
     int n_extra = 0, rc = -1;
-    int32_t *extra = extra_experts(m, &dp.plan, all, &n_extra);
+    int32_t *extra = extra_experts(d, &dp.plan, all, &n_extra);
     struct dev *dev = NULL;
     struct dev_options dopt = { 0, pool, 0, o->sim_figures };
     if (!extra) {
@@ -115,7 +113,7 @@ int moe_pack_experts(const struct model *m, const struct moe_exec_options *o, st
     } else if (dev_open(dp.device, &dopt, &dev) != DEV_OK ||
                dev_pool_alloc(dev, PACKFILE_MATRICES, dp.slot_values, dp.max_n) != DEV_OK) {
         moex_errorf("--device %s: %s", dp.device, moex_error());
-    } else if (write_file(m, &dp, dev, extra, n_extra, all, path, progress, user, out) == 0) {
+    } else if (write_file(d, &dp, dev, extra, n_extra, all, path, progress, user, out) == 0) {
         struct dev_counters c;
         dev_get_counters(dev, &c);
         snprintf(out->device, sizeof out->device, "%s", dp.device);

@@ -2,8 +2,8 @@
  * tokenizer.* keys of another GGUF, optionally cut to its first entries plus
  * its special tokens (merges kept only when their parts and result are kept)
  * or padded with unused [PAD] tokens. */
-#ifndef MOEX_MODEL_SYNTH_VOCAB_H
-#define MOEX_MODEL_SYNTH_VOCAB_H
+#ifndef MOEX_SYNTH_VOCAB_H
+#define MOEX_SYNTH_VOCAB_H
 
 #include <stdint.h>
 

@@ -1,11 +1,12 @@
-/* Synthetic qwen3moe models: GGUF files of any shape that llama.cpp and moex
+/* Synthetic models (qwen3moe; other architectures through synth_arch.h's
+ * writers, chosen by synth_params.arch): GGUF files of any shape that llama.cpp and moex
  * load, with random but well-scaled weights and a router built so that expert
  * popularity follows a Zipf law per layer and consecutive tokens share
  * experts the way trained MoE routers do (docs/synth.md says how). Files are
  * streamed to disk (a 17 GB model needs little memory) and are the same bytes
  * for the same parameters, whatever the thread count. */
-#ifndef MOEX_MODEL_SYNTH_H
-#define MOEX_MODEL_SYNTH_H
+#ifndef MOEX_SYNTH_H
+#define MOEX_SYNTH_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@ enum synth_type {
 };
 
 struct synth_params {
+    const char *arch;         /* general.architecture; NULL = "qwen3moe" */
     int n_layers, n_embd;
     int n_head, n_head_kv, head_dim;
     int n_expert, n_expert_used, n_ff_exp;
@@ -40,9 +42,14 @@ struct synth_params {
 #define SYNTH_DEFAULT_SKEW 0.6
 #define SYNTH_DEFAULT_LOCALITY 0.75
 
-/* Fills p with a preset ("tiny", "small", "q30b", "q30b-l8") and the
- * defaults of everything else. -1 with moex_error() for an unknown name. */
+/* Fills p with a preset ("tiny", "small", "q30b", "q30b-l8", or one of
+ * another architecture's) and the defaults of everything else, p->arch
+ * included. -1 with moex_error() for an unknown name. */
 int synth_preset(const char *name, struct synth_params *p);
+/* Writes "qwen3moe, ..." (the architectures synth writes) into out. */
+void synth_arch_names(char *out, int size);
+/* The preset --arch ARCH starts from, or NULL for an unknown architecture. */
+const char *synth_arch_default_preset(const char *arch);
 /* "f16", "q8_0", "q4_k", "q6_k", "q4_k_m"; -1 if unknown. */
 int synth_parse_type(const char *s, enum synth_type *t);
 const char *synth_type_name(enum synth_type t);

@@ -14,10 +14,10 @@
  * exactly the requested fast/slow mix. docs/synth.md has the derivation.
  * Rows are generated independently from (seed, tensor, row), so any split of
  * the work gives the same bytes. */
-#ifndef MOEX_MODEL_SYNTH_DESIGN_H
-#define MOEX_MODEL_SYNTH_DESIGN_H
+#ifndef MOEX_SYNTH_DESIGN_H
+#define MOEX_SYNTH_DESIGN_H
 
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #include <stdint.h>
 

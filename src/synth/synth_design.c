@@ -1,4 +1,4 @@
-#include "model/synth_design.h"
+#include "synth/synth_design.h"
 
 #include "core/error.h"
 #include "moe/routing_stats.h"

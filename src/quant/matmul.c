@@ -1,4 +1,4 @@
-#include "model/matmul.h"
+#include "quant/matmul.h"
 
 #include "core/threadpool.h"
 

@@ -1,4 +1,4 @@
-#include "model/attn_kernels.h"
+#include "arch/attn_kernels.h"
 
 #include <immintrin.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-#include "model/synth_vocab.h"
+#include "synth/synth_vocab.h"
 
 #include "core/error.h"
 #include "gguf/gguf.h"

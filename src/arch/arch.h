@@ -1,0 +1,41 @@
+/* An architecture is one row of this type (arch_table.c) and one file that
+ * implements it (qwen3moe.c): its hyper-parameters, its tensors, what each
+ * layer keeps between batches, and its forward pass built from the shared
+ * blocks (block_*.h). docs/architectures.md says what adding one takes. */
+#ifndef MOEX_ARCH_H
+#define MOEX_ARCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct context;
+struct layer_state;
+struct model;
+
+struct arch {
+    const char *name;            /* general.architecture */
+    /* Reads and validates m->hp and the architecture's own hyper-parameters
+     * from m->file (model_load.h's getters). */
+    int (*load_hparams)(struct model *m);
+    /* Layer l's kind and state sizes (after load_hparams). */
+    void (*layer_state)(const struct model *m, int layer, struct layer_state *out);
+    /* Binds every tensor (names and shapes checked): m->weights, the
+     * embedding, output norm and head, and m->moe_layers / m->moe. */
+    int (*bind)(struct model *m);
+    /* The forward pass's own buffers for c->n_batch tokens, or NULL with
+     * moex_error(); freed with workspace_free. */
+    void *(*workspace_new)(const struct context *c);
+    void (*workspace_free)(void *ws);
+    /* n tokens at positions c->n_past.. (at most c->n_batch): writes their
+     * state and logits, (n, n_vocab) when all_logits else the last token's
+     * (n_vocab) (into c->last_logits when logits is NULL). The context
+     * advances n_past. -1 with moex_error() on failure. */
+    int (*forward)(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits);
+};
+
+/* The row for general.architecture `name`, or NULL. */
+const struct arch *arch_find(const char *name);
+/* Writes "qwen3moe, ..." (for messages) into out. */
+void arch_names(char *out, int size);
+
+#endif

@@ -1,0 +1,166 @@
+#include "arch/block_attention.h"
+
+#include "arch/attn_kernels.h"
+#include "arch/block_norm.h"
+#include "core/threadpool.h"
+#include "core/timer.h"
+#include "model/context_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct attn_scratch {
+    int n_ctx;
+    float *q;                   /* (n_batch, n_head*head_dim) */
+    float *k, *v;               /* (n_batch, n_head_kv*head_dim) */
+    float *out;                 /* (n_batch, n_head*head_dim) attention output */
+    float *scores;              /* (threads, n_ctx, group) attention scores */
+    float *q_rounded;           /* (threads, group, head_dim) queries rounded to the cache type */
+    float *rope_cos, *rope_sin; /* (n_batch, head_dim/2) for the current batch */
+};
+
+struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, int n_ctx, int threads) {
+    struct attn_scratch *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    size_t B = (size_t)n_batch, qd = (size_t)sh->n_head * sh->head_dim, kvd = (size_t)sh->n_head_kv * sh->head_dim;
+    size_t group = (size_t)(sh->n_head / sh->n_head_kv);
+    s->n_ctx = n_ctx;
+    s->q = malloc(B * qd * 4);
+    s->k = malloc(B * kvd * 4);
+    s->v = malloc(B * kvd * 4);
+    s->out = malloc(B * qd * 4);
+    s->scores = malloc((size_t)threads * n_ctx * group * 4);
+    s->q_rounded = malloc((size_t)threads * group * sh->head_dim * 4);
+    s->rope_cos = malloc(B * sh->head_dim / 2 * 4);
+    s->rope_sin = malloc(B * sh->head_dim / 2 * 4);
+    if (!s->q || !s->k || !s->v || !s->out || !s->scores || !s->q_rounded || !s->rope_cos || !s->rope_sin) {
+        attn_scratch_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void attn_scratch_free(struct attn_scratch *s) {
+    if (!s) return;
+    free(s->q); free(s->k); free(s->v); free(s->out); free(s->scores); free(s->q_rounded);
+    free(s->rope_cos); free(s->rope_sin);
+    free(s);
+}
+
+/* NEOX RoPE tables: pair i of a head rotates by pos * base^(-2i/head_dim),
+ * the power built by repeated multiplication in float exactly as the
+ * reference does. */
+void attn_rope_prepare(struct attn_scratch *s, const struct attn_shape *sh, int pos0, int n) {
+    int half = sh->head_dim / 2;
+    float theta_scale = powf(sh->rope_base, -2.0f / (float)sh->head_dim);
+    for (int t = 0; t < n; t++) {
+        float theta = (float)(pos0 + t);
+        for (int i = 0; i < half; i++) {
+            s->rope_cos[t * half + i] = cosf(theta);
+            s->rope_sin[t * half + i] = sinf(theta);
+            theta *= theta_scale;
+        }
+    }
+}
+
+static void norm_rope_head(float *v, const float *w, const float *cs, const float *sn, int hd, float eps) {
+    rms_norm(v, w, v, hd, eps);
+    int half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        float x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * cs[i] - x1 * sn[i];
+        v[i + half] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
+static void store_kv(void *cache, size_t elem, size_t offset, const float *src, size_t n) {
+    if (elem == 4) memcpy((float *)cache + offset, src, n * 4);
+    else f32_to_fp16_row(src, (uint16_t *)cache + offset, (int64_t)n);
+}
+
+struct attn_job {
+    const struct attn_shape *sh;
+    struct attn_scratch *s;
+    const struct layer_slice *kv;
+    size_t kv_elem;
+    int n_past;
+};
+
+/* One (token, KV head) per item: the query heads of the group share each
+ * key and value row as it is read. Causal softmax over the cache. With an
+ * f16 cache, q and the probabilities are rounded to f16 before their dot
+ * products, as the reference computes with f16 caches. */
+static void attention_items(void *arg, int64_t begin, int64_t end, int thread_index) {
+    struct attn_job *j = arg;
+    const struct attn_shape *sh = j->sh;
+    struct attn_scratch *s = j->s;
+    int hd = sh->head_dim, group = sh->n_head / sh->n_head_kv;
+    size_t kvd = (size_t)sh->n_head_kv * hd;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *scores = s->scores + (size_t)thread_index * s->n_ctx * group; /* (n_ctx, group) */
+    float *qh = s->q_rounded + (size_t)thread_index * group * hd;      /* (group, hd) */
+    const struct attn_kernels *ak = attn_kernels();
+    bool f16 = j->kv_elem == 2;
+    for (int64_t item = begin; item < end; item++) {
+        int t = (int)(item / sh->n_head_kv), g = (int)(item % sh->n_head_kv);
+        int n_keys = j->n_past + t + 1;
+        const float *q = s->q + (size_t)t * sh->n_head * hd + (size_t)g * group * hd;
+        float *out = s->out + (size_t)t * sh->n_head * hd + (size_t)g * group * hd;
+        size_t off = (size_t)g * hd;
+        if (f16) {
+            f32_to_fp16_row(q, (uint16_t *)out, group * hd); /* out is free until wsum */
+            fp16_to_f32_row((const uint16_t *)out, qh, group * hd);
+            const uint16_t *kc = (const uint16_t *)j->kv->k + off;
+            for (int p = 0; p < n_keys; p++) ak->dot_f16(qh, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
+        } else {
+            const float *kc = (const float *)j->kv->k + off;
+            for (int p = 0; p < n_keys; p++) ak->dot_f32(q, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
+        }
+        /* the probabilities, in place (rounded to f16 for an f16 cache) */
+        ak->softmax(scores, n_keys, group, scale, f16);
+        if (f16)
+            ak->wsum_f16(scores, group, n_keys, (const uint16_t *)j->kv->v + off, kvd, hd, out);
+        else
+            ak->wsum_f32(scores, group, n_keys, (const float *)j->kv->v + off, kvd, hd, out);
+    }
+}
+
+void attention(struct context *c, const struct attn_shape *sh, const struct attn_weights *w, struct attn_scratch *s,
+               struct layer_slice *kv, int n, const float *xn, float *out) {
+    int D = sh->n_embd, hd = sh->head_dim, half = hd / 2;
+    size_t qd = (size_t)sh->n_head * hd, kvd = (size_t)sh->n_head_kv * hd;
+    int64_t t0 = time_ns();
+    /* q, k and v read the same input: quantize it once when their types
+     * want the same activation type (Q4_K and Q6_K both take Q8_K). */
+    const struct matrix *qkv[3] = { &w->wq, &w->wk, &w->wv };
+    float *qkv_out[3] = { s->q, s->k, s->v };
+    enum qtype act_type = QT_MAX;
+    size_t act_stride = 0;
+    for (int i = 0; i < 3; i++) {
+        enum qtype want = quant_traits(qkv[i]->type)->vec_dot_type;
+        if (want != act_type) {
+            act_stride = quantize_rows(c->pool, qkv[i]->type, xn, n, D, c->act, 0);
+            act_type = want;
+        }
+        matmul_preq(c->pool, qkv[i], c->act, act_stride, n, qkv_out[i], (size_t)qkv[i]->rows);
+    }
+    for (int t = 0; t < n; t++) {
+        const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;
+        for (int h = 0; h < sh->n_head; h++)
+            norm_rope_head(s->q + t * qd + (size_t)h * hd, w->q_norm, cs, sn, hd, sh->rms_eps);
+        for (int h = 0; h < sh->n_head_kv; h++)
+            norm_rope_head(s->k + t * kvd + (size_t)h * hd, w->k_norm, cs, sn, hd, sh->rms_eps);
+        size_t off = (size_t)(c->n_past + t) * kvd;
+        store_kv(kv->k, c->kv_elem, off, s->k + t * kvd, kvd);
+        store_kv(kv->v, c->kv_elem, off, s->v + t * kvd, kvd);
+    }
+    int64_t t1 = time_ns();
+    struct attn_job job = { sh, s, kv, c->kv_elem, c->n_past };
+    threadpool_parallel_for(c->pool, (int64_t)n * sh->n_head_kv, 1, attention_items, &job);
+    int64_t t2 = time_ns();
+    matmul(c->pool, &w->wo, s->out, n, out, c->act);
+    int64_t t3 = time_ns();
+    c->times.attn_matmul += (t1 - t0) + (t3 - t2);
+    c->times.attention += t2 - t1;
+}

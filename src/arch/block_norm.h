@@ -1,0 +1,14 @@
+/* RMSNorm: y = x / sqrt(mean(x^2) + eps) * w. */
+#ifndef MOEX_BLOCK_NORM_H
+#define MOEX_BLOCK_NORM_H
+
+#include <stdint.h>
+
+/* n values; y may be x. */
+void rms_norm(const float *x, const float *w, float *y, int n, float eps);
+/* rows rows of n values, consecutive. */
+void rms_norm_rows(const float *x, const float *w, float *y, int rows, int n, float eps);
+/* y[i] += x[i] for i < n: a residual connection. */
+void add_residual(float *y, const float *x, int64_t n);
+
+#endif

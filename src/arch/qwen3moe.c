@@ -1,0 +1,174 @@
+/* qwen3moe (Qwen3-30B-A3B and its kind), top to bottom:
+ *   embed -> per layer: RMSNorm, attention (q/k/v, per-head q/k RMSNorm,
+ *   NEOX RoPE, KV cache, causal softmax attention, output projection),
+ *   residual; RMSNorm, router softmax + top-k (renormalised), experts,
+ *   residual -> output norm -> lm head.
+ * Most of the time goes to the expert matmuls (the executor) and, at
+ * decode, to the lm head. */
+#include "arch/arch.h"
+
+#include "arch/block_attention.h"
+#include "arch/block_io.h"
+#include "arch/block_moe.h"
+#include "arch/block_norm.h"
+#include "core/threadpool.h"
+#include "core/timer.h"
+#include "gguf/gguf.h"
+#include "model/context_impl.h"
+#include "model/model_load.h"
+
+#include <float.h>
+#include <stdlib.h>
+
+struct qwen3moe_layer {
+    const float *attn_norm;            /* (n_embd) */
+    struct attn_weights attn;
+    const float *ffn_norm;             /* (n_embd) */
+    struct moe_router router;          /* experts: m->moe_layers[layer] */
+};
+
+/* ---------------------------------------------------------------- hyper-parameters */
+
+static int load_hparams(struct model *m) {
+    struct model_hparams *hp = &m->hp;
+    const char *path = m->file->path;
+    const int64_t max = MODEL_DIM_MAX;
+    if (model_get_int(m, "block_count", 1, max, &hp->n_layers) ||
+        model_get_int(m, "embedding_length", 1, max, &hp->n_embd) ||
+        model_get_int(m, "attention.head_count", 1, max, &hp->n_head) ||
+        model_get_int(m, "attention.head_count_kv", 1, max, &hp->n_head_kv) ||
+        model_get_int(m, "expert_count", 1, max, &hp->n_expert) ||
+        model_get_int(m, "expert_used_count", 1, max, &hp->n_expert_used) ||
+        model_get_int(m, "expert_feed_forward_length", 1, max, &hp->n_ff_exp) ||
+        model_get_int(m, "context_length", 1, max, &hp->n_ctx_train) ||
+        model_get_int_or(m, "attention.key_length", 1, max, hp->n_embd / hp->n_head, &hp->head_dim) ||
+        model_get_int_or(m, "attention.value_length", 1, max, hp->head_dim, &hp->value_dim) ||
+        model_get_float_or(m, "rope.freq_base", 0, FLT_MAX, 10000.0f, &hp->rope_base) ||
+        model_get_float_or(m, "attention.layer_norm_rms_epsilon", 0, 1, 1e-6f, &hp->rms_eps))
+        return -1;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return moex_errorf("%s: head_count %d is not a multiple of head_count_kv %d", path, hp->n_head, hp->n_head_kv);
+    if (hp->n_head / hp->n_head_kv > 64)
+        return moex_errorf("%s: %d query heads per KV head; moex supports up to 64", path, hp->n_head / hp->n_head_kv);
+    if (hp->n_expert_used > hp->n_expert)
+        return moex_errorf("%s: expert_used_count %d exceeds expert_count %d", path, hp->n_expert_used, hp->n_expert);
+    if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
+        return moex_errorf("%s: attention.key_length %d is invalid", path, hp->head_dim);
+    if (hp->value_dim != hp->head_dim)
+        return moex_errorf("%s: attention.value_length %d differs from key_length %d; moex's qwen3moe needs them equal",
+                           path, hp->value_dim, hp->head_dim);
+    return 0;
+}
+
+static void layer_state(const struct model *m, int layer, struct layer_state *out) {
+    (void)layer;
+    int64_t kv_dim = (int64_t)m->hp.n_head_kv * m->hp.head_dim;
+    *out = (struct layer_state){ LAYER_ATTENTION, kv_dim, kv_dim, 0, 0 };
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+static int bind(struct model *m) {
+    const struct model_hparams *hp = &m->hp;
+    const struct gguf_tensor *emb = gguf_find_tensor(m->file, "token_embd.weight");
+    if (!emb) return moex_errorf("%s: tensor 'token_embd.weight' is missing", m->file->path);
+    if (emb->ne[1] <= 0 || emb->ne[1] > MODEL_DIM_MAX)
+        return moex_errorf("%s: tensor 'token_embd.weight' has an invalid vocabulary size", m->file->path);
+    m->hp.n_vocab = (int)emb->ne[1];
+    if (model_want_matrix(m, &m->token_embd, hp->n_embd, hp->n_vocab, "token_embd.weight") ||
+        !(m->output_norm = model_want_vector(m, hp->n_embd, "output_norm.weight")))
+        return -1;
+    if (model_has_tensor(m, "output.weight")) {
+        if (model_want_matrix(m, &m->output, hp->n_embd, hp->n_vocab, "output.weight")) return -1;
+    } else {
+        m->output = m->token_embd; /* tied embedding */
+    }
+    struct qwen3moe_layer *layers = calloc((size_t)hp->n_layers, sizeof *layers);
+    m->weights = layers;
+    if (!layers || model_alloc_moe(m, hp->n_layers)) return moex_errorf("out of memory");
+    int D = hp->n_embd, hd = hp->head_dim, q_dim = hp->n_head * hd, kv_dim = hp->n_head_kv * hd;
+    for (int l = 0; l < hp->n_layers; l++) {
+        struct qwen3moe_layer *L = &layers[l];
+        struct moe_layer_desc *E = &m->moe_layers[l];
+        *E = (struct moe_layer_desc){ .layer = l, .n_expert = hp->n_expert, .n_used = hp->n_expert_used,
+                                      .n_ff = hp->n_ff_exp, .n_embd = D };
+        L->router = (struct moe_router){ .gating = MOE_GATING_SOFTMAX, .renormalise = true };
+        if (!(L->attn_norm = model_want_vector(m, D, "blk.%d.attn_norm.weight", l)) ||
+            model_want_matrix(m, &L->attn.wq, D, q_dim, "blk.%d.attn_q.weight", l) ||
+            model_want_matrix(m, &L->attn.wk, D, kv_dim, "blk.%d.attn_k.weight", l) ||
+            model_want_matrix(m, &L->attn.wv, D, kv_dim, "blk.%d.attn_v.weight", l) ||
+            model_want_matrix(m, &L->attn.wo, q_dim, D, "blk.%d.attn_output.weight", l) ||
+            !(L->attn.q_norm = model_want_vector(m, hd, "blk.%d.attn_q_norm.weight", l)) ||
+            !(L->attn.k_norm = model_want_vector(m, hd, "blk.%d.attn_k_norm.weight", l)) ||
+            !(L->ffn_norm = model_want_vector(m, D, "blk.%d.ffn_norm.weight", l)) ||
+            model_want_matrix(m, &L->router.gate_inp, D, hp->n_expert, "blk.%d.ffn_gate_inp.weight", l) ||
+            model_want_experts(m, &E->gate, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_gate_exps.weight", l) ||
+            model_want_experts(m, &E->up, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_up_exps.weight", l) ||
+            model_want_experts(m, &E->down, hp->n_ff_exp, D, hp->n_expert, "blk.%d.ffn_down_exps.weight", l))
+            return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+struct workspace {
+    struct attn_shape shape;
+    struct attn_scratch *attn;
+    struct moe_block_scratch *moe;
+};
+
+static void workspace_free(void *p) {
+    struct workspace *ws = p;
+    if (!ws) return;
+    attn_scratch_free(ws->attn);
+    moe_block_scratch_free(ws->moe);
+    free(ws);
+}
+
+static void *workspace_new(const struct context *c) {
+    const struct model_hparams *hp = &c->m->hp;
+    struct workspace *ws = calloc(1, sizeof *ws);
+    if (!ws) return NULL;
+    ws->shape = (struct attn_shape){ hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->rope_base, hp->rms_eps };
+    ws->attn = attn_scratch_new(&ws->shape, c->n_batch, c->n_ctx, threadpool_size(c->pool));
+    ws->moe = moe_block_scratch_new(&c->m->moe_layers[0], c->n_batch);
+    if (!ws->attn || !ws->moe) {
+        workspace_free(ws);
+        return NULL;
+    }
+    return ws;
+}
+
+static int forward(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits) {
+    const struct model *m = c->m;
+    const struct model_hparams *hp = &m->hp;
+    const struct qwen3moe_layer *layers = m->weights;
+    struct workspace *ws = c->ws;
+    int D = hp->n_embd;
+    int64_t t0 = time_ns();
+    embed_tokens(&m->token_embd, tokens, n, c->x);
+    attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
+    c->times.other += time_ns() - t0;
+    for (int l = 0; l < hp->n_layers; l++) {
+        const struct qwen3moe_layer *L = &layers[l];
+        rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);
+        attention(c, &ws->shape, &L->attn, ws->attn, &c->layers[l], n, c->xn, c->tmp);
+        add_residual(c->x, c->tmp, (int64_t)n * D);
+        rms_norm_rows(c->x, L->ffn_norm, c->xn, n, D, hp->rms_eps);
+        moe_ffn(c, &L->router, l, ws->moe, c->xn, n, c->tmp);
+        add_residual(c->x, c->tmp, (int64_t)n * D);
+    }
+    output_head(c, m->output_norm, &m->output, n, logits, all_logits);
+    return 0;
+}
+
+const struct arch arch_qwen3moe = {
+    .name = "qwen3moe",
+    .load_hparams = load_hparams,
+    .layer_state = layer_state,
+    .bind = bind,
+    .workspace_new = workspace_new,
+    .workspace_free = workspace_free,
+    .forward = forward,
+};

@@ -1,0 +1,74 @@
+/* Evaluating a model: a context holds the per-layer state (KV cache for
+ * attention layers, convolution and recurrent state for the others), the
+ * scratch of one batch, the expert executor and the op times. It is generic:
+ * the architecture's forward pass (src/arch/) does the arithmetic. */
+#ifndef MOEX_CONTEXT_H
+#define MOEX_CONTEXT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct model;
+struct threadpool;
+struct moe_exec_options;
+struct moe_executor;
+
+/* Called after each MoE layer's routing with the batch's top-k choices;
+ * `layer` indexes the MoE layers (model->moe), not the model's layers. */
+typedef void (*route_observer_fn)(void *user, int layer, int n_tokens, int top_k,
+                                  const int32_t *expert_ids /* (n_tokens, top_k) */,
+                                  const float *weights /* (n_tokens, top_k) */);
+
+enum kv_type { KV_F16 = 0, KV_F32 = 1 };
+
+struct context_params {
+    int n_ctx;            /* KV cache length; 0 = min(4096, trained) */
+    int n_batch;          /* most tokens per eval call; 0 = 512 */
+    enum kv_type kv_type;
+    struct threadpool *pool;
+    const struct moe_exec_options *experts; /* where experts run; NULL: the CPU */
+};
+
+struct context;
+
+struct context *context_new(struct model *m, const struct context_params *p);
+void context_free(struct context *c);
+/* Evaluates n tokens at positions n_past.. as one batch and advances n_past.
+ * logits: (n, n_vocab) when all_logits, else (n_vocab) for the last token;
+ * may be NULL. Batches longer than n_batch are split. -1 on error. */
+int context_eval(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits);
+int context_n_past(const struct context *c);
+int context_n_ctx(const struct context *c);
+/* Forgets positions >= n_past (e.g. 0 to start over). The tokens before stay.
+ * KV caches need nothing more; recurrent state cannot be rolled back, so it
+ * is restored from the checkpoint when one lies at or before n_past (and is
+ * still part of the kept tokens), else reset; the next eval first evaluates
+ * again the kept tokens from there. */
+void context_truncate(struct context *c, int n_past);
+/* Saves the recurrent state at n_past (one checkpoint; the newest wins), so
+ * that truncating back to here or later is cheap: chat calls it at turn
+ * boundaries. Right after a truncation that must replay, the state is saved
+ * when the next eval has replayed up to here. Free for models without
+ * recurrent state. */
+void context_checkpoint(struct context *c);
+void context_set_route_observer(struct context *c, route_observer_fn fn, void *user);
+struct model *context_model(struct context *c);
+/* The expert executor (counters, device notes). */
+struct moe_executor *context_executor(struct context *c);
+
+/* Memory a context holds, per kind of state (bytes). */
+struct context_memory {
+    uint64_t kv, conv, recurrent, checkpoint, scratch;
+};
+void context_memory(const struct context *c, struct context_memory *out);
+/* Positions evaluated again after truncations (replays), in total. */
+int64_t context_replayed(const struct context *c);
+
+/* Where the time goes, accumulated over evals (nanoseconds). */
+struct op_times {
+    int64_t attn_matmul, attention, router, experts, lm_head, other;
+};
+const struct op_times *context_op_times(const struct context *c);
+void context_reset_op_times(struct context *c);
+
+#endif

@@ -1,0 +1,164 @@
+/* moex synth as a library call: the table of architecture writers, the
+ * presets, the tensor types (llama.cpp's rules for the Q4_K_M mix), the
+ * checks every shape passes, and the dispatch to the architecture's writer. */
+#include "synth/synth.h"
+
+#include "core/error.h"
+#include "synth/synth_arch.h"
+#include "synth/synth_vocab.h"
+#include "quant/quant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const struct synth_arch synth_qwen3moe;
+
+/* One row per architecture moex synth writes. */
+static const struct synth_arch *const synth_archs[] = {
+    &synth_qwen3moe,
+};
+
+static const struct synth_arch *find_arch(const char *name) {
+    for (size_t i = 0; i < sizeof synth_archs / sizeof *synth_archs; i++)
+        if (!strcmp(synth_archs[i]->name, name ? name : "qwen3moe")) return synth_archs[i];
+    return NULL;
+}
+
+void synth_arch_names(char *out, int size) {
+    int used = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof synth_archs / sizeof *synth_archs && used < size; i++)
+        used += snprintf(out + used, (size_t)(size - used), "%s%s", i ? ", " : "", synth_archs[i]->name);
+}
+
+const char *synth_arch_default_preset(const char *arch) {
+    const struct synth_arch *a = find_arch(arch);
+    return a ? a->default_preset : NULL;
+}
+
+struct preset {
+    const char *name;
+    int layers, embd, heads, heads_kv, head_dim, experts, used, ff, vocab, ctx;
+    enum synth_type type;
+};
+
+/* tiny: unit tests (dims multiples of 256, so every quantization type fits);
+ * small: the default model, tens of MB; q30b: Qwen3-30B-A3B's shapes. */
+static const struct preset presets[] = {
+    { "tiny", 2, 256, 4, 2, 64, 8, 2, 256, 512, 4096, SYNTH_F16 },
+    { "small", 6, 512, 8, 2, 64, 32, 4, 256, 0, 4096, SYNTH_Q4_K_M },
+    { "q30b", 48, 2048, 32, 4, 128, 128, 8, 768, 151936, 40960, SYNTH_Q4_K_M },
+    { "q30b-l8", 8, 2048, 32, 4, 128, 128, 8, 768, 151936, 40960, SYNTH_Q4_K_M },
+};
+
+static const char *const type_names[SYNTH_TYPE_COUNT] = { "f16", "q8_0", "q4_k", "q6_k", "q4_k_m" };
+
+int synth_preset(const char *name, struct synth_params *p) {
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+        const struct preset *s = &presets[i];
+        if (strcmp(name, s->name)) continue;
+        *p = (struct synth_params){
+            .n_layers = s->layers, .n_embd = s->embd, .n_head = s->heads, .n_head_kv = s->heads_kv,
+            .head_dim = s->head_dim, .n_expert = s->experts, .n_expert_used = s->used, .n_ff_exp = s->ff,
+            .n_vocab = s->vocab, .n_ctx = s->ctx, .rope_base = 1e6f, .rms_eps = 1e-6f, .type = s->type,
+            .skew = SYNTH_DEFAULT_SKEW, .locality = SYNTH_DEFAULT_LOCALITY, .seed = 1, .arch = "qwen3moe",
+        };
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof synth_archs / sizeof *synth_archs; i++) {
+        int rc = synth_archs[i]->preset ? synth_archs[i]->preset(name, p) : 1;
+        if (rc <= 0) return rc;
+    }
+    return moex_errorf("synth: unknown preset '%s' (tiny, small, q30b, q30b-l8)", name);
+}
+
+int synth_parse_type(const char *s, enum synth_type *t) {
+    for (int i = 0; i < SYNTH_TYPE_COUNT; i++)
+        if (!strcmp(s, type_names[i])) { *t = (enum synth_type)i; return 0; }
+    return -1;
+}
+
+const char *synth_type_name(enum synth_type t) { return (unsigned)t < SYNTH_TYPE_COUNT ? type_names[t] : "?"; }
+
+uint32_t synth_file_type(enum synth_type t) {
+    /* llama_ftype: MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_S 14 (the nearest
+     * to all-Q4_K), MOSTLY_Q4_K_M 15, MOSTLY_Q6_K 18. */
+    static const uint32_t ftype[SYNTH_TYPE_COUNT] = { 1, 7, 14, 18, 15 };
+    return (unsigned)t < SYNTH_TYPE_COUNT ? ftype[t] : 0;
+}
+
+/* llama.cpp's use_more_bits: the first and last eighth of the layers and
+ * every third one between get more bits. */
+static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static uint32_t q4_k_m_type(const struct synth_params *p, const char *name) {
+    int layer = 0;
+    if (sscanf(name, "blk.%d.", &layer) != 1) layer = 0;
+    bool eight = p->n_expert == 8; /* llama.cpp special-cases 8-expert models */
+    if (!strcmp(name, "output.weight")) return QT_Q6_K;
+    if (strstr(name, "attn_v.weight")) return eight ? QT_Q8_0 : use_more_bits(layer, p->n_layers) ? QT_Q6_K : QT_Q4_K;
+    if (strstr(name, "attn_k.weight")) return eight ? QT_Q8_0 : QT_Q4_K;
+    if (strstr(name, "attn_output.weight")) return eight ? QT_Q5_K : QT_Q4_K;
+    if (strstr(name, "ffn_down")) return use_more_bits(layer, p->n_layers) ? QT_Q6_K : QT_Q4_K;
+    return QT_Q4_K;
+}
+
+uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64_t ne0) {
+    if (strstr(name, "_norm.weight") || strstr(name, "ffn_gate_inp")) return QT_F32;
+    uint32_t t;
+    switch (p->type) {
+    case SYNTH_Q8_0: t = QT_Q8_0; break;
+    case SYNTH_Q4_K: t = QT_Q4_K; break;
+    case SYNTH_Q6_K: /* llama.cpp's Q6_K: 8-expert models keep attn_k and attn_v in Q8_0 */
+        t = p->n_expert == 8 && (strstr(name, "attn_k.weight") || strstr(name, "attn_v.weight")) ? QT_Q8_0 : QT_Q6_K;
+        break;
+    case SYNTH_Q4_K_M: t = q4_k_m_type(p, name); break;
+    default: t = QT_F16; break;
+    }
+    /* Rows a block cannot tile: llama.cpp moves k-quants to Q5_0/Q5_1/Q8_0,
+     * moex (which has no Q5_0) to Q8_0, then to F16. */
+    if (quant_row_size((enum qtype)t, ne0) == 0) t = QT_Q8_0;
+    if (quant_row_size((enum qtype)t, ne0) == 0) t = QT_F16;
+    return t;
+}
+
+int synth_check(const struct synth_params *p) {
+    struct { const char *what; int64_t v, lo, hi; } limits[] = {
+        { "layers", p->n_layers, 1, 1024 },       { "dim", p->n_embd, 16, 65536 },
+        { "heads", p->n_head, 1, 1024 },          { "kv-heads", p->n_head_kv, 1, 1024 },
+        { "head-dim", p->head_dim, 2, 1024 },     { "experts", p->n_expert, 1, 4096 },
+        { "top-k", p->n_expert_used, 1, 4096 },   { "expert-ffn", p->n_ff_exp, 1, 1 << 20 },
+        { "vocab", p->n_vocab, 0, 1 << 24 },      { "ctx", p->n_ctx, 1, 1 << 24 },
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof *limits; i++)
+        if (limits[i].v < limits[i].lo || limits[i].v > limits[i].hi)
+            return moex_errorf("synth: %s %lld is out of range [%lld, %lld]", limits[i].what, (long long)limits[i].v,
+                               (long long)limits[i].lo, (long long)limits[i].hi);
+    if (p->head_dim % 2) return moex_errorf("synth: head-dim %d must be even (RoPE rotates pairs)", p->head_dim);
+    if (p->n_head % p->n_head_kv)
+        return moex_errorf("synth: heads %d is not a multiple of kv-heads %d", p->n_head, p->n_head_kv);
+    if (p->n_expert_used > p->n_expert)
+        return moex_errorf("synth: top-k %d is more than the %d experts", p->n_expert_used, p->n_expert);
+    if (!(p->rope_base > 1) || !(p->rms_eps > 0)) return moex_errorf("synth: rope base must be > 1 and rms eps > 0");
+    if (!(p->skew >= 0 && p->skew <= 10)) return moex_errorf("synth: skew %g is out of range [0, 10]", p->skew);
+    if (!(p->locality >= 0 && p->locality <= 1)) return moex_errorf("synth: locality %g is out of range [0, 1]", p->locality);
+    if ((unsigned)p->type >= SYNTH_TYPE_COUNT) return moex_errorf("synth: unknown type %d", (int)p->type);
+    const struct synth_arch *a = find_arch(p->arch);
+    if (!a) {
+        char names[128];
+        synth_arch_names(names, sizeof names);
+        return moex_errorf("synth: unknown architecture '%s' (%s)", p->arch, names);
+    }
+    return a->check ? a->check(p) : 0;
+}
+
+int synth_write(const struct synth_params *p, const char *path) {
+    if (synth_check(p)) return -1;
+    struct synth_vocab vocab;
+    if (synth_vocab_build(p->vocab_from, p->n_vocab, &vocab)) return -1;
+    int rc = find_arch(p->arch)->write(p, &vocab, path);
+    synth_vocab_free(&vocab);
+    return rc;
+}
+

@@ -1,0 +1,130 @@
+/* The shared blocks of src/arch/ against plain references: the router's
+ * gating variants (softmax, sigmoid with a selection bias, renormalisation,
+ * scale) and the dense SwiGLU FFN on F32 weights. */
+#include "harness.h"
+
+#include "arch/block_ffn.h"
+#include "arch/block_moe.h"
+#include "arch/block_norm.h"
+#include "core/threadpool.h"
+#include "model/context_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float frand(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)(*s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+static void test_softmax_router(void) {
+    enum { E = 8, K = 3, N = 5 };
+    uint32_t seed = 7;
+    float logits[N * E], keep[N * E], w[N * K];
+    int32_t ids[N * K];
+    for (int i = 0; i < N * E; i++) keep[i] = logits[i] = 3 * frand(&seed);
+    struct moe_router r = { .gating = MOE_GATING_SOFTMAX, .renormalise = true };
+    moe_route(&r, E, K, logits, N, ids, w);
+    for (int t = 0; t < N; t++) {
+        const float *l = keep + t * E;
+        /* the chosen are the K largest logits, in order */
+        bool taken[E] = { false };
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) if (!taken[e] && (best < 0 || l[e] > l[best])) best = e;
+            taken[best] = true;
+            CHECKF(ids[t * K + k] == best, "token %d choice %d: %d, wanted %d", t, k, ids[t * K + k], best);
+        }
+        double z = 0, chosen = 0;
+        for (int e = 0; e < E; e++) z += exp(l[e]);
+        for (int k = 0; k < K; k++) chosen += exp(l[ids[t * K + k]]) / z;
+        double sum = 0;
+        for (int k = 0; k < K; k++) {
+            double want = exp(l[ids[t * K + k]]) / z / chosen;
+            CHECKF(fabs(w[t * K + k] - want) < 1e-6, "weight %g, wanted %g", w[t * K + k], want);
+            sum += w[t * K + k];
+        }
+        CHECK(fabs(sum - 1) < 1e-6);
+    }
+}
+
+/* Sigmoid gating with a selection bias (LFM2's exp_probs_b): the bias picks
+ * the experts, the weights are the unbiased sigmoids, renormalised and scaled. */
+static void test_sigmoid_router(void) {
+    enum { E = 4, K = 2 };
+    float logits[E] = { 2.0f, 1.0f, 0.0f, -1.0f };
+    const float bias[E] = { 0.0f, 0.0f, 0.0f, 0.9f };
+    float w[K];
+    int32_t ids[K];
+    struct moe_router r = { .gating = MOE_GATING_SIGMOID, .selection_bias = bias, .renormalise = true,
+                            .weight_scale = 2.0f };
+    moe_route(&r, E, K, logits, 1, ids, w);
+    /* sigmoid: .881 .731 .5 .269; with the bias expert 3 scores 1.169 */
+    CHECKF(ids[0] == 3 && ids[1] == 0, "chose %d %d", ids[0], ids[1]);
+    double s0 = 1 / (1 + exp(1.0)), s3 = 1 / (1 + exp(-2.0));
+    CHECKF(fabs(w[0] - 2 * s0 / (s0 + s3)) < 1e-6 && fabs(w[1] - 2 * s3 / (s0 + s3)) < 1e-6, "weights %g %g", w[0],
+           w[1]);
+    float plain[E] = { 2.0f, 1.0f, 0.0f, -1.0f };
+    struct moe_router no_norm = { .gating = MOE_GATING_SIGMOID };
+    moe_route(&no_norm, E, K, plain, 1, ids, w);
+    CHECK(ids[0] == 0 && ids[1] == 1 && fabs(w[0] - s3) < 1e-6 && fabs(w[1] - 1 / (1 + exp(-1.0))) < 1e-6);
+}
+
+static void test_ffn(struct threadpool *pool) {
+    enum { D = 32, F = 48, N = 3 };
+    uint32_t seed = 11;
+    static float wg[F * D], wu[F * D], wd[D * F], x[N * D], out[N * D];
+    for (int i = 0; i < F * D; i++) { wg[i] = frand(&seed); wu[i] = frand(&seed); wd[i] = frand(&seed); }
+    for (int i = 0; i < N * D; i++) x[i] = frand(&seed);
+    struct ffn_weights w = {
+        { wg, QT_F32, F, D, D * sizeof(float), NULL },
+        { wu, QT_F32, F, D, D * sizeof(float), NULL },
+        { wd, QT_F32, D, F, F * sizeof(float), NULL },
+    };
+    struct context c = { 0 };
+    c.pool = pool;
+    size_t act = matmul_scratch_size(&w.down, N) > matmul_scratch_size(&w.gate, N) ? matmul_scratch_size(&w.down, N)
+                                                                                    : matmul_scratch_size(&w.gate, N);
+    c.act = malloc(act);
+    struct ffn_scratch *s = ffn_scratch_new(F, N);
+    CHECK(s != NULL && c.act != NULL);
+    ffn_swiglu(&c, &w, s, x, N, out);
+    double worst = 0;
+    for (int t = 0; t < N; t++) {
+        double h[F];
+        for (int f = 0; f < F; f++) {
+            double g = 0, u = 0;
+            for (int i = 0; i < D; i++) { g += wg[f * D + i] * x[t * D + i]; u += wu[f * D + i] * x[t * D + i]; }
+            h[f] = g / (1 + exp(-g)) * u;
+        }
+        for (int i = 0; i < D; i++) {
+            double y = 0;
+            for (int f = 0; f < F; f++) y += wd[i * F + f] * h[f];
+            double d = fabs(y - out[t * D + i]) / (1 + fabs(y));
+            if (d > worst) worst = d;
+        }
+    }
+    CHECKF(worst < 1e-4, "ffn differs from the reference by %g", worst);
+    ffn_scratch_free(s);
+    free(c.act);
+}
+
+static void test_norm(void) {
+    float x[6] = { 1, -2, 3, -4, 5, -6 }, w[6] = { 1, 1, 1, 2, 2, 2 }, y[6];
+    rms_norm(x, w, y, 6, 1e-6f);
+    double ms = (1 + 4 + 9 + 16 + 25 + 36) / 6.0, sc = 1 / sqrt(ms + 1e-6);
+    for (int i = 0; i < 6; i++) CHECK(fabs(y[i] - x[i] * sc * w[i]) < 1e-6);
+    add_residual(y, x, 6);
+    CHECK(fabs(y[5] - (-6 - 12 * sc)) < 1e-5);
+}
+
+int main(void) {
+    struct threadpool *pool = threadpool_new(2, false);
+    test_softmax_router();
+    test_sigmoid_router();
+    test_ffn(pool);
+    test_norm();
+    threadpool_free(pool);
+    return test_finish();
+}
