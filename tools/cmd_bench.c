@@ -163,9 +163,10 @@ int cmd_bench(int argc, char **argv) {
             double *rate = malloc(sizeof(double) * (size_t)(reps + 1));
             double *modelled_rate = malloc(sizeof(double) * (size_t)(reps + 1));
             struct moe_executor *ex = context_executor(s.ctx);
+            uint64_t barriers0 = 0;
             for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up */
                 context_truncate(s.ctx, 0);
-                if (r == 0) context_reset_op_times(s.ctx);
+                if (r == 0) { context_reset_op_times(s.ctx); barriers0 = threadpool_barriers(s.pool); }
                 struct moe_phase_counters before = *moe_executor_counters(ex, kind == 0 ? MOE_PREFILL : MOE_DECODE);
                 double t0 = time_s();
                 if (kind == 0) {
@@ -206,7 +207,13 @@ int cmd_bench(int argc, char **argv) {
                    s.model->n_params >= 1000000000 ? "B" : "M", backend,
                    threadpool_size(s.pool), test, mean, sd, gbps, share, peak_rss_gib());
             fflush(stdout);
-            if (ops) print_ops(test, context_op_times(s.ctx), (int)reps);
+            if (ops) {
+                print_ops(test, context_op_times(s.ctx), (int)reps);
+                /* per eval call: a batch for pp, a token for tg */
+                double per_eval = (double)(threadpool_barriers(s.pool) - barriers0) / (double)reps / (kind ? n : 1);
+                fprintf(stderr, "%s barriers: %.0f per %s, %.1f per layer\n", test, per_eval, kind ? "token" : "batch",
+                        per_eval / (s.model->hp.n_layers > 0 ? s.model->hp.n_layers : 1));
+            }
             free(rate);
             free(modelled_rate);
         }

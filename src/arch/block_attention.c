@@ -135,15 +135,22 @@ void attention(struct context *c, const struct attn_shape *sh, const struct attn
      * want the same activation type (Q4_K and Q6_K both take Q8_K). */
     const struct matrix *qkv[3] = { &w->wq, &w->wk, &w->wv };
     float *qkv_out[3] = { s->q, s->k, s->v };
-    enum qtype act_type = QT_MAX;
-    size_t act_stride = 0;
-    for (int i = 0; i < 3; i++) {
-        enum qtype want = quant_traits(qkv[i]->type)->vec_dot_type;
-        if (want != act_type) {
-            act_stride = quantize_rows(c->pool, qkv[i]->type, xn, n, D, c->act, 0);
-            act_type = want;
+    enum qtype act_type = quant_traits(qkv[0]->type)->vec_dot_type;
+    if (quant_traits(qkv[1]->type)->vec_dot_type == act_type && quant_traits(qkv[2]->type)->vec_dot_type == act_type) {
+        /* and run them as one job: one barrier instead of three */
+        size_t act_stride = quantize_rows(c->pool, qkv[0]->type, xn, n, D, c->act, 0);
+        matmul_preq_many(c->pool, 3, qkv, c->act, act_stride, n, qkv_out);
+    } else {
+        act_type = QT_MAX;
+        size_t act_stride = 0;
+        for (int i = 0; i < 3; i++) {
+            enum qtype want = quant_traits(qkv[i]->type)->vec_dot_type;
+            if (want != act_type) {
+                act_stride = quantize_rows(c->pool, qkv[i]->type, xn, n, D, c->act, 0);
+                act_type = want;
+            }
+            matmul_preq(c->pool, qkv[i], c->act, act_stride, n, qkv_out[i], (size_t)qkv[i]->rows);
         }
-        matmul_preq(c->pool, qkv[i], c->act, act_stride, n, qkv_out[i], (size_t)qkv[i]->rows);
     }
     for (int t = 0; t < n; t++) {
         const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;

@@ -189,7 +189,8 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
     struct stage_job job = { L, s, s->n_cpu_pairs, x_stride, quant_row_size(down_act, L->n_ff), down_act };
     int n_items = make_items(s, L->n_ff, on_cpu);
     threadpool_parallel_for(pool, n_items, 1, gate_up_items, &job);
-    threadpool_parallel_for(s->n_cpu_pairs > 4 ? pool : NULL, s->n_cpu_pairs, 1, quantize_hidden, &job);
+    /* a decode step's 8 rows take about a barrier's time: quantize them here */
+    threadpool_parallel_for(s->n_cpu_pairs > 16 ? pool : NULL, s->n_cpu_pairs, 1, quantize_hidden, &job);
     n_items = make_items(s, L->n_embd, on_cpu);
     threadpool_parallel_for(pool, n_items, 1, down_items, &job);
 }

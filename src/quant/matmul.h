@@ -47,6 +47,12 @@ void matmul(struct threadpool *pool, const struct matrix *w, const float *x, int
 void matmul_preq(struct threadpool *pool, const struct matrix *w, const void *xq, size_t act_stride,
                  int M, float *y, size_t y_stride);
 
+/* matmul_preq for several matrices that read the same activations (their
+ * weight types want the same activation type), y[k] rows w[k]->rows floats
+ * apart: one job, so the threads wait for each other once, not per matrix. */
+void matmul_preq_many(struct threadpool *pool, int n_mats, const struct matrix *const *w, const void *xq,
+                      size_t act_stride, int M, float *const *y);
+
 /* Quantizes M rows of n floats into the activation type of weight type t,
  * rows `stride` bytes apart, in parallel. Returns the row stride used when
  * stride is 0 (quant_row_size of the activation type). */
