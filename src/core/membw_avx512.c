@@ -11,5 +11,7 @@ uint64_t membw_read_avx512(const void *p, size_t n) {
         a2 = _mm512_add_epi64(a2, _mm512_load_si512(v + i + 2));
         a3 = _mm512_add_epi64(a3, _mm512_load_si512(v + i + 3));
     }
-    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+    uint64_t lanes[8];
+    _mm512_storeu_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+    return lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
 }
