@@ -14,6 +14,13 @@ static float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* The horizontal sums of 8 vectors as one vector (lane j: sum of v[j]). */
+static inline __m256 hsum8(const __m256 v[8]) {
+    const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+    const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+}
+
 static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
 
@@ -37,6 +44,10 @@ static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
                     for (int j = 0; j < nj; j++)                                                  \
                         acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(qj + (size_t)j * n + i), kv, acc[j]); \
                 }                                                                                 \
+            }                                                                                     \
+            if (nj == GROUP && i == n) { /* 8 sums at once: a transposing reduction */          \
+                _mm256_storeu_ps(out + j0, hsum8(acc));                                           \
+                continue;                                                                         \
             }                                                                                     \
             for (int j = 0; j < nj; j++) {                                                        \
                 float s = hsum(acc[j]);                                                           \
