@@ -16,14 +16,22 @@ enum {
     Q6_COLS = 6, Q6_BLOCK = QUANT_R16_ROWS * (int)sizeof(struct block_q6_K),
 };
 
-static inline __m512i bcast4(const int8_t *p) {
+/* 16 fp16 to f32 with F16C halves (the AVX-512 form is not in every
+ * emulation header; both are exact). */
+static inline __attribute__((always_inline)) __m512 load_f16x16(const uint8_t *p) {
+    const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+
+static inline __attribute__((always_inline)) __m512i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
 }
 
 /* Byte k of each dword, zero-extended to the dword. */
-static inline __m512i dword_byte(__m512i v, int k) {
+static inline __attribute__((always_inline)) __m512i dword_byte(__m512i v, int k) {
     const __m512i idx = _mm512_set1_epi32((int)(0x80808000u | (unsigned)k));
     /* vpshufb indexes within each 128-bit lane: add the dword's base */
     const __m512i base = _mm512_set_epi32(12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0);
@@ -31,7 +39,7 @@ static inline __m512i dword_byte(__m512i v, int k) {
 }
 
 /* Bytes k and k+1 of each dword as two int16 (the pair vpdpwssd takes). */
-static inline __m512i dword_pair(__m512i v, int k) {
+static inline __attribute__((always_inline)) __m512i dword_pair(__m512i v, int k) {
     const __m512i idx = _mm512_set1_epi32((int)(0x80008000u | (unsigned)(k + 1) << 16 | (unsigned)k));
     const __m512i base = _mm512_set_epi32(0x000c000c, 0x00080008, 0x00040004, 0, 0x000c000c, 0x00080008, 0x00040004, 0,
                                           0x000c000c, 0x00080008, 0x00040004, 0, 0x000c000c, 0x00080008, 0x00040004, 0);
@@ -48,8 +56,8 @@ static inline __attribute__((always_inline)) void r16_tile(const int nc, int nb,
         const uint8_t *blk = wg + (size_t)b * R16_BLOCK;
         /* decode streams the rows from DRAM: ask for the block after next */
         for (int off = 0; off < R16_BLOCK; off += 64) _mm_prefetch((const char *)blk + 2 * R16_BLOCK + off, _MM_HINT_T0);
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+        const __m512 d = load_f16x16(blk);
+        const __m512 dmin = load_f16x16(blk + 32);
         const __m512i u0 = _mm512_loadu_si512(blk + 64), u1 = _mm512_loadu_si512(blk + 128);
         const __m512i u2 = _mm512_loadu_si512(blk + 192);
         /* unpack_scales_mins_k4, 16 rows at once */
@@ -144,7 +152,7 @@ void gemm_q4_K_r16_avx512(int n, const void *w, size_t w_stride, int n_w_rows, c
 }
 
 /* The top 2 bits of quad i (bits 2i..2i+1 of each byte) moved to bits 4..5. */
-static inline __m512i q6_top(__m512i h, int i) {
+static inline __attribute__((always_inline)) __m512i q6_top(__m512i h, int i) {
     const __m512i m = _mm512_set1_epi8(0x30);
     switch (i) {
     case 0: return _mm512_and_si512(_mm512_slli_epi16(h, 4), m);
@@ -162,7 +170,7 @@ static inline __attribute__((always_inline)) void q6_tile(const int nc, int nb, 
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * Q6_BLOCK;
         for (int off = 0; off < Q6_BLOCK; off += 64) _mm_prefetch((const char *)blk + 2 * Q6_BLOCK + off, _MM_HINT_T0);
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        const __m512 d = load_f16x16(blk);
         const struct block_q8_K *y[Q6_COLS];
         __m512i isum[Q6_COLS], bias[Q6_COLS];
         for (int c = 0; c < nc; c++) {
@@ -172,7 +180,9 @@ static inline __attribute__((always_inline)) void q6_tile(const int nc, int nb, 
         for (int t = 0; t < 8; t++) {
             /* dword r: the int16 scales of sub-blocks 2t and 2t+1 of row r */
             const __m512i pair = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * t)));
-            const __m512i sc0 = _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16), sc1 = _mm512_srai_epi32(pair, 16);
+            /* each half sign-extended: a multiply-add by (1, 0) or (0, 1) */
+            const __m512i sc0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair, _mm512_set1_epi32(1));
+            const __m512i sc1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair, _mm512_set1_epi32(0x10000));
             const uint8_t *q = blk + 288 + 384 * t;
             const __m512i h0 = _mm512_loadu_si512(q + 256), h1 = _mm512_loadu_si512(q + 320);
             __m512i w0[4], w1[4];
