@@ -1,11 +1,13 @@
 # Thin wrapper over CMake so that a newcomer needs two commands:
 #   make run    build, then generate text with the built-in small model
 #   make test   build, then run every test (ctest)
+#   make install PREFIX=DIR   build, then install DIR/bin/moex
 BUILD ?= build
+PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all run test clean
+.PHONY: all run test install clean
 
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
@@ -14,8 +16,15 @@ all:
 run: all
 	./$(BUILD)/moex run
 
+# ctest shows no output of a skipped test: its SKIP line (the reason) is
+# printed from the log after the summary.
 test: all
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && { ctest --output-on-failure -j $(JOBS); rc=$$?; \
+	  awk '/^[0-9]+\/[0-9]+ Testing: /{t=$$3} /^SKIP: /{print "skipped " t ": " substr($$0, 7)}' Testing/Temporary/LastTest.log; \
+	  exit $$rc; }
+
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD)

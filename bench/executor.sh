@@ -17,7 +17,7 @@ DIR=${MOEX_BENCH_DIR:-/tmp/moex-bench}
 MODEL=$DIR/q30b-l8-q4_k_m.gguf
 mkdir -p "$DIR"
 [ -f "$MODEL" ] || "$MOEX" synth --preset q30b-l8 --type q4_k_m -o "$MODEL"
-[ -f "$DIR/q30b-l8.stats" ] || "$MOEX" profile -m "$MODEL" -n 2048 -o "$DIR/q30b-l8.stats" > /dev/null
+[ -f "$DIR/q30b-l8.stats" ] || "$MOEX" profile -m "$MODEL" --random-tokens 2048 -o "$DIR/q30b-l8.stats" > /dev/null
 OUT=bench/executor.md
 {
     echo

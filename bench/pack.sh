@@ -18,7 +18,7 @@ MODEL=$DIR/q30b-l8-q4_k_m.gguf
 STATS=$DIR/q30b-l8.stats
 mkdir -p "$DIR"
 [ -f "$MODEL" ] || "$MOEX" synth --preset q30b-l8 --type q4_k_m -o "$MODEL"
-[ -f "$STATS" ] || "$MOEX" profile -m "$MODEL" -n 2048 -o "$STATS" > /dev/null
+[ -f "$STATS" ] || "$MOEX" profile -m "$MODEL" --random-tokens 2048 -o "$STATS" > /dev/null
 TOKENS=$(seq -s, 101 $((100 + PROMPT)))
 OUT=bench/pack.md
 now() { date +%s%N; }

@@ -24,7 +24,7 @@ check "unknown option" 2 "$MOEX_BIN" run -m "$model" --frobnicate
 check "bad --temp" 2 "$MOEX_BIN" run -m "$model" --temp warm
 check "bad --threads" 2 "$MOEX_BIN" run -m "$model" -t 0
 check "bad --tokens" 2 "$MOEX_BIN" eval -m "$model" --tokens 1,x,3 --logits "$tmp/l"
-check "token out of range" 1 "$MOEX_BIN" run -m "$model" --tokens 1,99999 -n 1
+check "token out of range" 2 "$MOEX_BIN" run -m "$model" --tokens 1,99999 -n 1
 grep -q "tokens" "$tmp/err" || { echo "FAIL: out-of-range message"; fail=1; }
 check "missing model" 1 "$MOEX_BIN" run -m "$tmp/none.gguf" -n 1
 

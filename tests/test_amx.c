@@ -361,7 +361,7 @@ int main(void) {
         int rc = dev_open("amx", NULL, &d);
         CHECKF(rc == DEV_E_UNAVAILABLE && d == NULL, "amx without AMX: %d", rc);
         CHECKF(strstr(moex_error(), "amx") != NULL, "message: '%s'", moex_error());
-        printf("no AMX on this CPU (%s): the amx device refuses to open; skipped\n", cpu_features_string());
+        printf("SKIP: no AMX on this CPU (%s): the amx device refuses to open\n", cpu_features_string());
         return test_failures ? test_finish() : 77;
     }
     test_qwen_shapes(NULL);

@@ -464,6 +464,10 @@ static void expect_error(const struct vocab_spec *s, const char *name, const cha
     struct tokenizer *t = load_spec(s, name);
     CHECKF(t == NULL, "%s: loaded", name);
     CHECKF(strstr(moex_error(), needle) != NULL, "%s: message \"%s\" lacks \"%s\"", name, moex_error(), needle);
+    /* Errors name the file they come from. */
+    char file[256];
+    snprintf(file, sizeof file, "/%s.gguf: tokenizer: ", name);
+    CHECKF(strstr(moex_error(), file) != NULL, "%s: message \"%s\" does not name the file", name, moex_error());
     tokenizer_free(t);
 }
 

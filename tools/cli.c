@@ -1,11 +1,16 @@
 #include "cli.h"
 
+#include "core/error.h"
+#include "dev/sim.h"
+#include "quant/quant.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int cli_fail(const char *fmt, ...) {
     va_list ap;
@@ -15,6 +20,16 @@ int cli_fail(const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     return 1;
+}
+
+int cli_usage(const char *command, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "moex: %s: ", command);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (moex %s --help lists the options)\n", command);
+    va_end(ap);
+    return 2;
 }
 
 int cli_parse_int(const char *what, const char *s, int64_t min, int64_t max, int64_t *out) {
@@ -63,34 +78,101 @@ int cli_parse_size(const char *what, const char *s, uint64_t *out) {
 }
 
 int cli_parse_int_list(const char *what, const char *s, int64_t min, int64_t max, int64_t **out) {
-    size_t cap = 16, n = 0;
-    int64_t *v = malloc(cap * sizeof *v);
-    const char *p = s;
-    if (!v) return -1;
-    while (p && *p) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char item[32];
-        if (len == 0 || len >= sizeof item) break;
-        memcpy(item, p, len);
-        item[len] = 0;
-        if (n == cap) {
-            int64_t *grown = realloc(v, (cap *= 2) * sizeof *v);
-            if (!grown) break;
-            v = grown;
-        }
-        if (cli_parse_int(what, item, min, max, &v[n]) != 0) { free(v); return -1; }
-        n++;
-        p = comma ? comma + 1 : NULL;
-        if (comma && !*p) { p = ""; break; }
-    }
-    if (n == 0 || (p && *p == 0 && s[strlen(s) - 1] == ',')) {
-        cli_fail("%s: invalid list '%s' (expected comma-separated integers)", what, s ? s : "");
-        free(v);
+    if (!s || !*s) {
+        cli_fail("%s: invalid list '' (expected comma-separated integers)", what);
         return -1;
     }
+    size_t n_items = 1;
+    for (const char *p = s; *p; p++) n_items += *p == ',';
+    if (n_items > INT32_MAX) return cli_fail("%s: the list has too many items", what), -1;
+    int64_t *v = malloc(n_items * sizeof *v);
+    char *item = malloc(strlen(s) + 1);
+    if (!v || !item) {
+        free(v);
+        free(item);
+        cli_fail("out of memory");
+        return -1;
+    }
+    const char *p = s;
+    for (size_t n = 0; n < n_items; n++) {
+        size_t len = strcspn(p, ",");
+        if (len == 0) {
+            cli_fail("%s: invalid list '%s': item %zu is empty (expected comma-separated integers)", what, s, n + 1);
+            free(v);
+            free(item);
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (cli_parse_int(what, item, min, max, &v[n]) != 0) {
+            free(v);
+            free(item);
+            return -1;
+        }
+        p += len + 1;
+    }
+    free(item);
     *out = v;
-    return (int)n;
+    return (int)n_items;
+}
+
+int cli_read_input(const char *what, const char *path, char **data, size_t *len) {
+    bool is_stdin = !strcmp(path, "-");
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    struct stat st;
+    if (!f) return cli_fail("%s %s: cannot open: %s", what, path, strerror(errno)), -1;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (!is_stdin) fclose(f);
+        return cli_fail("%s %s: cannot read: %s", what, path, strerror(EISDIR)), -1;
+    }
+    /* In chunks: pipes and terminals have no size to ask for. */
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+        if (n == cap) {
+            char *grown = cap < SIZE_MAX / 4 ? realloc(buf, cap * 2 + 1) : NULL;
+            if (!grown) { free(buf); buf = NULL; break; }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    int read_errno = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (!is_stdin) fclose(f);
+    if (!buf) return cli_fail("%s %s: out of memory", what, path), -1;
+    if (read_errno) {
+        free(buf);
+        return cli_fail("%s %s: cannot read: %s", what, path, strerror(read_errno)), -1;
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+int cli_check_env(void) {
+    const char *v = getenv("MOEX_CACHE");
+    if (v && !*v) return cli_fail("MOEX_CACHE: invalid value '' (expected the directory of the default model)"), -1;
+    v = getenv("MOEX_INTERLEAVE"); /* read by the library (model_interleave) */
+    if (v && strcmp(v, "0") && strcmp(v, "1"))
+        return cli_fail("MOEX_INTERLEAVE: invalid value '%s' (expected 0 or 1)", v), -1;
+    v = getenv("MOEX_ISA");
+    if (!v) return 0;
+    for (int i = 0; i < ISA_COUNT; i++)
+        if (!strcmp(v, isa_name((enum isa)i))) return 0;
+    cli_fail("MOEX_ISA: invalid value '%s' (expected scalar, avx2, avx512 or neon)", v);
+    return -1;
+}
+
+int cli_check_sim(const char *what, const char *value, const char *spec) {
+    struct sim_figures f;
+    if (sim_figures_parse(spec, &f) == 0) return 0;
+    const char *why = moex_error();
+    if (!strncmp(why, "sim: ", 5)) why += 5;
+    cli_fail("%s: invalid value '%s': %s", what, value, why);
+    return -1;
 }
 
 bool cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
@@ -98,6 +180,10 @@ bool cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "-
 const char *cli_value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
         cli_fail("option %s needs a value", argv[*i]);
+        return NULL;
+    }
+    if (!argv[*i + 1][0]) {
+        cli_fail("%s: invalid value '' (empty)", argv[*i]);
         return NULL;
     }
     return argv[++*i];

@@ -100,7 +100,7 @@ static void print_ops(const char *test, const struct op_times *t, int runs) {
 
 int cmd_bench(int argc, char **argv) {
     struct session_opts so;
-    if (session_opts_defaults(&so)) return 2;
+    session_opts_defaults(&so);
     const char *pp_list = "512", *tg_list = "128";
     int64_t reps = 3;
     bool ops = false, roofline = true;
@@ -116,8 +116,9 @@ int cmd_bench(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--repetitions", v, 1, 1000, &reps)) return 2;
         } else if (!strcmp(a, "--ops")) ops = true;
         else if (!strcmp(a, "--no-roofline")) roofline = false;
-        else { cli_fail("bench: unknown option '%s'", a); help(stderr); return 2; }
+        else return cli_usage("bench", "unknown option '%s'", a);
     }
+    if (session_opts_finish(&so)) return 2;
     int64_t *pp = NULL, *tg = NULL;
     int n_pp = cli_parse_int_list("--n-prompt", pp_list, 0, 1 << 20, &pp);
     int n_tg = n_pp < 0 ? -1 : cli_parse_int_list("--n-gen", tg_list, 0, 1 << 20, &tg);
@@ -125,6 +126,14 @@ int cmd_bench(int argc, char **argv) {
     int64_t longest = 1;
     for (int i = 0; i < n_pp; i++) if (pp[i] > longest) longest = pp[i];
     for (int i = 0; i < n_tg; i++) if (tg[i] + 1 > longest) longest = tg[i] + 1;
+    bool any = false;
+    for (int i = 0; i < n_pp; i++) any |= pp[i] > 0;
+    for (int i = 0; i < n_tg; i++) any |= tg[i] > 0;
+    int bad = 0;
+    if (!any) bad = cli_fail("bench: --n-prompt %s and --n-gen %s leave nothing to measure", pp_list, tg_list);
+    else if (so.n_ctx && so.n_ctx < longest)
+        bad = cli_fail("bench: --ctx %d is shorter than the longest test (%lld tokens)", so.n_ctx, (long long)longest);
+    if (bad) { free(pp); free(tg); return 2; }
     if (!so.n_ctx) so.n_ctx = (int)longest;
     if (!so.n_batch) so.n_batch = (int)(longest < 512 ? longest : 512);
     struct session s;

@@ -18,8 +18,8 @@ static void help(FILE *out) {
     fprintf(out,
             "usage: moex chat [-m MODEL] [--system TEXT] [--no-think] [options]\n"
             "Reads one user message per line from standard input and streams the\n"
-            "model's replies. Empty line: ignored; /exit or end of input: quit;\n"
-            "/reset: start a new conversation.\n\n"
+            "model's replies (a line of any length is one message). Empty line: ignored;\n"
+            "/exit or end of input: quit; /reset: start a new conversation.\n\n"
             "  -s, --system TEXT     system prompt\n"
             "      --no-think        Qwen3: ask for replies without a thinking block\n"
             "  -n, --n-predict N     most tokens per reply (default 1024)\n");
@@ -49,7 +49,7 @@ static int history_push(struct history *h, const int32_t *ids, int n) {
 int cmd_chat(int argc, char **argv) {
     struct session_opts so;
     struct sampler_opts sm;
-    if (session_opts_defaults(&so)) return 2;
+    session_opts_defaults(&so);
     sampler_opts_defaults(&sm);
     const char *system = NULL;
     bool think = true;
@@ -65,13 +65,18 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "--no-think")) think = false;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--n-predict", v, 1, 1 << 24, &n_predict)) return 2;
-        } else { cli_fail("chat: unknown option '%s'", a); help(stderr); return 2; }
+        } else return cli_usage("chat", "unknown option '%s'", a);
     }
+    if (session_opts_finish(&so)) return 2;
     struct session s;
     if (session_open(&s, &so)) return 1;
     struct tokenizer *tok = s.model->tok;
     int rc = 1;
-    if (!tok) { cli_fail("chat: the model has no tokenizer"); session_close(&s); return 1; }
+    if (!tok) {
+        cli_fail("chat: -m %s: the model has no tokenizer", so.model_path ? so.model_path : default_model_path());
+        session_close(&s);
+        return 2;
+    }
     enum chat_format fmt = chat_format_detect(tokenizer_chat_template(tok));
     if (fmt == CHAT_FORMAT_UNKNOWN) {
         fprintf(stderr, "moex: the model's chat template is not one moex renders; using ChatML\n");
@@ -81,13 +86,19 @@ int cmd_chat(int argc, char **argv) {
     int32_t *reply_ids = malloc(sizeof *reply_ids * (size_t)n_predict);
     struct chat_text conv = { 0 };
     struct history hist = { 0 };
-    char line[65536];
+    char *line = NULL; /* one message, however long: a line is one user turn */
+    size_t line_cap = 0;
     bool tty = isatty(0);
     bool first = true;
     if (!smp || !reply_ids) { cli_fail("out of memory"); goto done; }
     for (;;) {
         if (tty) { fputs("> ", stdout); fflush(stdout); }
-        if (!fgets(line, sizeof line, stdin)) break;
+        ssize_t line_len = getline(&line, &line_cap, stdin);
+        if (line_len < 0) break;
+        if (memchr(line, 0, (size_t)line_len)) {
+            fprintf(stderr, "moex: the message holds a NUL byte; it is ignored\n");
+            continue;
+        }
         line[strcspn(line, "\r\n")] = 0;
         if (!line[0]) continue;
         if (!strcmp(line, "/exit")) break;
@@ -116,10 +127,10 @@ int cmd_chat(int argc, char **argv) {
             free(all);
             continue;
         }
-        int room = context_n_ctx(s.ctx) - n_all;
+        /* generate() stops where the context is full and says so: the token
+         * sampled from the last position still fits in the reply. */
         struct generate_result r;
-        int limit = (int)(n_predict < room ? n_predict : room);
-        int grc = generate(&s, smp, all + keep, n_all - keep, limit, false, stdout, NULL, reply_ids, &r);
+        int grc = generate(&s, smp, all + keep, n_all - keep, (int)n_predict, false, stdout, NULL, reply_ids, &r);
         if (history_push(&hist, all + keep, n_all - keep) != 0) { free(all); goto done; }
         free(all);
         if (grc != 0) goto done;
@@ -129,16 +140,17 @@ int cmd_chat(int argc, char **argv) {
         size_t reply_len = 0;
         int n_text = r.stopped_at_eog ? r.n_generated - 1 : r.n_generated;
         char *reply = tokenizer_decode_alloc(tok, reply_ids, n_text, &reply_len);
+        /* The reply's newline reaches a pipe before the stats line does. */
         fputc('\n', stdout);
-        fprintf(stderr, "moex: %d new prompt tokens (%.1f t/s), %d generated (%.1f t/s)\n", r.n_prompt,
-                r.n_prompt / (r.prompt_s > 0 ? r.prompt_s : 1e-9), r.n_generated,
-                r.n_generated > 1 ? (r.n_generated - 1) / r.generate_s : 0.0);
+        fflush(stdout);
+        generate_report(stderr, "new prompt", &r);
         int arc = reply ? chat_append_reply(&conv, fmt, reply) : -1;
         free(reply);
         if (arc != 0) { cli_fail("%s", moex_error()); goto done; }
     }
     rc = 0;
 done:
+    free(line);
     chat_text_free(&conv);
     free(hist.ids);
     free(reply_ids);

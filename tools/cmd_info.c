@@ -1,17 +1,21 @@
 /* moex info: what a GGUF file holds. */
 #include "cli.h"
+#include "session.h"
 
 #include "core/error.h"
 #include "gguf/gguf.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: moex info [--all] FILE.gguf...\n"
+            "usage: moex info [--all] [FILE.gguf...]\n"
             "Prints the header, architecture hyper-parameters, metadata (long arrays and\n"
-            "strings abbreviated unless --all), a tensor table and totals.\n");
+            "strings abbreviated unless --all), a tensor table and totals. Without a file,\n"
+            "describes the built-in default model (%s, made on first use).\n",
+            default_model_path());
 }
 
 int cmd_info(int argc, char **argv) {
@@ -20,12 +24,20 @@ int cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) { help(stdout); return 0; }
         if (!strcmp(argv[i], "--all")) all = true;
-        else if (argv[i][0] == '-') { cli_fail("info: unknown option '%s'", argv[i]); help(stderr); return 2; }
+        else if (argv[i][0] == '-') return cli_usage("info", "unknown option '%s'", argv[i]);
     }
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-') continue;
+    if (cli_check_env()) return 2;
+    for (int i = 1; i <= argc; i++) {
+        const char *path = i < argc ? argv[i] : NULL;
+        if (path && path[0] == '-') continue;
+        if (!path) { /* after the files: the default model when there were none */
+            if (n_files) break;
+            path = default_model_path();
+            struct stat st;
+            if (stat(path, &st) != 0 && make_default_model(path) != 0) return 1;
+        }
         n_files++;
-        struct gguf_file *f = gguf_open(argv[i]);
+        struct gguf_file *f = gguf_open(path);
         if (!f) {
             cli_fail("%s", moex_error());
             rc = 1;
@@ -34,6 +46,5 @@ int cmd_info(int argc, char **argv) {
         if (gguf_print_info(stdout, f, all) != 0) rc = 1;
         gguf_close(f);
     }
-    if (!n_files) { help(stderr); return 2; }
     return rc;
 }

@@ -27,8 +27,8 @@ static void help(FILE *out) {
             "  -o, --output FILE   the pack file (default: the model's path with .mxpk for .gguf)\n"
             "      --all           every expert, whatever the plan pins (the plan is kept)\n"
             "  -q, --quiet         no progress bar and no summary\n"
-            "Shared options (--device is required; -t sets the packing threads):\n");
-    session_opts_help(out);
+            "Shared options (-t sets the packing threads):\n");
+    session_opts_help_device_required(out);
 }
 
 static void show_progress(void *user, int done, int total) {
@@ -39,7 +39,7 @@ static void show_progress(void *user, int done, int total) {
 
 int cmd_pack(int argc, char **argv) {
     struct session_opts o;
-    if (session_opts_defaults(&o) != 0) return 2;
+    session_opts_defaults(&o);
     const char *out_path = NULL;
     bool all = false, quiet = false;
     for (int i = 1; i < argc; i++) {
@@ -58,13 +58,17 @@ int cmd_pack(int argc, char **argv) {
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else {
-            cli_fail("pack: unknown option '%s' (see moex pack --help)", a);
-            return 2;
+            return cli_usage("pack", "unknown option '%s'", a);
         }
     }
+    if (session_opts_finish(&o)) return 2;
     const char *device = o.experts.device;
     if (!device || !strcmp(device, "none")) {
-        cli_fail("pack: --device is required (cpu, amx, sim or auto): a pack file holds one device's layout");
+        if (o.given & SESSION_GIVEN_DEVICE)
+            cli_fail("pack: --device: invalid value 'none' (expected cpu, amx, sim or auto: a pack file holds one "
+                     "device's layout)");
+        else
+            cli_fail("pack: --device is required (cpu, amx, sim or auto): a pack file holds one device's layout");
         return 2;
     }
     const char *model_path = o.model_path;

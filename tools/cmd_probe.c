@@ -327,6 +327,8 @@ int cmd_probe(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--device")) {
             if (!(device = cli_value(argc, argv, &i))) return 2;
+            if (strcmp(device, "cpu") && strcmp(device, "amx") && strcmp(device, "sim"))
+                return cli_fail("--device: invalid value '%s' (expected cpu, amx or sim)", device), 2;
         } else if (!strcmp(a, "--shape")) {
             if (!(v = cli_value(argc, argv, &i))) return 2;
             if (n_shapes == 16) return cli_fail("--shape: at most 16 shapes"), 2;
@@ -343,11 +345,20 @@ int cmd_probe(int argc, char **argv) {
         } else if (!strcmp(a, "--no-pack-types")) {
             pack_types = false;
         } else {
-            cli_fail("probe: unknown option '%s'", a);
-            help(stderr);
-            return 2;
+            return cli_usage("probe", "unknown option '%s'", a);
         }
     }
+    if (cli_check_env()) return 2;
+    /* --sim may name its preset itself ("rk3588,cores=2"); else --sim-preset's */
+    char sim_spec[512];
+    const char *eq = sim ? strchr(sim, '=') : NULL, *comma = sim ? strchr(sim, ',') : NULL;
+    bool own_preset = sim && (!eq || (comma && comma < eq));
+    if (own_preset) snprintf(sim_spec, sizeof sim_spec, "%s", sim);
+    else snprintf(sim_spec, sizeof sim_spec, "%s%s%s", preset, sim ? "," : "", sim ? sim : "");
+    struct sim_figures figures;
+    if (sim_figures_parse(preset, &figures) != 0 || strchr(preset, '=') || strchr(preset, ','))
+        return cli_fail("--sim-preset: invalid value '%s' (expected rk3588)", preset), 2;
+    if (sim && cli_check_sim("--sim", sim, sim_spec)) return 2;
     int64_t *ms = NULL;
     int n_m = cli_parse_int_list("--m", m_list, 1, 4096, &ms);
     if (n_m < 0) return 2;
@@ -369,12 +380,6 @@ int cmd_probe(int argc, char **argv) {
         if ((int64_t)shapes[s].K * shapes[s].N > slot_values) slot_values = (int64_t)shapes[s].K * shapes[s].N;
         if (shapes[s].N > max_n) max_n = shapes[s].N;
     }
-    /* --sim may name its preset itself ("rk3588,cores=2"); else --sim-preset's */
-    char sim_spec[512];
-    const char *eq = sim ? strchr(sim, '=') : NULL, *comma = sim ? strchr(sim, ',') : NULL;
-    bool own_preset = sim && (!eq || (comma && comma < eq));
-    if (own_preset) snprintf(sim_spec, sizeof sim_spec, "%s", sim);
-    else snprintf(sim_spec, sizeof sim_spec, "%s%s%s", preset, sim ? "," : "", sim ? sim : "");
     int rc = dev_open(device, &(struct dev_options){.pool = pool, .sim = sim_spec}, &d);
     if (rc == DEV_OK) rc = dev_pool_alloc(d, 1, slot_values, max_n);
     if (rc != DEV_OK) {
@@ -385,6 +390,16 @@ int cmd_probe(int argc, char **argv) {
         return 1;
     }
     const struct dev_caps *caps = dev_caps(d);
+    for (int s = 0; s < n_shapes; s++) {
+        int K = shapes[s].K, N = shapes[s].N;
+        if (K % caps->k_multiple == 0 && N % caps->n_multiple == 0 && K <= caps->k_max && N <= caps->n_max) continue;
+        cli_fail("--shape: invalid value '%dx%d' for device %s (expected K a multiple of %d up to %d, N a multiple of "
+                 "%d up to %d)", K, N, caps->name, caps->k_multiple, caps->k_max, caps->n_multiple, caps->n_max);
+        dev_close(d);
+        threadpool_free(pool);
+        free(ms);
+        return 2;
+    }
     printf("## moex probe: %s (%s)\n\n", caps->name, caps->description);
     printf("CPU: %s, %d threads; CPU path kernels: %s. Activations are quantized once, outside the timings;\n"
            "times are the best of at least 3 runs and 50 ms, weights warm in cache.\n",

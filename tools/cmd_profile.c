@@ -7,21 +7,22 @@
 #include "core/progress.h"
 #include "gguf/gguf.h"
 #include "moe/routing_stats.h"
+#include "pack/packfile.h"
 #include "text/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: moex profile [-m MODEL] [-f PROMPTS.txt | -n TOKENS] -o STATS [options]\n"
+            "usage: moex profile [-m MODEL] [-f PROMPTS.txt | --random-tokens N] -o STATS [options]\n"
             "Runs the model and records, per layer and expert, how often the router chose\n"
             "it, with which other experts, and how often choices repeat on the next tokens;\n"
             "prints a per-layer summary and writes STATS (format: docs/stats-format.md).\n\n"
-            "  -f, --file FILE     text to evaluate: each non-empty line is one sequence\n"
-            "  -n, --tokens N      evaluate N random tokens instead (uniform over normal tokens;\n"
+            "  -f, --file FILE     text to evaluate: each non-empty line is one sequence (- for\n"
+            "                      standard input)\n"
+            "      --random-tokens N  evaluate N random tokens instead (uniform over normal tokens;\n"
             "                      the default, with N = 4096)\n"
             "  -o, --output FILE   the statistics file\n"
             "      --seq N         tokens per sequence; longer lines are cut (default 512)\n"
@@ -58,26 +59,26 @@ static int seqs_push(struct token_seqs *s, const int32_t *ids, int64_t n, int se
     return 0;
 }
 
-static int seqs_from_file(const struct model *m, const char *path, int seq_len, struct token_seqs *s) {
-    if (!m->tok) return cli_fail("profile: the model has no tokenizer; use -n"), -1;
-    FILE *f = fopen(path, "rb");
-    if (!f) return cli_fail("%s: cannot open", path), -1;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
+/* Each non-empty line of the text is one sequence. */
+static int seqs_from_text(const struct model *m, const char *path, const char *text, size_t len, int seq_len,
+                          struct token_seqs *s) {
+    if (!m->tok) return cli_fail("profile: the model has no tokenizer; use --random-tokens"), -1;
     int rc = 0;
-    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-        if (len == 0) continue;
-        int n = 0;
-        int32_t *ids = tokenizer_encode_alloc(m->tok, line, (size_t)len, false, &n);
-        if (!ids) rc = cli_fail("%s: %s", path, moex_error());
-        else if (n > 0 && seqs_push(s, ids, n, seq_len)) rc = cli_fail("profile: out of memory");
-        free(ids);
+    for (const char *line = text, *end = text + len; rc == 0 && line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        size_t n_line = nl ? (size_t)(nl - line) : (size_t)(end - line);
+        const char *next = line + n_line + 1;
+        while (n_line > 0 && line[n_line - 1] == '\r') n_line--;
+        if (n_line > 0) {
+            int n = 0;
+            int32_t *ids = tokenizer_encode_alloc(m->tok, line, n_line, false, &n);
+            if (!ids) rc = cli_fail("-f %s: %s", path, moex_error());
+            else if (n > 0 && seqs_push(s, ids, n, seq_len)) rc = cli_fail("profile: out of memory");
+            free(ids);
+        }
+        line = next;
     }
-    free(line);
-    fclose(f);
-    if (rc == 0 && s->n == 0) rc = cli_fail("%s: no text", path);
+    if (rc == 0 && s->n == 0) rc = cli_fail("-f %s: no text", path);
     return rc ? -1 : 0;
 }
 
@@ -135,10 +136,10 @@ static void print_summary(const struct model *m, const struct routing_stats *st)
 
 int cmd_profile(int argc, char **argv) {
     struct session_opts so;
-    if (session_opts_defaults(&so)) return 2;
+    session_opts_defaults(&so);
     const char *file = NULL, *out = NULL;
     int64_t n_random = 0, seq_len = 512, seed = 1;
-    bool quiet = false;
+    bool quiet = false, seq_given = false;
     for (int i = 1; i < argc; i++) {
         int r = session_opts_parse(&so, argc, argv, &i);
         if (r < 0) return 2;
@@ -147,35 +148,59 @@ int cmd_profile(int argc, char **argv) {
         if (cli_is_help(a)) { help(stdout); return 0; }
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(file = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) { if (!(out = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--tokens")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--tokens", v, 1, (int64_t)1 << 32, &n_random)) return 2;
+        else if (!strcmp(a, "--random-tokens")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--random-tokens", v, 1, (int64_t)1 << 32, &n_random))
+                return 2;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--tokens")) {
+            /* run takes --tokens as a list of ids and -n as a count to generate */
+            cli_fail("profile: %s is now --random-tokens N (the number of random tokens to evaluate)", a);
+            return 2;
         } else if (!strcmp(a, "--seq")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--seq", v, 1, 1 << 20, &seq_len)) return 2;
+            seq_given = true;
         } else if (!strcmp(a, "--seed")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--seed", v, 0, INT64_MAX, &seed)) return 2;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
-        else { cli_fail("profile: unknown option '%s'", a); help(stderr); return 2; }
+        else return cli_usage("profile", "unknown option '%s'", a);
     }
+    if (!out) return cli_usage("profile", "-o STATS is required");
+    if (file && n_random) return cli_fail("profile: -f FILE and --random-tokens N exclude each other"), 2;
     if (!file && !n_random) n_random = 4096;
-    if (!out || (file && n_random)) {
-        cli_fail("profile: -o STATS is required, and -f FILE and -n TOKENS exclude each other");
-        help(stderr);
-        return 2;
-    }
+    if (session_opts_finish(&so)) return 2;
+    char *text = NULL;
+    size_t text_len = 0;
+    if (file && cli_read_input("-f", file, &text, &text_len)) return 1;
     struct session s;
-    if (session_open(&s, &so)) return 1;
+    if (session_open(&s, &so)) { free(text); return 1; }
     struct model *m = s.model;
-    if (seq_len > context_n_ctx(s.ctx)) seq_len = context_n_ctx(s.ctx);
+    if (seq_len > context_n_ctx(s.ctx)) {
+        if (seq_given) {
+            cli_fail("profile: --seq %lld is longer than the context of %d tokens (--ctx)", (long long)seq_len,
+                     context_n_ctx(s.ctx));
+            free(text);
+            session_close(&s);
+            return 2;
+        }
+        seq_len = context_n_ctx(s.ctx);
+    }
     struct token_seqs seqs;
     memset(&seqs, 0, sizeof seqs);
-    int rc = file ? seqs_from_file(m, file, (int)seq_len, &seqs) : seqs_random(m, n_random, (uint64_t)seed, (int)seq_len, &seqs);
+    int rc = file ? seqs_from_text(m, file, text, text_len, (int)seq_len, &seqs)
+                  : seqs_random(m, n_random, (uint64_t)seed, (int)seq_len, &seqs);
+    free(text);
     struct routing_stats *st = NULL;
+    struct packfile_identity id;
     if (rc == 0 && !(st = routing_stats_new(m->moe.n_layers, m->hp.n_expert, m->hp.n_expert_used, m->name)))
         rc = cli_fail("%s", moex_error());
+    if (rc == 0 && packfile_model_identity(m->file, &id) != PACKFILE_OK) rc = cli_fail("%s", moex_error());
+    if (rc == 0) {
+        st->model_hash = id.hash;
+        st->model_size = id.gguf_size;
+    }
     if (rc == 0) {
         context_set_route_observer(s.ctx, routing_stats_observe, st);
         struct progress bar;
-        bool show = !quiet && isatty(2);
+        bool show = !quiet;
         if (show) progress_begin(&bar, "profile", (uint64_t)seqs.n);
         int64_t done = 0;
         for (int q = 0; q < seqs.n_seqs && rc == 0; q++) {

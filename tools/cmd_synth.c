@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 static void help(FILE *out) {
     fprintf(out,
@@ -95,18 +94,23 @@ int cmd_synth(int argc, char **argv) {
             const char *v = cli_value(argc, argv, &i);
             if (!v || cli_parse_int("--seed", v, 0, INT64_MAX, &seed)) return 2;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
-        else { cli_fail("synth: unknown option '%s'", argv[i]); help(stderr); return 2; }
+        else return cli_usage("synth", "unknown option '%s'", argv[i]);
     }
-    if (!out) { cli_fail("synth: -o OUT.gguf is required"); help(stderr); return 2; }
+    if (!out) return cli_usage("synth", "-o OUT.gguf is required");
+    if (cli_check_env()) return 2;
 
     if (arch && !preset && !(preset = synth_arch_default_preset(arch))) {
         char names[128];
         synth_arch_names(names, sizeof names);
-        cli_fail("synth: --arch: invalid value '%s' (%s)", arch, names);
+        cli_fail("--arch: invalid value '%s' (expected %s)", arch, names);
         return 2;
     }
     struct synth_params p;
-    if (synth_preset(preset ? preset : "small", &p)) return cli_fail("%s", moex_error());
+    if (!preset) preset = "small";
+    if (synth_preset(preset, &p)) {
+        const char *why = moex_error();
+        return cli_fail("--preset: invalid value '%s': %s", preset, strncmp(why, "synth: ", 7) ? why : why + 7), 2;
+    }
     if (arch && strcmp(arch, p.arch)) {
         cli_fail("synth: --preset %s is a %s preset, not %s", preset, p.arch, arch);
         return 2;
@@ -114,14 +118,22 @@ int cmd_synth(int argc, char **argv) {
     for (int s = 0; s < N_SHAPE; s++)
         if (shape_set[s]) *(int *)((char *)&p + shape[s].offset) = (int)shape_val[s];
     if (type && synth_parse_type(type, &p.type))
-        return cli_fail("synth: --type: invalid value '%s' (f16, q8_0, q4_k, q6_k, q4_k_m)", type);
+        return cli_fail("--type: invalid value '%s' (expected f16, q8_0, q4_k, q6_k or q4_k_m)", type), 2;
     if (skew >= 0) p.skew = skew;
     if (locality >= 0) p.locality = locality;
     if (rope_base > 0) p.rope_base = (float)rope_base;
     if (seed >= 0) p.seed = (uint64_t)seed;
     p.vocab_from = vocab_from;
     p.name = name;
-    p.progress = !quiet && isatty(2);
+    p.progress = !quiet;
+    /* A shape whose options contradict each other (top-k above the experts,
+     * heads not a multiple of kv-heads) is a bad command line. */
+    if (synth_check(&p)) return cli_fail("%s", moex_error()), 2;
+    /* The built-in vocabulary keeps its 256 byte tokens and 3 control tokens
+     * (src/synth/synth_vocab.c); a --vocab-from file's own limits are found on reading it. */
+    if (!vocab_from && p.n_vocab && p.n_vocab < 259)
+        return cli_fail("--vocab: invalid value '%d' (the built-in vocabulary needs at least 259: 256 byte tokens "
+                        "and 3 control tokens)", p.n_vocab), 2;
 
     double t0 = time_s();
     if (synth_write(&p, out)) return cli_fail("%s", moex_error());

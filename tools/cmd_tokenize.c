@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void help(FILE *out) {
     fprintf(out,
@@ -18,9 +19,9 @@ static void help(FILE *out) {
             "Only the tokenizer is read: MODEL may be a GGUF without tensors.\n\n"
             "  -m, --model FILE      GGUF with a tokenizer (default: the built-in small model)\n"
             "  -p, --prompt TEXT     text to tokenize\n"
-            "  -f, --file FILE       read the text from FILE\n"
+            "  -f, --file FILE       read the text from FILE (- for standard input)\n"
             "      --no-parse-special  treat special-token text as plain text\n"
-            "      --pieces          print id:'piece' pairs, one per line\n");
+            "      --pieces          print one token per line as id:'piece' (the token's text)\n");
 }
 
 int cmd_tokenize(int argc, char **argv) {
@@ -34,34 +35,22 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(file = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--no-parse-special")) parse_special = false;
         else if (!strcmp(a, "--pieces")) pieces = true;
-        else { cli_fail("tokenize: unknown option '%s'", a); help(stderr); return 2; }
+        else return cli_usage("tokenize", "unknown option '%s'", a);
     }
-    if (!prompt == !file) { cli_fail("tokenize: give exactly one of -p and -f"); help(stderr); return 2; }
-    if (!model) {
-        struct session_opts so;
-        if (session_opts_defaults(&so)) return 2;
-        struct session s;
-        if (session_open(&s, &so)) return 1; /* makes the default model if needed */
-        session_close(&s);
-        model = default_model_path();
-    }
+    if (!prompt == !file) return cli_usage("tokenize", "give exactly one of -p and -f");
+    if (cli_check_env()) return 2;
     char *text = NULL;
     size_t len = 0;
     if (file) {
-        FILE *f = fopen(file, "rb");
-        if (!f) return cli_fail("tokenize: cannot open %s", file);
-        size_t cap = 1 << 16;
-        text = malloc(cap);
-        size_t got;
-        while (text && (got = fread(text + len, 1, cap - len, f)) > 0) {
-            len += got;
-            if (len == cap) { char *g = realloc(text, cap *= 2); if (!g) { free(text); text = NULL; } else text = g; }
-        }
-        fclose(f);
-        if (!text) return cli_fail("out of memory");
+        if (cli_read_input("-f", file, &text, &len)) return 1;
     } else {
-        text = strdup(prompt);
+        if (!(text = strdup(prompt))) return cli_fail("out of memory");
         len = strlen(text);
+    }
+    if (!model) {
+        model = default_model_path();
+        struct stat st;
+        if (stat(model, &st) != 0 && make_default_model(model) != 0) { free(text); return 1; }
     }
     struct gguf_file *g = gguf_open(model);
     struct tokenizer *tok = g ? tokenizer_load(g) : NULL;

@@ -107,3 +107,14 @@ int generate(struct session *s, struct sampler *smp, const int32_t *prompt, int 
     free(piece);
     return rc ? -1 : 0;
 }
+
+static const char *plural(int n) { return n == 1 ? "" : "s"; }
+
+void generate_report(FILE *out, const char *label, const struct generate_result *r) {
+    fprintf(out, "moex: %s %d token%s in %.2f s", label, r->n_prompt, plural(r->n_prompt), r->prompt_s);
+    if (r->n_prompt > 0 && r->prompt_s > 0) fprintf(out, " (%.1f t/s)", r->n_prompt / r->prompt_s);
+    fprintf(out, ", generated %d token%s", r->n_generated, plural(r->n_generated));
+    if (r->n_generated > 1 && r->generate_s > 0)
+        fprintf(out, " in %.2f s (%.1f t/s)", r->generate_s, (r->n_generated - 1) / r->generate_s);
+    fputc('\n', out);
+}

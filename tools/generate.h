@@ -33,4 +33,9 @@ struct generate_result {
 int generate(struct session *s, struct sampler *smp, const int32_t *prompt, int n_prompt, int n_predict,
              bool ignore_eos, FILE *text_out, FILE *ids_out, int32_t *generated, struct generate_result *r);
 
+/* "moex: LABEL N tokens in S s (R t/s), generated N tokens in S s (R t/s)":
+ * no rate where it would mean nothing (the first generated token comes with
+ * the prompt's logits, so a generation rate needs two). */
+void generate_report(FILE *out, const char *label, const struct generate_result *r);
+
 #endif

@@ -16,7 +16,7 @@ static const struct command commands[] = {
     { "eval", cmd_eval, "teacher-forced evaluation of token ids; writes logits" },
     { "tokenize", cmd_tokenize, "print the token ids of a text" },
     { "bench", cmd_bench, "prompt processing and generation throughput (llama-bench style)" },
-    { "info", cmd_info, "describe a GGUF file: metadata and tensors" },
+    { "info", cmd_info, "describe a GGUF file (default: the built-in model): metadata and tensors" },
     { "synth", cmd_synth, "make a synthetic qwen3moe GGUF model" },
     { "profile", cmd_profile, "record routing statistics of a model" },
     { "probe", cmd_probe, "microbenchmark CPU vs device matmuls per rows M" },

@@ -44,6 +44,38 @@ static int parse_bool(const char *what, const char *v, bool *out) {
     return 0;
 }
 
+static int parse_pack_env(const char *v, struct session_opts *o) {
+    if (!*v) return cli_fail("MOEX_PACK: invalid value '' (expected a pack file, or 0/off for --no-pack)"), -1;
+    bool off = !strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "no");
+    o->no_pack = off;
+    o->pack_path = off ? NULL : v;
+    return 0;
+}
+
+/* Device options given on the command line where they change nothing are
+ * said once, as the work starts (the same variables, set for every run, are
+ * not). */
+static void note_unused(const struct session_opts *o) {
+    static const struct { unsigned bit; const char *name; } device_only[] = {
+        { SESSION_GIVEN_BUDGET, "--hot-budget" }, { SESSION_GIVEN_MIN_M, "--min-m" },
+        { SESSION_GIVEN_STATS, "--stats" },       { SESSION_GIVEN_OVERLAP, "--no-overlap" },
+        { SESSION_GIVEN_SIM, "--sim" },           { SESSION_GIVEN_PACK, "--pack" },
+        { SESSION_GIVEN_ADAPTIVE, "--adaptive-placement" },
+    };
+    const char *device = o->experts.device;
+    bool none = !strcmp(device, "none");
+    char unused[128] = "";
+    for (size_t i = 0; i < sizeof device_only / sizeof device_only[0]; i++) {
+        bool used = !none && (device_only[i].bit != SESSION_GIVEN_SIM || !strcmp(device, "sim"));
+        if (!(o->given & device_only[i].bit) || used) continue;
+        size_t n = strlen(unused);
+        snprintf(unused + n, sizeof unused - n, "%s%s", n ? ", " : "", device_only[i].name);
+    }
+    if (unused[0])
+        fprintf(stderr, "moex: note: %s change%s nothing with --device %s\n", unused, strchr(unused, ',') ? "" : "s",
+                device);
+}
+
 int session_opts_defaults(struct session_opts *o) {
     memset(o, 0, sizeof *o);
     o->kv_type = KV_F16;
@@ -51,31 +83,39 @@ int session_opts_defaults(struct session_opts *o) {
     o->experts.device = "none";
     o->experts.hot_fraction = 1.0;
     o->experts.pinned_share = -1;
+    return 0;
+}
+
+int session_opts_finish(struct session_opts *o) {
     const char *v;
     int64_t n;
     bool overlap;
-    if ((v = getenv("MOEX_DEVICE")) && parse_device("MOEX_DEVICE", v, o)) return -1;
-    if ((v = getenv("MOEX_HOT_BUDGET")) && parse_budget("MOEX_HOT_BUDGET", v, o)) return -1;
-    if ((v = getenv("MOEX_MIN_M"))) {
+    unsigned given = o->given;
+    o->finished = true;
+    if ((given & SESSION_GIVEN_PACK) && (given & SESSION_GIVEN_NO_PACK))
+        return cli_fail("--pack %s and --no-pack exclude each other", o->pack_path ? o->pack_path : ""), -1;
+    if (cli_check_env()) return -1;
+    if (!(given & SESSION_GIVEN_DEVICE) && (v = getenv("MOEX_DEVICE")) && parse_device("MOEX_DEVICE", v, o)) return -1;
+    if (!(given & SESSION_GIVEN_BUDGET) && (v = getenv("MOEX_HOT_BUDGET")) && parse_budget("MOEX_HOT_BUDGET", v, o))
+        return -1;
+    if (!(given & SESSION_GIVEN_MIN_M) && (v = getenv("MOEX_MIN_M"))) {
         if (cli_parse_int("MOEX_MIN_M", v, 1, 1 << 20, &n)) return -1;
         o->experts.min_m = (int)n;
     }
-    if ((v = getenv("MOEX_STATS"))) {
-        if (!*v) return cli_fail("MOEX_STATS: empty path"), -1;
+    if (!(given & SESSION_GIVEN_STATS) && (v = getenv("MOEX_STATS"))) {
+        if (!*v) return cli_fail("MOEX_STATS: invalid value '' (expected a statistics file)"), -1;
         o->experts.stats_path = v;
     }
-    if ((v = getenv("MOEX_OVERLAP"))) {
+    if (!(given & SESSION_GIVEN_OVERLAP) && (v = getenv("MOEX_OVERLAP"))) {
         if (parse_bool("MOEX_OVERLAP", v, &overlap)) return -1;
         o->experts.no_overlap = !overlap;
     }
-    if ((v = getenv("MOEX_SIM"))) o->experts.sim_figures = v;
-    if ((v = getenv("MOEX_PACK"))) {
-        bool off = false;
-        if (!*v) return cli_fail("MOEX_PACK: empty value (expected a pack file, or 0/off for --no-pack)"), -1;
-        if (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "no")) off = true;
-        o->no_pack = off;
-        o->pack_path = off ? NULL : v;
+    if (!(given & SESSION_GIVEN_SIM) && (v = getenv("MOEX_SIM"))) {
+        if (cli_check_sim("MOEX_SIM", v, v)) return -1;
+        o->experts.sim_figures = v;
     }
+    if (!(given & (SESSION_GIVEN_PACK | SESSION_GIVEN_NO_PACK)) && (v = getenv("MOEX_PACK")) && parse_pack_env(v, o))
+        return -1;
     return 0;
 }
 
@@ -91,6 +131,7 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--ctx", v, 1, 1 << 20, &n)) return -1;
         o->n_ctx = (int)n;
+        o->given |= SESSION_GIVEN_CTX;
     } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--batch", v, 1, 1 << 16, &n)) return -1;
         o->n_batch = (int)n;
@@ -103,27 +144,36 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         o->pin = false;
     } else if (!strcmp(a, "--device")) {
         if (!(v = cli_value(argc, argv, i)) || parse_device("--device", v, o)) return -1;
+        o->given |= SESSION_GIVEN_DEVICE;
     } else if (!strcmp(a, "--hot-budget")) {
         if (!(v = cli_value(argc, argv, i)) || parse_budget("--hot-budget", v, o)) return -1;
+        o->given |= SESSION_GIVEN_BUDGET;
     } else if (!strcmp(a, "--min-m")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--min-m", v, 1, 1 << 20, &n)) return -1;
         o->experts.min_m = (int)n;
+        o->given |= SESSION_GIVEN_MIN_M;
     } else if (!strcmp(a, "--stats")) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         o->experts.stats_path = v;
+        o->given |= SESSION_GIVEN_STATS;
     } else if (!strcmp(a, "--no-overlap")) {
         o->experts.no_overlap = true;
+        o->given |= SESSION_GIVEN_OVERLAP;
+    } else if (!strcmp(a, "--adaptive-placement")) {
+        o->experts.adaptive = true;
+        o->given |= SESSION_GIVEN_ADAPTIVE;
     } else if (!strcmp(a, "--sim")) {
-        if (!(v = cli_value(argc, argv, i))) return -1;
+        if (!(v = cli_value(argc, argv, i)) || cli_check_sim("--sim", v, v)) return -1;
         o->experts.sim_figures = v;
+        o->given |= SESSION_GIVEN_SIM;
     } else if (!strcmp(a, "--pack")) {
         if (!(v = cli_value(argc, argv, i))) return -1;
-        if (!*v) return cli_fail("--pack: empty path"), -1;
         o->pack_path = v;
         o->no_pack = false;
+        o->given |= SESSION_GIVEN_PACK;
     } else if (!strcmp(a, "--no-pack")) {
         o->no_pack = true;
-        o->pack_path = NULL;
+        o->given |= SESSION_GIVEN_NO_PACK;
     } else if (!strcmp(a, "--profile")) {
         o->profile = true;
     } else if (!strcmp(a, "--trace")) {
@@ -135,7 +185,7 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
     return 1;
 }
 
-void session_opts_help(FILE *out) {
+static void help(FILE *out, bool device_required) {
     fprintf(out,
             "  -m, --model FILE    GGUF model (default: the built-in small model, made on first use\n"
             "                      in %s)\n"
@@ -144,14 +194,16 @@ void session_opts_help(FILE *out) {
             "  -b, --batch N       most tokens per forward pass (default: 512)\n"
             "      --kv-type T     KV cache type: f16 (default) or f32\n"
             "      --device D      where hot experts run: cpu (int8 reference), amx, sim (RK3588 NPU\n"
-            "                      model), auto (amx where present), none (default: none = all on\n"
-            "                      the CPU's quantized kernels) [MOEX_DEVICE]\n"
+            "                      model), auto (amx where present)%s [MOEX_DEVICE]\n"
             "      --hot-budget S  device bytes for experts: 6G, 512M, or 40%% of all experts\n"
             "                      (default 100%%) [MOEX_HOT_BUDGET]\n"
             "      --min-m N       rows from which an expert goes to the device (default: the\n"
             "                      device's figure) [MOEX_MIN_M]\n"
             "      --stats FILE    routing statistics (moex profile) for the pinned experts [MOEX_STATS]\n"
             "      --no-overlap    run device and CPU experts one after the other [MOEX_OVERLAP=0]\n"
+            "      --adaptive-placement\n"
+            "                      admit experts by the CPU times measured in this run instead of a\n"
+            "                      fixed cost model (logits may then differ run to run)\n"
             "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n"
             "      --pack FILE     fill the device's experts from this pack file (moex pack) instead of\n"
             "                      packing them (default: MODEL.mxpk next to the model, when it exists);\n"
@@ -162,8 +214,14 @@ void session_opts_help(FILE *out) {
             "      --trace FILE    write a Chrome trace-event timeline (opens in Perfetto)\n"
             "      --no-pin        do not pin worker threads to CPUs (pinned by default: an unpinned\n"
             "                      pool migrates and costs ~25 us per parallel step instead of ~2)\n",
-            default_model_path());
+            default_model_path(),
+            device_required ? "; required"
+                            : ", none (default: none = all\n                      on the CPU's quantized kernels)");
 }
+
+void session_opts_help(FILE *out) { help(out, false); }
+
+void session_opts_help_device_required(FILE *out) { help(out, true); }
 
 const char *default_model_path(void) {
     static char path[4096];
@@ -198,12 +256,12 @@ static const char *pick_pack(const struct session_opts *o, const char *model_pat
 
 /* One message for a pack file that was not used: why, and the command that
  * makes one this run would take. */
-static void report_pack(const struct session_opts *o, const char *model_path, struct moe_executor *e) {
+static bool report_pack(const struct session_opts *o, const char *model_path, struct moe_executor *e) {
     const struct moe_pack_report *r = moe_executor_pack_report(e);
-    if (!r->path) return;
+    if (!r->path) return false;
     if (r->status == 0) {
         if (r->message[0]) fprintf(stderr, "moex: note: %s\n", r->message);
-        return;
+        return false;
     }
     char budget[64] = "100%";
     if (o->experts.hot_fraction > 0) snprintf(budget, sizeof budget, "%g%%", o->experts.hot_fraction * 100);
@@ -212,10 +270,31 @@ static void report_pack(const struct session_opts *o, const char *model_path, st
                     "--hot-budget %s%s%s -o %s\n",
             r->message, model_path, moe_executor_device(e), budget, o->experts.stats_path ? " --stats " : "",
             o->experts.stats_path ? o->experts.stats_path : "", r->path);
+    return true;
+}
+
+/* A context longer than the one the model was trained for runs, but its
+ * positions past the trained length are ones the model never saw. */
+static void check_ctx(const struct session_opts *o, const struct session *s) {
+    int trained = s->model->hp.n_ctx_train, n_ctx = context_n_ctx(s->ctx);
+    if (trained <= 0 || n_ctx <= trained) return;
+    if (o->given & SESSION_GIVEN_CTX)
+        fprintf(stderr, "moex: note: --ctx %d is above the %d tokens the model was trained for; output past them may "
+                        "be poor\n", n_ctx, trained);
+    else
+        fprintf(stderr, "moex: note: the %d tokens are more than the %d the model was trained for; output past them "
+                        "may be poor\n", n_ctx, trained);
 }
 
 int session_open(struct session *s, const struct session_opts *o) {
     memset(s, 0, sizeof *s);
+    struct session_opts finished;
+    if (!o->finished) { /* a caller that forgot: the environment still counts */
+        finished = *o;
+        if (session_opts_finish(&finished)) return -1;
+        o = &finished;
+    }
+    note_unused(o);
     const char *path = o->model_path;
     if (!path) {
         path = default_model_path();
@@ -252,7 +331,15 @@ int session_open(struct session *s, const struct session_opts *o) {
         session_close(s);
         return -1;
     }
-    report_pack(o, path, context_executor(s->ctx));
+    check_ctx(o, s);
+    /* Why the device is not used, said now rather than after the work; a
+     * refused pack file was just said with its reason. */
+    struct moe_executor *e = context_executor(s->ctx);
+    s->note_said = report_pack(o, path, e);
+    if (!s->note_said && moe_executor_note(e)[0]) {
+        fprintf(stderr, "moex: note: %s\n", moe_executor_note(e));
+        s->note_said = true;
+    }
     if (o->profile) {
         fprintf(stderr, "moex profile: start-up %.1f ms: model %.1f ms, context and device %.1f ms\n",
                 (time_ns() - t0) / 1e6, (t_model - t0) / 1e6, (time_ns() - t_model) / 1e6);
@@ -269,7 +356,7 @@ void session_close(struct session *s) {
     if (s->ctx) {
         struct moe_executor *e = context_executor(s->ctx);
         if (s->profile) moe_executor_print(e, stderr);
-        else if (moe_executor_note(e)[0]) fprintf(stderr, "moex: note: %s\n", moe_executor_note(e));
+        else if (!s->note_said && moe_executor_note(e)[0]) fprintf(stderr, "moex: note: %s\n", moe_executor_note(e));
     }
     if (s->trace && s->trace_path) {
         if (trace_write(s->trace, s->trace_path) != 0) cli_fail("%s", moex_error());

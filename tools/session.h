@@ -9,6 +9,21 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+/* Which options the command line set (session_opts.given): their MOEX_*
+ * variables then stay unread, so that --device overrides a bad MOEX_DEVICE. */
+enum {
+    SESSION_GIVEN_DEVICE = 1 << 0,
+    SESSION_GIVEN_BUDGET = 1 << 1,
+    SESSION_GIVEN_MIN_M = 1 << 2,
+    SESSION_GIVEN_STATS = 1 << 3,
+    SESSION_GIVEN_OVERLAP = 1 << 4,
+    SESSION_GIVEN_SIM = 1 << 5,
+    SESSION_GIVEN_PACK = 1 << 6,
+    SESSION_GIVEN_NO_PACK = 1 << 7,
+    SESSION_GIVEN_CTX = 1 << 8,
+    SESSION_GIVEN_ADAPTIVE = 1 << 9,
+};
+
 struct session_opts {
     const char *model_path;  /* NULL: the built-in default model */
     int threads;             /* 0: physical cores */
@@ -20,6 +35,8 @@ struct session_opts {
     const char *trace_path;          /* --trace FILE */
     const char *pack_path;           /* --pack FILE; NULL: MODEL.mxpk next to the model, if there */
     bool no_pack;                    /* --no-pack: pack experts live, whatever files exist */
+    unsigned given;                  /* SESSION_GIVEN_* */
+    bool finished;                   /* session_opts_finish ran */
 };
 
 struct session {
@@ -29,22 +46,28 @@ struct session {
     struct trace *trace;
     bool profile;
     const char *trace_path;
+    bool note_said;                  /* the executor's note was printed at start */
 };
 
-/* Defaults, then the MOEX_* environment variables (MOEX_DEVICE,
- * MOEX_HOT_BUDGET, MOEX_MIN_M, MOEX_STATS, MOEX_OVERLAP, MOEX_SIM,
- * MOEX_PACK), parsed strictly: -1 after printing an error for a bad value. */
+/* The defaults (always 0). */
 int session_opts_defaults(struct session_opts *o);
 /* If argv[*i] is a shared option, consumes it (and its value) and returns 1;
  * 0 if it is not one; -1 after printing an error. */
 int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i);
-/* The help lines of the shared options. */
+/* After the command line: the MOEX_* environment variables of the options it
+ * did not set (MOEX_DEVICE, MOEX_HOT_BUDGET, MOEX_MIN_M, MOEX_STATS,
+ * MOEX_OVERLAP, MOEX_SIM, MOEX_PACK) and MOEX_ISA, parsed strictly, and the
+ * options that exclude each other: -1 after printing an error (exit 2). */
+int session_opts_finish(struct session_opts *o);
+/* The help lines of the shared options; for a command that needs a device. */
 void session_opts_help(FILE *out);
+void session_opts_help_device_required(FILE *out);
 /* Loads the model (making the default one first if needed), starts the
- * threads and makes a context. Prints the error and returns -1 on failure. */
+ * threads and makes a context; says at once why a device is not used.
+ * Prints the error and returns -1 on failure. */
 int session_open(struct session *s, const struct session_opts *o);
 /* Prints the --profile counters, writes the --trace file and reports a
- * device fallback once; then frees everything. */
+ * device failure that happened while running; then frees everything. */
 void session_close(struct session *s);
 /* The pack file that belongs next to a model: MODEL.gguf -> MODEL.mxpk (or
  * .mxpk appended). -1 when it does not fit in `size`. */

@@ -1,5 +1,6 @@
-/* A progress bar with ETA on stderr, shown only for work that takes longer
- * than a second. */
+/* Progress with ETA on stderr, shown only for work that takes longer than a
+ * second: a bar redrawn in place on a terminal; on a file or a pipe a line
+ * when it first shows, at most one every 5 s, and one at the end. */
 #ifndef MOEX_PROGRESS_H
 #define MOEX_PROGRESS_H
 
@@ -10,6 +11,7 @@ struct progress {
     uint64_t total;
     int64_t start_ns, last_draw_ns;
     int drawn;
+    int tty; /* stderr is a terminal */
 };
 
 void progress_begin(struct progress *p, const char *label, uint64_t total);

@@ -112,7 +112,7 @@ int moe_pack_experts(const struct moe_model_desc *d, const struct moe_exec_optio
         /* moex_error set */
     } else if (dev_open(dp.device, &dopt, &dev) != DEV_OK ||
                dev_pool_alloc(dev, PACKFILE_MATRICES, dp.slot_values, dp.max_n) != DEV_OK) {
-        moex_errorf("--device %s: %s", dp.device, moex_error());
+        moex_errorf("device %s: %s", dp.device, moex_error());
     } else if (write_file(d, &dp, dev, extra, n_extra, all, path, progress, user, out) == 0) {
         struct dev_counters c;
         dev_get_counters(dev, &c);

@@ -145,6 +145,8 @@ int8_t pack_code_at(enum pack_layout layout, const int8_t *codes, int K, int n, 
     return codes[tile * 1024 + (size_t)((k % 64) / 4) * 64 + (size_t)(n % 16) * 4 + (size_t)(k % 4)];
 }
 
+bool pack_codes_in_range(const int8_t *codes, size_t n) { return n == 0 || !memchr(codes, 0x80, n); }
+
 const char *pack_status_string(int status) {
     switch (status) {
     case PACK_OK: return "ok";

@@ -9,6 +9,7 @@
 
 #include "quant/quant.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +61,10 @@ int pack_matrix(struct threadpool *pool, enum pack_path path, enum qtype t, cons
 /* The code of channel n, input k in a packed layout (for tests and for
  * backends that read single values). */
 int8_t pack_code_at(enum pack_layout layout, const int8_t *codes, int K, int n, int k);
+
+/* Whether every code is in -127..127 (none is -128, which no packer writes
+ * and whose negation overflows an int8). */
+bool pack_codes_in_range(const int8_t *codes, size_t n);
 
 const char *pack_status_string(int status);
 
