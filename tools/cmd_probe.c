@@ -7,6 +7,7 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/membw.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "dev/dev.h"
@@ -85,49 +86,11 @@ static double best_ns(timed_fn fn, void *ctx, int min_reps) {
     return best;
 }
 
-/* ---- memory bandwidth: parallel sums over a buffer far larger than caches ---- */
-
-struct bw_ctx {
-    const uint64_t *buf;
-    int64_t n;
-    uint64_t sums[64];
-};
-
-static void bw_range(void *arg, int64_t begin, int64_t end, int thread_index) {
-    struct bw_ctx *c = arg;
-    const int64_t chunk = c->n / 1024;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (int64_t b = begin; b < end; b++) {
-        const uint64_t *p = c->buf + b * chunk;
-        for (int64_t i = 0; i < chunk; i += 4) {
-            s0 += p[i];
-            s1 += p[i + 1];
-            s2 += p[i + 2];
-            s3 += p[i + 3];
-        }
-    }
-    c->sums[thread_index & 63] += s0 + s1 + s2 + s3;
-}
-
-struct bw_run {
-    struct threadpool *pool;
-    struct bw_ctx *c;
-};
-static void bw_once(void *arg) {
-    struct bw_run *r = arg;
-    threadpool_parallel_for(r->pool, 1024, 16, bw_range, r->c);
-}
+/* ---- memory bandwidth: every thread streams its share of a large buffer ---- */
 
 static double memory_gbps(struct threadpool *pool) {
-    const int64_t bytes = 256ll << 20;
-    uint64_t *buf = malloc((size_t)bytes);
-    if (!buf) return 0;
-    for (int64_t i = 0; i < bytes / 8; i++) buf[i] = (uint64_t)i;
-    struct bw_ctx c = {.buf = buf, .n = bytes / 8};
-    struct bw_run r = {pool, &c};
-    double ns = best_ns(bw_once, &r, 5);
-    free(buf);
-    return (double)bytes / ns;
+    struct membw_result bw;
+    return membw_measure(pool, (size_t)256 << 20, 5, &bw) ? 0 : bw.best_gbps;
 }
 
 /* ---- the two paths ---- */
@@ -254,7 +217,7 @@ static int probe_shape(struct threadpool *pool, struct dev *d, const struct prob
     int crossover = 0;
     for (int i = 0; i < n_m; i++) {
         const int M = (int)ms[i];
-        struct cpu_run cr = {pool, {wq, QT_Q4_K, N, K, row}, xq, q8_stride, M, y};
+        struct cpu_run cr = {pool, {wq, QT_Q4_K, N, K, row, NULL}, xq, q8_stride, M, y};
         double cpu_ns = best_ns(cpu_once, &cr, 3);
         struct dev_run dr = {d,
                              {0, M, {st->buf, 0}, {st->buf, st->scale_offset}, {st->buf, st->out_offset}, (size_t)N},
