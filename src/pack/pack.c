@@ -55,6 +55,7 @@ static row_fn fused_scalar(enum qtype t) {
     case QT_Q5_K: return pack_row_q5_K_scalar;
     case QT_Q6_K: return pack_row_q6_K_scalar;
     case QT_Q8_0: return pack_row_q8_0_scalar;
+    case QT_Q5_0: return pack_row_q5_0_scalar;
     default: return NULL;
     }
 }

@@ -116,9 +116,9 @@ uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64
     case SYNTH_Q4_K_M: t = q4_k_m_type(p, name); break;
     default: t = QT_F16; break;
     }
-    /* Rows a block cannot tile: llama.cpp moves k-quants to Q5_0/Q5_1/Q8_0,
-     * moex (which has no Q5_0) to Q8_0, then to F16. */
-    if (quant_row_size((enum qtype)t, ne0) == 0) t = QT_Q8_0;
+    /* Rows a block cannot tile: llama-quantize's fallback moves Q4_K to
+     * Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; what still does not tile to F16. */
+    if (quant_row_size((enum qtype)t, ne0) == 0) t = t == QT_Q4_K ? QT_Q5_0 : t == QT_Q5_K ? QT_Q5_1 : QT_Q8_0;
     if (quant_row_size((enum qtype)t, ne0) == 0) t = QT_F16;
     return t;
 }
