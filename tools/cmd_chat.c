@@ -130,7 +130,30 @@ int cmd_chat(int argc, char **argv) {
         /* generate() stops where the context is full and says so: the token
          * sampled from the last position still fits in the reply. */
         struct generate_result r;
-        int grc = generate(&s, smp, all + keep, n_all - keep, (int)n_predict, false, stdout, NULL, reply_ids, &r);
+        /* Recurrent state cannot be cut back: checkpoint it where the
+         * generation prompt begins, which the next turn's text keeps (the
+         * reply is rewritten after it), so that the next turn need not
+         * evaluate the conversation again from the start. */
+        int start = keep;
+        if (model_is_recurrent(s.model)) {
+            int n_head = 0;
+            size_t head_len = conv.len - chat_generation_prompt_len(fmt, think);
+            int32_t *head = tokenizer_encode_alloc(tok, conv.data, head_len, true, &n_head);
+            bool prefix = head && n_head > keep && n_head < n_all && !memcmp(head, all, sizeof *all * (size_t)n_head);
+            free(head);
+            if (prefix) {
+                for (int i = keep; i < n_head; i++) sampler_accept(smp, all[i]);
+                if (context_eval(s.ctx, all + keep, n_head - keep, NULL, false) != 0) {
+                    cli_fail("%s", moex_error());
+                    free(all);
+                    goto done;
+                }
+                context_checkpoint(s.ctx);
+                start = n_head;
+            }
+        }
+        int grc = generate(&s, smp, all + start, n_all - start, (int)n_predict, false, stdout, NULL, reply_ids, &r);
+        r.n_prompt += start - keep;
         if (history_push(&hist, all + keep, n_all - keep) != 0) { free(all); goto done; }
         free(all);
         if (grc != 0) goto done;

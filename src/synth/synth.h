@@ -28,6 +28,11 @@ struct synth_params {
     int n_vocab;              /* 0: the vocabulary's own size; else cut or padded to this */
     int n_ctx;                /* context_length written to the file */
     float rope_base, rms_eps;
+    /* qwen35moe: gated delta-net layers except every attn_interval-th; the
+     * first n_rot dims of a head rotate; a shared expert of n_ff_shexp. */
+    int attn_interval, n_rot;
+    int ssm_conv, ssm_state, ssm_k_heads, ssm_v_heads;
+    int n_ff_shexp;
     enum synth_type type;
     double skew;              /* Zipf exponent of per-layer expert popularity; 0 = uniform */
     double locality;          /* 0..1: share of the router's variation that moves slowly

@@ -104,13 +104,15 @@ static int load_pretok(struct tokenizer *t, const struct gguf_file *f) {
     int rc = 0;
     if (strcmp(pre, "qwen2") == 0) {
         t->pretok = PRETOK_QWEN2;
+    } else if (strcmp(pre, "qwen35") == 0) {
+        t->pretok = PRETOK_QWEN35;
     } else if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0) {
         t->pretok = PRETOK_LLAMA3;
         t->ignore_merges = true;
     } else if (strcmp(pre, "gpt-2") == 0 || strcmp(pre, "gpt2") == 0) {
         t->pretok = PRETOK_GPT2;
     } else {
-        rc = moex_errorf("tokenizer: pre-tokenizer \"%s\" is not supported (qwen2, llama-bpe, gpt-2)", pre);
+        rc = moex_errorf("tokenizer: pre-tokenizer \"%s\" is not supported (qwen2, qwen35, llama-bpe, gpt-2)", pre);
     }
     free(pre);
     return rc;
