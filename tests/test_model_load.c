@@ -184,7 +184,47 @@ static void test_hparams(const struct gguf_file *src) {
     expect_key_error(src, &three, 1, "tensor 'blk.2.attn_norm.weight' is missing");
 }
 
+/* lfm2moe: its own keys and tensors (the oracle's lfm2moe-o2 F32 file). */
+static void test_lfm2moe(void) {
+    struct gguf_file *src = gguf_open(oracle_path("lfm2moe-o2/models/lfm2moe-o2-F32.gguf"));
+    CHECK(src != NULL);
+    if (!src) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/same-lfm2.gguf", test_tmpdir());
+    CHECK(write_variant(src, path, NONE, "") == 0);
+    struct model *m = model_load(path);
+    CHECKF(m != NULL, "unchanged lfm2moe copy loads: %s", moex_error());
+    if (m) {
+        CHECK(m->hp.n_layers == 4 && m->hp.n_head_kv == 2 && m->hp.head_dim == 64 && m->hp.n_ff == 512);
+        CHECK(m->moe.n_layers == 3 && m->moe_layers[0].layer == 1 && m->moe_layers[2].layer == 3);
+        CHECK(m->state[0].kind == LAYER_SHORTCONV && m->state[0].conv_floats == 2 * 256 && m->state[0].kv_k == 0);
+        CHECK(m->state[2].kind == LAYER_ATTENTION && m->state[2].kv_k == 128 && m->state[2].conv_floats == 0);
+        CHECK(m->output.data == m->token_embd.data);   /* tied */
+    }
+    model_free(m);
+    remove(path);
+    expect_error(src, DROP_TENSOR, "blk.1.shortconv.in_proj.weight", "'blk.1.shortconv.in_proj.weight' is missing");
+    expect_error(src, DROP_TENSOR, "blk.2.exp_probs_b.bias", "'blk.2.exp_probs_b.bias' is missing");
+    expect_error(src, DROP_TENSOR, "token_embd_norm.weight", "'token_embd_norm.weight' is missing");
+    expect_error(src, DROP_TENSOR, "blk.0.ffn_gate.weight", "'blk.0.ffn_gate.weight' is missing");
+    expect_error(src, RESHAPE_TENSOR, "blk.3.shortconv.conv.weight", "'blk.3.shortconv.conv.weight' has shape");
+    expect_error(src, DROP_KEY, "lfm2moe.shortconv.l_cache", "lfm2moe.shortconv.l_cache");
+    struct key_value gating = { "lfm2moe.expert_gating_func", GGUF_U32, 3, 0 };
+    expect_key_error(src, &gating, 1, "key 'lfm2moe.expert_gating_func' is 3, expected 1..2");
+    struct key_value l_cache = { "lfm2moe.shortconv.l_cache", GGUF_U32, 99, 0 };
+    expect_key_error(src, &l_cache, 1, "key 'lfm2moe.shortconv.l_cache' is 99");
+    struct key_value vocab = { "lfm2moe.vocab_size", GGUF_U32, 1000, 0 };
+    expect_key_error(src, &vocab, 1, "vocab_size is 1000 but token_embd.weight has 2048 rows");
+    struct key_value dense = { "lfm2moe.leading_dense_block_count", GGUF_U32, 4, 0 };
+    expect_key_error(src, &dense, 1, "all 4 layers are dense");
+    /* One head_count_kv for all layers means every layer has attention. */
+    struct key_value all_attn = { "lfm2moe.attention.head_count_kv", GGUF_U32, 2, 0 };
+    expect_key_error(src, &all_attn, 1, "'blk.0.attn_q.weight' is missing");
+    gguf_close(src);
+}
+
 int main(void) {
+    test_lfm2moe();
     struct gguf_file *src = gguf_open(oracle_path("models/qwen3moe-o1-F32.gguf"));
     CHECK(src != NULL);
     if (!src) return test_finish();

@@ -69,7 +69,8 @@ int cmd_chat(int argc, char **argv) {
     }
     if (session_opts_finish(&so)) return 2;
     struct session s;
-    if (session_open(&s, &so)) return 1;
+    int opened = session_open(&s, &so);
+    if (opened) return opened;
     struct tokenizer *tok = s.model->tok;
     int rc = 1;
     if (!tok) {
@@ -178,6 +179,6 @@ done:
     free(hist.ids);
     free(reply_ids);
     sampler_free(smp);
-    session_close(&s);
+    if (session_close(&s)) rc = 1;
     return rc;
 }

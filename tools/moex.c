@@ -1,5 +1,6 @@
 /* moex: the command line. Each command lives in its own cmd_*.c. */
 #include "cli.h"
+#include "outputs.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +31,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    outputs_install_signal_handlers();
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -39,7 +41,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) return outputs_flush_stdout(commands[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "moex: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -1,6 +1,8 @@
 #include "session.h"
 
 #include "cli.h"
+#include "outputs.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -291,28 +293,39 @@ int session_open(struct session *s, const struct session_opts *o) {
     struct session_opts finished;
     if (!o->finished) { /* a caller that forgot: the environment still counts */
         finished = *o;
-        if (session_opts_finish(&finished)) return -1;
+        if (session_opts_finish(&finished)) return 2;
         o = &finished;
     }
     note_unused(o);
+    /* The output is opened first: a bad path fails now, not after the run. */
+    int refused = outputs_check_session(o, "--trace", o->trace_path);
+    if (refused) return refused;
+    if (o->trace_path && !(s->trace_file = atomic_file_create(o->trace_path))) {
+        cli_fail("%s", moex_error());
+        return 1;
+    }
     const char *path = o->model_path;
     if (!path) {
         path = default_model_path();
         struct stat st;
-        if (stat(path, &st) != 0 && make_default_model(path) != 0) return -1;
+        if (stat(path, &st) != 0 && make_default_model(path) != 0) {
+            session_close(s);
+            return 1;
+        }
     }
     int64_t t0 = time_ns();
     s->model = model_load(path);
     int64_t t_model = time_ns();
     if (!s->model) {
         cli_fail("%s", moex_error());
-        return -1;
+        session_close(s);
+        return 1;
     }
     s->pool = threadpool_new(o->threads, o->pin);
     if (!s->pool) {
         cli_fail("%s", moex_error());
         session_close(s);
-        return -1;
+        return 1;
     }
     s->profile = o->profile;
     s->trace_path = o->trace_path;
@@ -321,7 +334,7 @@ int session_open(struct session *s, const struct session_opts *o) {
     experts.pack_path = pick_pack(o, path, pack_buf, sizeof pack_buf);
     if (o->trace_path) {
         s->trace = trace_new(1 << 20);
-        if (!s->trace) { cli_fail("out of memory"); session_close(s); return -1; }
+        if (!s->trace) { cli_fail("out of memory"); session_close(s); return 1; }
         experts.trace = s->trace;
     }
     struct context_params cp = { o->n_ctx, o->n_batch, o->kv_type, s->pool, &experts };
@@ -329,7 +342,7 @@ int session_open(struct session *s, const struct session_opts *o) {
     if (!s->ctx) {
         cli_fail("%s", moex_error());
         session_close(s);
-        return -1;
+        return 1;
     }
     check_ctx(o, s);
     /* Why the device is not used, said now rather than after the work; a
@@ -352,19 +365,24 @@ int session_open(struct session *s, const struct session_opts *o) {
     return 0;
 }
 
-void session_close(struct session *s) {
+int session_close(struct session *s) {
+    int rc = 0;
     if (s->ctx) {
         struct moe_executor *e = context_executor(s->ctx);
         if (s->profile) moe_executor_print(e, stderr);
         else if (!s->note_said && moe_executor_note(e)[0]) fprintf(stderr, "moex: note: %s\n", moe_executor_note(e));
     }
-    if (s->trace && s->trace_path) {
-        if (trace_write(s->trace, s->trace_path) != 0) cli_fail("%s", moex_error());
+    if (s->trace_file && s->trace && s->ctx) {
+        struct atomic_file *f = s->trace_file;
+        s->trace_file = NULL;
+        if (trace_write_file(s->trace, f) != 0) rc = cli_fail("%s", moex_error());
         else fprintf(stderr, "moex: wrote the timeline to %s\n", s->trace_path);
     }
+    atomic_file_discard(s->trace_file);
     trace_free(s->trace);
     context_free(s->ctx);
     threadpool_free(s->pool);
     model_free(s->model);
     memset(s, 0, sizeof *s);
+    return rc;
 }

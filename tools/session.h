@@ -6,6 +6,8 @@
 #include "model/model.h"
 #include "moe/executor.h"
 
+struct atomic_file;
+
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -44,6 +46,7 @@ struct session {
     struct threadpool *pool;
     struct context *ctx;
     struct trace *trace;
+    struct atomic_file *trace_file;  /* --trace, opened before the run */
     bool profile;
     const char *trace_path;
     bool note_said;                  /* the executor's note was printed at start */
@@ -62,13 +65,16 @@ int session_opts_finish(struct session_opts *o);
 /* The help lines of the shared options; for a command that needs a device. */
 void session_opts_help(FILE *out);
 void session_opts_help_device_required(FILE *out);
-/* Loads the model (making the default one first if needed), starts the
- * threads and makes a context; says at once why a device is not used.
- * Prints the error and returns -1 on failure. */
+/* Opens the --trace output (refusing one that is an input), loads the model
+ * (making the default one first if needed), starts the threads and makes a
+ * context; says at once why a device is not used. 0, or the exit status
+ * after printing the error: 2 for a refused output or a bad setting, 1 for
+ * other failures. */
 int session_open(struct session *s, const struct session_opts *o);
 /* Prints the --profile counters, writes the --trace file and reports a
- * device failure that happened while running; then frees everything. */
-void session_close(struct session *s);
+ * device failure that happened while running; then frees everything. 0, or
+ * 1 after printing why the trace could not be written. */
+int session_close(struct session *s);
 /* The pack file that belongs next to a model: MODEL.gguf -> MODEL.mxpk (or
  * .mxpk appended). -1 when it does not fit in `size`. */
 int pack_path_for(const char *model_path, char *out, size_t size);

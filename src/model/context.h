@@ -69,6 +69,8 @@ int64_t context_replayed(const struct context *c);
  * int64_t fields only: the context sums them. */
 struct op_times {
     int64_t attn_matmul, attention, router, experts, lm_head, other;
+    int64_t shortconv;          /* short-convolution blocks, their matmuls included (lfm2moe) */
+    int64_t dense_ffn;          /* dense FFN layers (lfm2moe's leading layers) */
 };
 const struct op_times *context_op_times(const struct context *c);
 void context_reset_op_times(struct context *c);
