@@ -79,7 +79,7 @@ int cmd_pack(int argc, char **argv) {
     }
     char default_out[4096];
     if (!out_path) {
-        if (pack_path_for(model_path, default_out, sizeof default_out) != 0) return cli_fail("pack: model path too long");
+        if (moex_pack_path_for(model_path, default_out, sizeof default_out) != 0) return cli_fail("pack: model path too long");
         out_path = default_out;
     }
     struct model *m = model_load(model_path);
