@@ -159,6 +159,8 @@ MOEX_API int moex_eval(moex_context *c, const int32_t *tokens, int n);
  * forgets the rest and evaluates the remainder. The conversations of a chat
  * thus cost only their new tokens. -1 on error. */
 MOEX_API int moex_prefill(moex_context *c, const int32_t *tokens, int n);
+/* How many of tokens[0..n) the context holds already, from the start. */
+MOEX_API int moex_shared_prefix(const moex_context *c, const int32_t *tokens, int n);
 /* Forgets positions >= n_past. */
 MOEX_API void moex_truncate(moex_context *c, int n_past);
 /* (n_vocab) logits of the last evaluated token; NULL before any eval. */

@@ -103,12 +103,17 @@ void moex_truncate(moex_context *c, int n_past) {
     c->have_logits = false;
 }
 
+int moex_shared_prefix(const moex_context *c, const int32_t *tokens, int n) {
+    int keep = 0, held = c->n_tokens < context_n_past(c->ctx) ? c->n_tokens : context_n_past(c->ctx);
+    while (keep < held && keep < n && c->tokens[keep] == tokens[keep]) keep++;
+    return keep;
+}
+
 int moex_prefill(moex_context *c, const int32_t *tokens, int n) {
     if (n <= 0) return moex_errorf("the prompt has no tokens");
     if (n > context_n_ctx(c->ctx))
         return moex_errorf("the prompt (%d tokens) does not fit the context of %d tokens", n, context_n_ctx(c->ctx));
-    int keep = 0, held = c->n_tokens < context_n_past(c->ctx) ? c->n_tokens : context_n_past(c->ctx);
-    while (keep < held && keep < n && c->tokens[keep] == tokens[keep]) keep++;
+    int keep = moex_shared_prefix(c, tokens, n);
     if (keep == n) keep--; /* something must be evaluated to get logits */
     if (keep < context_n_past(c->ctx)) {
         context_truncate(c->ctx, keep);
