@@ -86,7 +86,7 @@ int cmd_eval(int argc, char **argv) {
     struct session s;
     if (session_open(&s, &so)) { free(ids64); return 1; }
     int32_t *ids = malloc(sizeof *ids * (size_t)n);
-    int n_vocab = s.model->hp.n_vocab;
+    int n_vocab = moex_model_n_vocab(s.mm);
     for (int i = 0; i < n; i++) {
         if (ids64[i] < n_vocab) continue;
         cli_fail("%s: invalid value '%lld' (expected a token id in 0..%d)", tokens_arg ? "--tokens" : "--tokens-file",

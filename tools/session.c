@@ -230,7 +230,7 @@ const char *default_model_path(void) {
 /* A context longer than the one the model was trained for runs, but its
  * positions past the trained length are ones the model never saw. */
 static void check_ctx(const struct session_opts *o, const struct session *s) {
-    int trained = s->model->hp.n_ctx_train, n_ctx = context_n_ctx(s->ctx);
+    int trained = moex_model_n_ctx_train(s->mm), n_ctx = moex_n_ctx(s->mc);
     if (trained <= 0 || n_ctx <= trained) return;
     if (o->given & SESSION_GIVEN_CTX)
         fprintf(stderr, "moex: note: --ctx %d is above the %d tokens the model was trained for; output past them may "
