@@ -202,6 +202,14 @@ static cJSON *head(const struct api_request *r, const char *id, long created, co
     return root;
 }
 
+/* choices: [{"index": 0, ...}]: the one choice (n = 1). */
+static cJSON *first_choice(cJSON *root) {
+    cJSON *choice = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), choice);
+    cJSON_AddNumberToObject(choice, "index", 0);
+    return choice;
+}
+
 static void add_string_n(cJSON *o, const char *name, const char *s, size_t len) {
     char *copy = malloc(len + 1);
     if (!copy) return;
@@ -223,9 +231,7 @@ static void add_usage(cJSON *root, const struct serve_job *j) {
 char *api_completion_json(const struct api_request *r, const char *id, long created, const char *model,
                           const struct serve_job *j) {
     cJSON *root = head(r, id, created, model, false);
-    cJSON *choice = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), choice);
-    cJSON_AddNumberToObject(choice, "index", 0);
+    cJSON *choice = first_choice(root);
     if (r->chat) {
         cJSON *msg = cJSON_AddObjectToObject(choice, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
@@ -252,9 +258,7 @@ static char *event(cJSON *root) {
 char *api_chunk_event(const struct api_request *r, const char *id, long created, const char *model, const char *text,
                       size_t len, const char *finish, bool role) {
     cJSON *root = head(r, id, created, model, true);
-    cJSON *choice = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), choice);
-    cJSON_AddNumberToObject(choice, "index", 0);
+    cJSON *choice = first_choice(root);
     if (r->chat) {
         cJSON *delta = cJSON_AddObjectToObject(choice, "delta");
         if (role) cJSON_AddStringToObject(delta, "role", "assistant");
