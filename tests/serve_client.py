@@ -156,7 +156,8 @@ for t in threads:
     t.start()
 for t in threads:
     t.join(300)
-check(all(r and r[2] for r in results), "8 concurrent streams all end with [DONE]")
+bad = [r for r in results if not (r and r[2])]
+check(not bad, "8 concurrent streams all end with [DONE]%s" % (": %r" % (bad[0],) if bad else ""))
 check(all(r and r[0] == want_g for r in results), "and each equals moex run --temp 0")
 
 

@@ -33,8 +33,8 @@ static void help(FILE *out) {
             "      --max-headers N        headers per request (default %d; 431)\n"
             "      --max-connections N    open connections (default %d; more get 503)\n"
             "      --idle-timeout S       close a connection silent for S seconds (default %d)\n"
-            "      --timeout S            end a generation after S seconds, finish_reason\n"
-            "                             \"length\"; 0 = never (default %d)\n"
+            "      --timeout S            end a request's generation S seconds after it came,\n"
+            "                             finish_reason \"length\"; 0 = never (default %d)\n"
             "Sampling: a request's temperature, top_p, top_k, min_p, repeat_penalty and seed\n"
             "default to moex run's defaults, so that the same settings give the same tokens.\n\n",
             SERVE_DEFAULT_MAX_BODY, SERVE_DEFAULT_MAX_PROMPT_TOKENS, SERVE_DEFAULT_MAX_TOKENS,
@@ -99,6 +99,7 @@ int cmd_serve(int argc, char **argv) {
         return cli_usage("serve", "unknown option '%s'", argv[i]);
     }
     if (session_opts_finish(&so)) return 2;
+    if (so.profile || so.trace_path) fprintf(stderr, "moex: note: --profile and --trace change nothing with serve\n");
     struct moex_model_params mp;
     session_model_params(&so, &mp);
     session_context_params(&so, &o.ctx);

@@ -245,25 +245,38 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
     return rc;
 }
 
+/* Text that grows no further than its buffer (cut, never overrun). */
+struct text {
+    char *data;
+    size_t cap, len;
+};
+
+static void put(struct text *t, const char *fmt, ...) MOEX_PRINTF(2, 3);
+static void put(struct text *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->len = t->len + (size_t)n < t->cap ? t->len + (size_t)n : t->cap - 1;
+}
+
 static char *metrics_text(struct server *s) {
     struct sched_stats st;
     sched_stats(s->sched, &st);
-    size_t cap = 8192;
-    char *out = malloc(cap);
-    if (!out) return NULL;
-    size_t n = 0;
-#define METRIC(type, name, help, fmt, ...)                                                                    \
-    n += (size_t)snprintf(out + n, cap - n, "# HELP moex_" name " " help "\n# TYPE moex_" name " " type "\n" \
-                          "moex_" name " " fmt "\n", __VA_ARGS__)
-    n += (size_t)snprintf(out + n, cap - n, "# HELP moex_requests_total HTTP requests by endpoint\n"
+    struct text t = { malloc(16384), 16384, 0 };
+    if (!t.data) return NULL;
+#define METRIC(type, name, help, fmt, ...)                                                              \
+    put(&t, "# HELP moex_" name " " help "\n# TYPE moex_" name " " type "\n" "moex_" name " " fmt "\n", \
+        __VA_ARGS__)
+    put(&t, "# HELP moex_requests_total HTTP requests by endpoint\n"
                                             "# TYPE moex_requests_total counter\n");
     for (int i = 0; i < EP_COUNT; i++)
-        n += (size_t)snprintf(out + n, cap - n, "moex_requests_total{endpoint=\"%s\"} %llu\n", endpoint_names[i],
+        put(&t, "moex_requests_total{endpoint=\"%s\"} %llu\n", endpoint_names[i],
                               (unsigned long long)atomic_load(&s->requests[i]));
-    n += (size_t)snprintf(out + n, cap - n, "# HELP moex_responses_total HTTP responses by status class\n"
+    put(&t, "# HELP moex_responses_total HTTP responses by status class\n"
                                             "# TYPE moex_responses_total counter\n");
     for (int i = 2; i < 6; i++)
-        n += (size_t)snprintf(out + n, cap - n, "moex_responses_total{code=\"%dxx\"} %llu\n", i,
+        put(&t, "moex_responses_total{code=\"%dxx\"} %llu\n", i,
                               (unsigned long long)atomic_load(&s->statuses[i]));
     double evaluated = (double)(st.prompt_tokens - st.reused_tokens);
     METRIC("counter", "prompt_tokens_total", "prompt tokens of finished prefills", "%llu", (unsigned long long)st.prompt_tokens);
@@ -289,7 +302,7 @@ static char *metrics_text(struct server *s) {
     METRIC("counter", "expert_fallbacks_total", "device work moved to the CPU", "%llu", (unsigned long long)st.experts.fallbacks);
     METRIC("gauge", "expert_resident_bytes", "device bytes of resident experts", "%llu", (unsigned long long)st.experts.resident_bytes);
 #undef METRIC
-    return out;
+    return t.data;
 }
 
 static bool is_get(const char *method) { return !strcmp(method, "GET") || !strcmp(method, "HEAD"); }

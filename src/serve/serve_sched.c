@@ -125,19 +125,29 @@ static struct slot *pick_slot(struct scheduler *s, const struct serve_job *j) {
     return best;
 }
 
-/* Under mu: queued jobs into free slots. */
-static void assign(struct scheduler *s) {
-    while (s->q_len > 0) {
-        struct serve_job *j = s->queue[s->q_head];
-        if (j->cancelled) { /* gone while waiting */
-            s->q_head = (s->q_head + 1) % s->q_cap;
-            s->q_len--;
+/* Under mu: drops the queued jobs whose client went away while waiting. */
+static void sweep_queue(struct scheduler *s) {
+    int kept = 0;
+    for (int i = 0; i < s->q_len; i++) {
+        struct serve_job *j = s->queue[(s->q_head + i) % s->q_cap];
+        if (j->cancelled || client_gone(j->fd)) {
+            j->cancelled = true;
             j->done = true;
             s->stats.cancelled++;
             pthread_cond_broadcast(&j->changed);
             serve_job_unref(j);
-            continue;
+        } else {
+            s->queue[(s->q_head + kept++) % s->q_cap] = j;
         }
+    }
+    s->q_len = kept;
+}
+
+/* Under mu: queued jobs into free slots. */
+static void assign(struct scheduler *s) {
+    sweep_queue(s);
+    while (s->q_len > 0) {
+        struct serve_job *j = s->queue[s->q_head];
         struct slot *sl = pick_slot(s, j);
         if (!sl) return;
         s->q_head = (s->q_head + 1) % s->q_cap;
