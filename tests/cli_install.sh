@@ -42,7 +42,7 @@ pkg-config --modversion moex > "$tmp/version" 2>&1 \
 $cc -std=c11 -Wall -Wextra -Werror "$src/examples/generate.c" $(pkg-config --cflags --libs moex) -o "$tmp/gen" \
     > "$tmp/cc" 2>&1 || { echo "FAIL: the example does not build with pkg-config --cflags --libs moex"; cat "$tmp/cc"; exit 1; }
 # shellcheck disable=SC2046
-$cc -std=c11 "$src/examples/generate.c" $(pkg-config --cflags moex) "$lib/libmoex.a" $(pkg-config --libs-only-other --static moex) -lpthread -lm \
+$cc -std=c11 "$src/examples/generate.c" $(pkg-config --cflags moex) "$lib/libmoex.a" $(pkg-config --libs-only-other moex) -lpthread -lm \
     -o "$tmp/gen-static" > "$tmp/cc" 2>&1 || { echo "FAIL: the example does not link the static library"; cat "$tmp/cc"; exit 1; }
 "$prefix/bin/moex" synth --preset tiny -o "$tmp/tiny.gguf" > /dev/null 2>&1 || { echo "FAIL: synth"; exit 1; }
 for g in gen gen-static; do

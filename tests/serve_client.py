@@ -24,7 +24,7 @@ def check(cond, what):
 
 
 server = subprocess.Popen([moex, "serve", "--port", "0", "--parallel", "2", "--api-key", KEY, "--max-body", "4096",
-                           "--max-prompt-tokens", "64", "--max-headers", "32"],
+                           "--max-prompt-tokens", "600", "--max-headers", "32"],
                           stderr=subprocess.PIPE, text=True)
 port = None
 for _ in range(200):  # the line that names the port comes once the model is loaded
@@ -138,6 +138,15 @@ if len(words) >= 3:
     st, fin, _, _ = stream("/v1/completions", dict(settings, prompt="Once upon a time", max_tokens=12, stop=stop))
     check(st == want_c[:want_c.find(stop)] and fin == "stop", "streamed, the stop string is held back and cut")
 
+# A prompt longer than one prefill piece (128 tokens) goes in pieces: the same tokens.
+long_prompt = " ".join("the %s of %d" % (w, i) for i, w in enumerate(["cat", "sea", "hill", "road"] * 20))
+want_l, _ = moex_run(long_prompt, 8, ["--temp", "0"])
+status, text = request("POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0})
+r = json.loads(text) if status == 200 else {}
+n_long = r.get("usage", {}).get("prompt_tokens", 0)
+check(n_long > 256 and r["choices"][0]["text"] == want_l,
+      "a %d-token prompt, prefilled in pieces, gives moex run's tokens" % n_long)
+
 # 8 concurrent streaming clients on 2 slots: all complete, each as alone.
 want_g, _ = moex_run(chat_prompt, 24, ["--temp", "0"])
 results = [None] * 8
@@ -189,7 +198,7 @@ check(metric("generated_tokens_total") is not None and metric("expert_rows_cpu_t
 chat = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4}
 s, t = request("POST", "/v1/chat/completions", raw=json.dumps(dict(chat, pad="x" * 5000)))
 check(error_of(s, t, 413), "a body over --max-body: 413")
-s, t = request("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "word " * 200}]})
+s, t = request("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "word " * 700}]})
 check(error_of(s, t, 400) and "context_length_exceeded" in t, "a prompt over --max-prompt-tokens: 400")
 s, t = request("POST", "/v1/chat/completions", raw='{"messages": [')
 check(error_of(s, t, 400), "malformed JSON: 400")

@@ -129,7 +129,7 @@ static int pend(struct stream *st, char *ev) {
     size_t n = strlen(ev), have = st->pending_len - st->pending_off;
     char *g = malloc(have + n);
     if (!g) { free(ev); return -1; }
-    memcpy(g, st->pending + st->pending_off, have);
+    if (have) memcpy(g, st->pending + st->pending_off, have);
     memcpy(g + have, ev, n);
     free(ev);
     free(st->pending);
@@ -172,7 +172,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     }
     size_t n = st->pending_len - st->pending_off;
     if (n > max) n = max;
-    memcpy(buf, st->pending + st->pending_off, n);
+    if (n) memcpy(buf, st->pending + st->pending_off, n);
     st->pending_off += n;
     return (ssize_t)n;
 fail:

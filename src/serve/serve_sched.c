@@ -12,8 +12,12 @@ struct slot {
     moex_sampler *sampler;
     moex_decoder *decoder;
     struct serve_job *job;             /* NULL: free */
-    bool prefilled;
+    int n_prefilled;                   /* prompt tokens the context holds for the job */
 };
+
+/* Prompt tokens one step evaluates: a long prompt goes in pieces, between
+ * which the other slots take their decode steps. */
+#define PREFILL_CHUNK 128
 
 struct scheduler {
     moex_model *model;
@@ -153,7 +157,7 @@ static void assign(struct scheduler *s) {
         s->q_head = (s->q_head + 1) % s->q_cap;
         s->q_len--;
         sl->job = j;
-        sl->prefilled = false;
+        sl->n_prefilled = 0;
         sl->sampler = moex_sampler_new(s->model, &j->sampler);
         sl->decoder = moex_decoder_new(s->model);
         if (!sl->sampler || !sl->decoder) finish_job(s, sl, NULL, "out of memory");
@@ -172,16 +176,23 @@ static void step(struct scheduler *s, struct slot *sl) {
     if (gone || late) return;
 
     double t0 = time_s();
-    if (!sl->prefilled) {
-        for (int i = 0; i < j->n_prompt; i++) moex_sampler_accept(sl->sampler, j->prompt[i]);
+    if (sl->n_prefilled < j->n_prompt) {
+        /* Each piece is a prefill of a longer prefix: the context keeps what
+         * it holds and evaluates the next tokens. */
+        bool first = sl->n_prefilled == 0;
         int keep = moex_shared_prefix(sl->ctx, j->prompt, j->n_prompt);
-        int rc = moex_prefill(sl->ctx, j->prompt, j->n_prompt);
+        if (keep >= j->n_prompt) keep = j->n_prompt - 1;
+        if (first) {
+            for (int i = 0; i < j->n_prompt; i++) moex_sampler_accept(sl->sampler, j->prompt[i]);
+            j->n_reused = keep;
+        }
+        int upto = keep + PREFILL_CHUNK < j->n_prompt ? keep + PREFILL_CHUNK : j->n_prompt;
+        int rc = moex_prefill(sl->ctx, j->prompt, upto);
         pthread_mutex_lock(&s->mu);
         s->stats.prompt_s += time_s() - t0;
-        s->stats.prompt_tokens += (uint64_t)j->n_prompt;
-        j->n_reused = keep < j->n_prompt ? keep : j->n_prompt - 1;
-        s->stats.reused_tokens += (uint64_t)j->n_reused;
-        sl->prefilled = true;
+        sl->n_prefilled = upto;
+        if (first) s->stats.reused_tokens += (uint64_t)j->n_reused;
+        if (rc == 0 && upto == j->n_prompt) s->stats.prompt_tokens += (uint64_t)j->n_prompt;
         if (rc != 0) finish_job(s, sl, NULL, moex_last_error());
         pthread_mutex_unlock(&s->mu);
         return;
