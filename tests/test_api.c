@@ -146,6 +146,54 @@ static void test_generate(moex_model *m) {
     moex_context_free(c);
 }
 
+struct heard {
+    int notes, warnings, progress_ends;
+    char last[1024];
+};
+
+static void on_log(void *user, enum moex_log_level level, const char *message) {
+    struct heard *h = user;
+    if (level == MOEX_LOG_WARN) h->warnings++;
+    else h->notes++;
+    snprintf(h->last, sizeof h->last, "%s", message);
+}
+
+static void on_progress(void *user, const char *label, uint64_t done, uint64_t total) {
+    struct heard *h = user;
+    (void)label;
+    if (done == total) h->progress_ends++;
+}
+
+/* Notes and progress reach the callbacks, once per model however many contexts. */
+static void test_callbacks(void) {
+    struct heard h = { 0 };
+    struct moex_model_params mp;
+    moex_model_params_default(&mp);
+    mp.path = model_path;
+    mp.n_threads = 2;
+    mp.pin_threads = false;
+    mp.device.device = "cpu";
+    mp.device.min_m = 1;
+    mp.device.pack_path = "/nonexistent/api.mxpk";
+    mp.log = on_log;
+    mp.progress = on_progress;
+    mp.user = &h;
+    moex_model *m = moex_model_load(&mp);
+    CHECK(m != NULL);
+    if (!m) return;
+    CHECK(!strcmp(moex_model_pack_path(m), "/nonexistent/api.mxpk"));
+    moex_context *a = moex_context_new(m, NULL), *b = moex_context_new(m, NULL);
+    CHECK(a && b);
+    CHECKF(h.warnings == 1 && strstr(h.last, "pack file refused"), "%d warnings, last '%s'", h.warnings, h.last);
+    CHECK(h.progress_ends == 2); /* each context fills its device slots */
+    struct moex_counters k;
+    if (a) moex_context_counters(a, &k);
+    CHECK(a && !strcmp(k.device, "cpu"));
+    moex_context_free(a);
+    moex_context_free(b);
+    moex_model_free(m);
+}
+
 int main(void) {
     struct synth_params p;
     synth_preset("tiny", &p);
@@ -165,5 +213,6 @@ int main(void) {
         test_generate(m);
     }
     moex_model_free(m);
+    test_callbacks();
     return test_finish();
 }
