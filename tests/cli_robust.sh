@@ -98,6 +98,11 @@ for c in run chat eval bench profile pack $serve; do
     bad "$c: MOEX_CACHE empty" 2 "MOEX_CACHE" "''" -- env MOEX_CACHE= "$MOEX_BIN" $c "$@" -m "$m"
     ok "$c: MOEX_DEVICE=bogus does not break --help" env MOEX_DEVICE=bogus MOEX_ISA=bogus "$MOEX_BIN" $c --help
 done
+if [ -n "$serve" ]; then
+    bad "serve: --host ::1" 2 "--host" "'::1'" -- "$MOEX_BIN" serve -m "$m" --host ::1
+    bad "serve: --port 70000" 2 "--port" "'70000'" -- "$MOEX_BIN" serve -m "$m" --port 70000
+    bad "serve: --parallel 0" 2 "--parallel" "'0'" -- "$MOEX_BIN" serve -m "$m" --parallel 0
+fi
 ok "run: --device overrides a bad MOEX_DEVICE" env MOEX_DEVICE=bogus "$MOEX_BIN" run -m "$m" --device none -n 1
 ok "run: --hot-budget overrides a bad MOEX_HOT_BUDGET" env MOEX_HOT_BUDGET=lots "$MOEX_BIN" run -m "$m" --hot-budget 50% -n 1
 ok "run: --sim overrides a bad MOEX_SIM" env MOEX_SIM=nokey=1 "$MOEX_BIN" run -m "$m" --sim rk3588 -n 1

@@ -99,6 +99,7 @@ int cmd_serve(int argc, char **argv) {
         return cli_usage("serve", "unknown option '%s'", argv[i]);
     }
     if (session_opts_finish(&so)) return 2;
+    if (serve_check_options(&o)) return cli_fail("%s", moex_last_error()), 2;
     if (so.profile || so.trace_path) fprintf(stderr, "moex: note: --profile and --trace change nothing with serve\n");
     struct moex_model_params mp;
     session_model_params(&so, &mp);

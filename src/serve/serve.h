@@ -40,6 +40,8 @@ struct serve_options {
 };
 
 void serve_options_default(struct serve_options *o);
+/* What can be checked before a model loads (the address); -1 with moex_last_error(). */
+int serve_check_options(const struct serve_options *o);
 
 struct server;
 /* Makes the slots, binds and starts serving. NULL with moex_last_error(). */

@@ -384,11 +384,22 @@ static void connection_event(void *cls, struct MHD_Connection *c, void **socket_
     atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
-struct server *serve_start(moex_model *m, const struct serve_options *o) {
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o->port) };
+static int listen_address(const struct serve_options *o, struct sockaddr_in *addr) {
+    *addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)o->port) };
     const char *host = !strcmp(o->host, "localhost") ? "127.0.0.1" : o->host;
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
-        return moex_errorf("--host %s: not an IPv4 address", o->host), NULL;
+    if (inet_pton(AF_INET, host, &addr->sin_addr) != 1)
+        return moex_errorf("--host: invalid value '%s' (expected an IPv4 address)", o->host);
+    return 0;
+}
+
+int serve_check_options(const struct serve_options *o) {
+    struct sockaddr_in addr;
+    return listen_address(o, &addr);
+}
+
+struct server *serve_start(moex_model *m, const struct serve_options *o) {
+    struct sockaddr_in addr;
+    if (listen_address(o, &addr)) return NULL;
     struct server *s = calloc(1, sizeof *s);
     if (!s) return moex_errorf("out of memory"), NULL;
     s->model = m;
