@@ -151,8 +151,7 @@ MOEX_API int moex_n_ctx(const moex_context *c);
 /* Tokens the context holds (evaluated). */
 MOEX_API int moex_n_past(const moex_context *c);
 /* Evaluates tokens[0..n) after what the context holds; the last token's
- * logits are then moex_logits. -1 on error (the context then holds an
- * unknown prefix: truncate or prefill again). */
+ * logits are then moex_logits. -1 on error, the context then emptied. */
 MOEX_API int moex_eval(moex_context *c, const int32_t *tokens, int n);
 /* Makes the context hold exactly tokens[0..n): keeps the longest common
  * prefix of what it holds (at least one token is evaluated, for logits),
@@ -182,7 +181,8 @@ MOEX_API moex_sampler *moex_sampler_new(const moex_model *m, const struct moex_s
 MOEX_API void moex_sampler_free(moex_sampler *s);
 /* Records a token of the context (for the repetition penalty). */
 MOEX_API void moex_sampler_accept(moex_sampler *s, int32_t id);
-/* Draws from the context's last logits and records the token; -1 on error. */
+/* Draws from the context's last logits (the repetition penalty rewrites
+ * them in place) and records the token; -1 on error. */
 MOEX_API int32_t moex_sample(moex_sampler *s, const moex_context *c);
 
 /* ---- Generation: prefill (with prefix reuse), then sample until an
