@@ -141,7 +141,7 @@ static double time_best(struct threadpool *pool, int64_t items, int64_t grain, t
 /* Compute rate with everything in cache: a 64 x 32 tile (weights 64 rows,
  * 32 activation rows, K = n), ns per (row, column) pair and 256 values. */
 static void bench_in_cache(int n) {
-    static const enum qtype types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0};
+    static const enum qtype types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_Q5_0, QT_Q4_1, QT_Q5_1};
     const int nw = 64, na = 32;
     printf("\nIn cache (64 weight rows x %d activation rows, K=%d, one thread): ns per (row, column) pair per 256 values\n\n", na, n);
     printf("| type | ISA | gemm_tile | vec_dot loop | gemm speed-up |\n|---|---|---|---|---|\n");
@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
            n_a, n_a);
     printf("|---|---|---|---|---|---|---|---|\n");
 
-    static const enum qtype types[] = {QT_Q4_K, QT_Q6_K, QT_Q8_0};
+    static const enum qtype types[] = {QT_Q4_K, QT_Q6_K, QT_Q8_0, QT_Q5_0};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         enum qtype t = types[ti];
         const struct qtype_traits *tr = quant_traits(t);

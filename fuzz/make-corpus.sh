@@ -1,13 +1,33 @@
 #!/bin/sh
 # Writes seed inputs for the fuzz targets into DIR/<target>/ (default:
-# build-fuzz/seeds): small valid GGUF files that between them use every
-# metadata type, string and empty arrays, versions 2 and 3, several tensor
-# types and alignments; small pack files (docs/pack-format.md) of both
+# $TMPDIR/moex-fuzz/seeds): small valid GGUF files that between them use
+# every metadata type, string and empty arrays, versions 2 and 3, several
+# tensor types and alignments; small pack files (docs/pack-format.md) of both
 # layouts, with and without extra experts, their checksums left for
-# fuzz_packfile to repair. Needs python3; without it the seeds are skipped.
+# fuzz_packfile to repair; and, with MOEX_BIN set to a moex binary, the
+# smallest models `moex synth` makes (one layer, dim 32, 300 tokens: the
+# built-in vocabulary and, where the oracle directory is, Qwen3's) for the
+# model and tokenizer loaders. Needs python3; without it the GGUF and pack
+# seeds are skipped.
 set -eu
-dir=${1:-$(cd "$(dirname "$0")/.." && pwd)/build-fuzz/seeds}
-mkdir -p "$dir/fuzz_gguf" "$dir/fuzz_packfile"
+dir=${1:-${TMPDIR:-/tmp}/moex-fuzz/seeds}
+mkdir -p "$dir/fuzz_gguf" "$dir/fuzz_packfile" "$dir/fuzz_model" "$dir/fuzz_tokenizer"
+if [ -n "${MOEX_BIN:-}" ]; then
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    oracle=${MOEX_ORACLE:-$root/../shared/oracle}
+    tiny="--preset tiny --layers 1 --dim 32 --experts 2 --top-k 1 --expert-ffn 32 --heads 1 --kv-heads 1 --head-dim 32 --vocab 300 -q"
+    # shellcheck disable=SC2086
+    "$MOEX_BIN" synth -o "$dir/fuzz_model/builtin-f16.gguf" $tiny --type f16
+    # shellcheck disable=SC2086
+    "$MOEX_BIN" synth -o "$dir/fuzz_model/builtin-q8_0.gguf" $tiny --type q8_0 --dim 64 --head-dim 64 --expert-ffn 64
+    cp "$dir/fuzz_model/builtin-f16.gguf" "$dir/fuzz_tokenizer/"
+    if [ -f "$oracle/tokenizer/qwen3-vocab.gguf" ]; then
+        # shellcheck disable=SC2086
+        "$MOEX_BIN" synth -o "$dir/fuzz_tokenizer/qwen3-300.gguf" $tiny --type f16 \
+            --vocab-from "$oracle/tokenizer/qwen3-vocab.gguf"
+        cp "$dir/fuzz_tokenizer/qwen3-300.gguf" "$dir/fuzz_model/"
+    fi
+fi
 if ! command -v python3 >/dev/null 2>&1; then
     echo "make-corpus.sh: python3 not found, no seeds written" >&2
     exit 0

@@ -1,41 +1,48 @@
 #!/bin/sh
-# Builds every fuzz/fuzz_*.c target with clang, libFuzzer, ASan and UBSan in
-# build-fuzz, then runs them for SECONDS seconds in all (default 120), split
-# evenly (at least 10 s each), so that CI's time stays bounded as targets are
-# added. Exits non-zero if a target finds a crash; reproducers land in
-# fuzz/corpus-out/.
+# Builds every fuzz/fuzz_*.c target with clang, libFuzzer, ASan and UBSan,
+# then runs them for SECONDS seconds in all (default 120), split evenly (at
+# least 10 s each), so that CI's time stays bounded as targets are added.
+# Exits non-zero if a target finds a crash. Nothing is written in the source
+# tree: the build, the seeds, the growing corpora and any reproducers live
+# in $MOEX_FUZZ_DIR (default: $TMPDIR/moex-fuzz, else /tmp/moex-fuzz).
 #   fuzz/run.sh 120
 # Needs clang and Debian's libclang-rt-14-dev (libFuzzer's runtime).
 set -eu
 seconds=${1:-120}
 case $seconds in ''|*[!0-9]*) echo "usage: $0 SECONDS" >&2; exit 2;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build-fuzz
+work=${MOEX_FUZZ_DIR:-${TMPDIR:-/tmp}/moex-fuzz}
+case $work in "$root"|"$root"/*) echo "$0: MOEX_FUZZ_DIR must be outside the source tree" >&2; exit 2;; esac
+build=$work/build
 targets=$(cd "$root/fuzz" && ls fuzz_*.c | sed 's/\.c$//')
 n_targets=$(echo "$targets" | wc -w)
 each=$((seconds / n_targets))
 [ "$each" -ge 10 ] || each=10
 
 # The library needs coverage instrumentation too (-fsanitize=fuzzer-no-link),
-# or libFuzzer sees only the target's own few branches.
+# or libFuzzer sees only the target's own few branches. moex itself makes
+# the model seeds.
 CC=${CC:-clang} cmake -S "$root" -B "$build" -DMOEX_FUZZ=ON -DMOEX_SANITIZE=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link" >/dev/null
 # shellcheck disable=SC2086
-cmake --build "$build" -j"$(nproc)" --target $targets
+cmake --build "$build" -j"$(nproc)" --target moex $targets
 
-sh "$root/fuzz/make-corpus.sh" "$build/seeds" >/dev/null
+MOEX_BIN=$build/moex sh "$root/fuzz/make-corpus.sh" "$work/seeds" >/dev/null
 status=0
 for t in $targets; do
-    corpus=$root/fuzz/corpus-out/$t
-    seeds=$build/seeds/$t
+    corpus=$work/corpus/$t
+    seeds=$work/seeds/$t
     mkdir -p "$corpus" "$seeds"
     dict=
     [ -f "$root/fuzz/$t.dict" ] && dict=-dict=$root/fuzz/$t.dict
+    # Model files are larger than the other inputs: the seeds are ~70 KB.
+    max_len=16384
+    case $t in fuzz_model|fuzz_tokenizer) max_len=131072;; esac
     echo "== $t: $each s"
     # shellcheck disable=SC2086
-    if ! "$build/$t" -max_total_time="$each" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-        -print_final_stats=1 -artifact_prefix="$root/fuzz/corpus-out/$t-" $dict "$corpus" "$seeds"; then
-        echo "== $t FAILED (reproducer in fuzz/corpus-out/)" >&2
+    if ! TMPDIR=$work "$build/$t" -max_total_time="$each" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+        -print_final_stats=1 -artifact_prefix="$work/$t-" $dict "$corpus" "$seeds"; then
+        echo "== $t FAILED (reproducer in $work/$t-*)" >&2
         status=1
     fi
 done

@@ -202,6 +202,10 @@ struct moex_generate_params {
     bool ignore_eog;           /* go on past end-of-generation tokens */
     moex_token_fn on_token;    /* may be NULL */
     void *user;
+    /* > 0: also checkpoint recurrent state at this prompt position (a chat:
+     * where its generation prompt begins, which the next turn keeps), so
+     * that a later prompt sharing it evaluates from there, not the start. */
+    int checkpoint_at;
 };
 struct moex_generate_result {
     int n_prompt, n_evaluated;         /* prompt tokens; those evaluated (not reused) */

@@ -32,11 +32,21 @@ grep -q "context of 4096 tokens: KV cache 4.0 MiB, conv state 0.00 MiB, recurren
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]; assert any(e.get("name")=="cpu experts" for e in ev); assert any(e.get("tid")==1 and e.get("ph")=="X" for e in ev)' "$tmp/t.json" \
     || { echo "FAIL: trace JSON"; fail=1; }
 cp "$tmp/out" "$tmp/sim_ids"
+# One unit: the pinned experts "packed live" at start and the table's packs
+# (plus later admissions) both count experts, and the legend says so.
+expect "profile with every expert resident" 0 run --device sim --hot-budget 100% --min-m 1 --profile
+live=$(sed -n 's/.*pinned experts: .* \([0-9][0-9]*\) packed live.*/\1/p' "$tmp/err")
+packs=$(awk -F'|' '/^\| prefill \|/ { print $8 + 0 }' "$tmp/err")
+admits=$(awk -F'|' '/^\| prefill \|/ { print $12 + 0 }' "$tmp/err")
+[ -n "$live" ] && [ "$live" -gt 0 ] && [ "$packs" -eq $((live + admits)) ] \
+    || { echo "FAIL: $live packed live + $admits admissions, table packs $packs"; cat "$tmp/err"; fail=1; }
+grep -q "packs, loads.*experts (three matrices each)" "$tmp/err" || { echo "FAIL: no unit in the legend"; fail=1; }
 expect "the cpu reference device gives the sim's tokens" 0 run --device cpu --hot-budget 100% --min-m 1
 cmp -s "$tmp/out" "$tmp/sim_ids" || { echo "FAIL: cpu and sim tokens differ"; fail=1; }
 expect "environment equals flags" 0 env MOEX_DEVICE=sim MOEX_HOT_BUDGET=50% MOEX_MIN_M=1 "$MOEX_BIN" run -m "$model" \
     --tokens 1,2,3,4,5,6,7,8,9,10,11,12 -n 4 --temp 0 --print-ids
 cmp -s "$tmp/out" "$tmp/sim_ids" || { echo "FAIL: env and flags differ"; fail=1; }
+expect "adaptive placement, asked for" 0 run --device sim --hot-budget 50% --min-m 1 --adaptive-placement
 expect "amx: runs (on the CPU where there is no AMX)" 0 run --device amx --profile
 expect "auto" 0 run --device auto
 expect "injected device fault: still an answer" 0 run --device sim --min-m 1 --sim rk3588,fail_submit=1 --profile

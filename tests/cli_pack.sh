@@ -73,6 +73,8 @@ cp "$tmp/m.mxpk" "$tmp/index.mxpk"; flip "$tmp/index.mxpk" 8300
 refused "a damaged index" "$tmp/index.mxpk" "bad checksum in section index"
 cp "$tmp/m.mxpk" "$tmp/data.mxpk"; flip "$tmp/data.mxpk" 70000
 refused "damaged data" "$tmp/data.mxpk" "bad checksum in section data"
+n=$(grep -c "bad checksum in section data" "$tmp/err")
+[ "$n" -eq 1 ] || { echo "FAIL: damaged data: the refusal is printed $n times, not once"; cat "$tmp/err"; fail=1; }
 head -c 100000 "$tmp/m.mxpk" > "$tmp/trunc.mxpk"
 refused "a truncated file" "$tmp/trunc.mxpk" "truncated"
 cp "$tmp/m.mxpk" "$tmp/old.mxpk"; printf '\000' | dd of="$tmp/old.mxpk" bs=1 seek=8 conv=notrunc 2>/dev/null
@@ -90,6 +92,14 @@ expect "profile" 0 "$MOEX_BIN" profile -m "$model" --random-tokens 128 --seq 64 
 expect "pack with statistics" 0 "$MOEX_BIN" pack -m "$model" --device cpu --hot-budget 50% --stats "$tmp/stats" \
     -o "$tmp/plan.mxpk"
 grep -q "^moex pack: 2 experts (2 pinned by the plan)" "$tmp/out" || { echo "FAIL: pack with stats"; cat "$tmp/out"; fail=1; }
+# Statistics belong to the model they were gathered on: the same weights in
+# another quantization (same shape, another file) are refused.
+expect "statistics of another model" 1 "$MOEX_BIN" run -m "$MOEX_ORACLE/models/qwen3moe-o1-Q5_K_M.gguf" \
+    --tokens 1,2,3 -n 1 --device cpu --hot-budget 50% --stats "$tmp/stats"
+says "statistics of another model" "$tmp/stats: statistics gathered on another model"
+expect "statistics of another model, moex pack" 1 "$MOEX_BIN" pack -m "$MOEX_ORACLE/models/qwen3moe-o1-Q5_K_M.gguf" \
+    --device cpu --hot-budget 50% --stats "$tmp/stats" -o "$tmp/q5.mxpk"
+says "statistics of another model, moex pack" "gathered on another model"
 expect "the file's plan without --stats" 0 run --device cpu --min-m 1 --hot-budget 50% --pack "$tmp/plan.mxpk" --profile
 says "the file's plan without --stats" "pinned experts: 2 filled"
 says "the file's plan without --stats" "2 loaded from"

@@ -22,9 +22,9 @@ check "run" 0 "$MOEX_BIN" run -m "$model" -p "The morning was" -n 8
 check "profile" 0 "$MOEX_BIN" profile -m "$model" --random-tokens 300 --seq 100 -o "$tmp/stats" -t 1
 grep -q "^ *mean" "$tmp/out" || { echo "FAIL: profile printed no summary"; fail=1; }
 grep -q "asks for a top-10% share" "$tmp/out" || { echo "FAIL: profile did not read the synth skew"; fail=1; }
-# header 48 + the model name "moex-synth" + 8 * (3 L E + 4 L + L E E), L = 3, E = 16
+# header 64 + the model name "moex-synth" + 8 * (3 L E + 4 L + L E E), L = 3, E = 16
 size=$(wc -c < "$tmp/stats")
-want=$((48 + 10 + 8 * (3 * 3 * 16 + 4 * 3 + 3 * 16 * 16)))
+want=$((64 + 10 + 8 * (3 * 3 * 16 + 4 * 3 + 3 * 16 * 16)))
 [ "$size" -eq "$want" ] || { echo "FAIL: stats file has $size bytes, wanted $want (name 'moex-synth')"; fail=1; }
 printf 'The morning was cold and clear.\nShe made a cup of tea.\n\n' > "$tmp/prompts.txt"
 check "profile -f" 0 "$MOEX_BIN" profile -m "$model" -f "$tmp/prompts.txt" -o "$tmp/stats2" -q

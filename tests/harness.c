@@ -49,5 +49,7 @@ void *read_whole_file(const char *path, size_t *size) {
 
 int test_finish(void) {
     printf("%d checks, %d failed\n", test_checks, test_failures);
-    return test_failures ? 1 : 0;
+    /* A test that checked nothing proved nothing: it fails. */
+    if (test_checks == 0) fprintf(stderr, "FAIL: the test made no checks\n");
+    return test_failures || test_checks == 0 ? 1 : 0;
 }

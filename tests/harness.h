@@ -22,6 +22,7 @@ const char *oracle_path(const char *relative);
 const char *test_tmpdir(void);
 /* Reads a whole file; NULL if it cannot. */
 void *read_whole_file(const char *path, size_t *size);
+/* 0 when every check passed; 1 when one failed or none was made. */
 int test_finish(void);
 
 #endif

@@ -39,7 +39,8 @@ static bool path_absent(int p) {
     return (p == PACK_PATH_FUSED_AVX2 && !avx2_on()) || (p == PACK_PATH_FUSED_NEON && !neon_on());
 }
 
-static const enum qtype all_types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_F16, QT_BF16, QT_F32};
+static const enum qtype all_types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_Q5_0,
+                                       QT_Q5_1, QT_Q4_1, QT_F16,  QT_BF16, QT_F32};
 enum { N_TYPES = sizeof all_types / sizeof all_types[0] };
 
 /* N rows of K values of type t: half of the rows quantized from Gaussian
@@ -69,6 +70,9 @@ static void *make_weight(enum qtype t, int K, int N) {
             case QT_Q6_K: ((struct block_q6_K *)(void *)blk)->d = d; break;
             case QT_Q8_0: ((struct block_q8_0 *)(void *)blk)->d = d; break;
             case QT_Q4_0: ((struct block_q4_0 *)(void *)blk)->d = d; break;
+            case QT_Q5_0: ((struct block_q5_0 *)(void *)blk)->d = d; break;
+            case QT_Q5_1: ((struct block_q5_1 *)(void *)blk)->d = d; ((struct block_q5_1 *)(void *)blk)->m = dmin; break;
+            case QT_Q4_1: ((struct block_q4_1 *)(void *)blk)->d = d; ((struct block_q4_1 *)(void *)blk)->m = dmin; break;
             default: break;
             }
         }
@@ -243,6 +247,28 @@ static void test_pack_fused_edges(void) {
     b5[0].d = b4[0].d = 0x7E00;
     CHECK(check_row_paths(QT_Q5_K, b5, 512, true) == 0);
     CHECK(check_row_paths(QT_Q4_K, b4, 512, true) == 0);
+    /* Q5_0: the largest bound (|d| 0.02) in a block whose codes are all 17
+     * (values d), the maximum elsewhere (block 0 holds codes 0: -16 d); d of
+     * either sign, zero, infinite, NaN */
+    struct block_q5_0 b50[3];
+    for (int i = 0; i < 3; i++) {
+        for (size_t k = 0; k < sizeof b50[i]; k++) ((uint8_t *)&b50[i])[k] = (uint8_t)rnd();
+        b50[i].d = f32_to_fp16(i == 1 ? -0.011f : 0.01f);
+    }
+    memset(b50[2].qs, 0x11, sizeof b50[2].qs); /* nibbles 1 ... */
+    memset(b50[2].qh, 0xFF, sizeof b50[2].qh); /* ... with the fifth bit: codes 17 */
+    b50[2].d = f32_to_fp16(0.02f);
+    b50[0].qs[3] = 0x00;
+    memset(b50[0].qh, 0, sizeof b50[0].qh); /* block 0: codes <= 15, one value -16 d */
+    CHECK(check_row_paths(QT_Q5_0, b50, 96, false) == 0);
+    b50[1].d = 0;
+    CHECK(check_row_paths(QT_Q5_0, b50, 96, false) == 0);
+    b50[0].d = b50[1].d = b50[2].d = 0;
+    CHECK(check_row_paths(QT_Q5_0, b50, 96, false) == 0);
+    b50[2].d = 0x7C00;
+    CHECK(check_row_paths(QT_Q5_0, b50, 96, true) == 0);
+    b50[2].d = 0xFE00;
+    CHECK(check_row_paths(QT_Q5_0, b50, 96, true) == 0);
     /* F16 and BF16: ties at scale 1 (max 127), subnormals only (BF16's
      * reach float's subnormals, where the clamp acts), the largest finite
      * values, infinities and NaNs; K = 100 and 37 have tails */
@@ -357,6 +383,41 @@ static void test_pack_matrix(struct threadpool *pool) {
     free(q);
     free(s_rows);
     free(s_amx);
+}
+
+/* The 32-value types have no fused path: pack of such an expert (the
+ * Q4_K_M fallback for rows of 128: K = 128) equals pack of its dequantized
+ * floats, in both layouts, rows split over the pool. */
+static void test_pack_b32_experts(struct threadpool *pool) {
+    const enum qtype types[] = {QT_Q5_0, QT_Q5_1, QT_Q4_1};
+    const int shapes[3][2] = {{128, 256}, {256, 48}, {96, 40}}; /* K, N */
+    for (int ti = 0; ti < 3; ti++)
+        for (int si = 0; si < 3; si++) {
+            const enum qtype t = types[ti];
+            const int K = shapes[si][0], N = shapes[si][1];
+            char *w = make_weight(t, K, N);
+            float *f = malloc((size_t)K * N * sizeof *f);
+            quant_kernels(t, ISA_SCALAR)->to_float(w, f, (int64_t)K * N);
+            int8_t *codes = malloc((size_t)K * N), *want = malloc((size_t)K * N);
+            float *scales = malloc((size_t)N * sizeof *scales), *want_scales = malloc((size_t)N * sizeof *want_scales);
+            const enum pack_layout layouts[] = {PACK_ROWS, PACK_AMX};
+            for (int li = 0; li < 2; li++) {
+                if (pack_check_shape(layouts[li], K, N) != PACK_OK) continue;
+                int rc = pack_matrix(pool, PACK_PATH_BEST, t, w, K, N, layouts[li], codes, scales);
+                int rc_f = pack_matrix(NULL, PACK_PATH_BEST, QT_F32, f, K, N, layouts[li], want, want_scales);
+                CHECKF(rc == PACK_OK && rc_f == PACK_OK, "%s %dx%d layout %d: %d %d", quant_type_name(t), K, N, li, rc,
+                       rc_f);
+                CHECKF(!memcmp(codes, want, (size_t)K * N) && !memcmp(scales, want_scales, (size_t)N * sizeof *scales),
+                       "%s %dx%d layout %d: pack differs from pack of the dequantized floats", quant_type_name(t), K, N,
+                       li);
+            }
+            free(w);
+            free(f);
+            free(codes);
+            free(want);
+            free(scales);
+            free(want_scales);
+        }
 }
 
 /* ---- devices ---- */
@@ -483,6 +544,7 @@ static void test_backends_equal(struct threadpool *pool) {
         for (int s = 0; s < 3; s++) compare_devices(ref, d, QT_Q8_0, odd_all[s], few, 4);
         compare_devices(ref, d, QT_F16, odd_all[1], few, 4);
         compare_devices(ref, d, QT_Q6_K, (struct shape){256, 32}, few, 4);
+        compare_devices(ref, d, QT_Q5_0, (struct shape){128, 256}, few, 4);
         const struct dev_caps *c = dev_caps(d);
         for (int s = 0; s < 4; s++) {
             struct shape sh = odd_rows[s];
@@ -649,6 +711,7 @@ int main(void) {
     test_pack_errors();
     test_pack_fused_edges();
     test_pack_matrix(pool);
+    test_pack_b32_experts(pool);
     test_cpu_reference(pool);
     test_backends_equal(pool);
     test_batches(pool);

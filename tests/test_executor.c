@@ -95,6 +95,20 @@ int main(void) {
     CHECK(ref.dec.rows_device == 8 * 2 * 2 && ref.dec.rows_cpu == 0);
     CHECK(ref.pre.submissions == 2 * 2);       /* two per layer: gate+up, then down */
     CHECK(ref.pre.hits == 16 && ref.pre.misses == 0);
+    /* Hit bytes weigh each expert by its own layer's bytes: in this Q4_K_M
+     * file layer 1's down matrices are Q6_K, layer 0's Q4_K. Prefill uses all
+     * 8 experts of both layers; each decode step 2 per layer. */
+    uint64_t layer_bytes[2];
+    for (int l = 0; l < 2; l++) {
+        const struct moe_layer_desc *L = &m->moe.layers[l];
+        layer_bytes[l] = (uint64_t)L->n_ff * (L->gate.row_bytes + L->up.row_bytes) + (uint64_t)L->n_embd * L->down.row_bytes;
+    }
+    CHECK(layer_bytes[0] != layer_bytes[1]);
+    CHECKF(ref.pre.hit_bytes + ref.pre.miss_bytes == 8 * (layer_bytes[0] + layer_bytes[1]),
+           "prefill hit+miss bytes %llu, layers %llu + %llu", (unsigned long long)(ref.pre.hit_bytes + ref.pre.miss_bytes),
+           (unsigned long long)layer_bytes[0], (unsigned long long)layer_bytes[1]);
+    CHECK(ref.dec.hits + ref.dec.misses == 32 &&
+          ref.dec.hit_bytes + ref.dec.miss_bytes == 16 * (layer_bytes[0] + layer_bytes[1]));
     o.device = "sim";
     struct run sim = run_model(m, &o);
     CHECK(sim.ok && sim.pre.rows_device == 256);
@@ -143,6 +157,31 @@ int main(void) {
         if (i > 0 && i < 8) CHECK(r.pre.misses > 0);
         free(r.logits);
     }
+    /* D5: admission reads no clock of this run. One CPU thread takes about
+     * twice the time per row of two; with a measured cost that changed which
+     * experts were admitted. Same placement, same logits, at every budget. */
+    struct threadpool *two = pool, *one = threadpool_new(1, false);
+    static const char *pack_costs[] = { "rk3588", "rk3588,pack_ns_per_value=3", "rk3588,pack_ns_per_value=10",
+                                        "rk3588,pack_ns_per_value=30", "rk3588,pack_ns_per_value=100" };
+    for (int i = 1; i < 8 * 5; i++) {
+        struct moe_exec_options b = { .device = "sim", .hot_budget = all * (uint64_t)(i % 8) / 8, .min_m = 1,
+                                      .pinned_share = -1, .sim_figures = pack_costs[i / 8] };
+        pool = one;
+        struct run slow = run_model(m, &b);
+        pool = two;
+        struct run fast = run_model(m, &b);
+        CHECKF(slow.ok && fast.ok && slow.pre.admissions == fast.pre.admissions &&
+                   slow.pre.evictions == fast.pre.evictions && slow.pre.rows_device == fast.pre.rows_device &&
+                   slow.dec.rows_device == fast.dec.rows_device,
+               "budget %d/8, %s: admissions %llu vs %llu, prefill rows on the device %llu vs %llu", i % 8, b.sim_figures,
+               (unsigned long long)slow.pre.admissions, (unsigned long long)fast.pre.admissions,
+               (unsigned long long)slow.pre.rows_device, (unsigned long long)fast.pre.rows_device);
+        CHECKF(slow.ok && fast.ok && memcmp(slow.logits, fast.logits, sizeof(float) * n_logits) == 0,
+               "budget %d/8, %s: 1 vs 2 threads: max diff %g", i % 8, b.sim_figures, max_abs_diff(slow.logits, fast.logits, n_logits));
+        free(slow.logits);
+        free(fast.logits);
+    }
+    threadpool_free(one);
     /* The CPU's cost per row is fixed so that admissions do not depend on
      * this machine's speed: 40 us a row pays a pack (~155 us) back after 4. */
     struct moe_exec_options small = { .device = "sim", .hot_budget = all / 8, .min_m = 1, .pinned_share = -1,
@@ -152,7 +191,7 @@ int main(void) {
            (unsigned long long)churn.pre.admissions, (unsigned long long)churn.pre.evictions,
            (unsigned long long)churn.dec.hits, (unsigned long long)churn.dec.misses,
            (unsigned long long)churn.dec.admissions);
-    CHECK(churn.pre.admissions > 0 && churn.pre.packs >= 3 * churn.pre.admissions);
+    CHECK(churn.pre.admissions > 0 && churn.pre.packs >= churn.pre.admissions);
     /* An admission evicts only a tenant worth less than the newcomer's gain
      * net of the pack (test_expert_cache covers the choice). */
     CHECK(churn.pre.evictions <= churn.pre.admissions);
@@ -171,7 +210,9 @@ int main(void) {
     struct run fault = run_model(m, &o);
     CHECK(fault.ok && fault.pre.fallbacks == 1 && fault.dec.fallbacks == 0);
     CHECK(fault.dec.rows_device == 0 && fault.dec.rows_cpu == 32);
-    CHECK(strstr(fault.note, "device error") != NULL);
+    /* D4: the note carries the device's reason, set on the device thread. */
+    CHECKF(strstr(fault.note, "device error") && strstr(fault.note, "submission 2 failed (injected fault)"), "note: %s",
+           fault.note);
     bool finite = true;
     for (size_t i = 0; i < n_logits; i++) finite &= isfinite(fault.logits[i]);
     CHECK(finite);

@@ -174,6 +174,29 @@ int main(void) {
     test_hparams(src);
     gguf_close(src);
 
+    /* qwen35moe: delta-net and gated-attention tensors, ssm keys, and the
+     * MTP block (validated though never run). */
+    src = gguf_open(oracle_path("qwen35moe-o3/models/qwen35moe-o3-F32.gguf"));
+    CHECK(src != NULL);
+    if (src) {
+        expect_error(src, DROP_TENSOR, "blk.0.ssm_a", "tensor 'blk.0.ssm_a' is missing");
+        expect_error(src, DROP_TENSOR, "blk.2.ffn_gate_inp_shexp.weight", "'blk.2.ffn_gate_inp_shexp.weight' is missing");
+        expect_error(src, DROP_TENSOR, "blk.3.attn_q_norm.weight", "'blk.3.attn_q_norm.weight' is missing");
+        expect_error(src, RESHAPE_TENSOR, "blk.1.attn_qkv.weight", "'blk.1.attn_qkv.weight' has shape");
+        expect_error(src, RESHAPE_TENSOR, "blk.3.attn_q.weight", "'blk.3.attn_q.weight' has shape");
+        expect_error(src, DROP_KEY, "qwen35moe.ssm.state_size", "qwen35moe.ssm.state_size");
+        expect_error(src, HEADS_KV, "qwen35moe.ssm.time_step_rank", "not a multiple of ssm.group_count");
+        expect_error(src, HEADS_KV, "qwen35moe.ssm.inner_size", "ssm.inner_size 3 is not");
+        gguf_close(src);
+    }
+    src = gguf_open(oracle_path("qwen35moe-o3/models/qwen35moe-o3-mtp-Q8_0.gguf"));
+    CHECK(src != NULL);
+    if (src) {
+        expect_error(src, DROP_TENSOR, "blk.4.nextn.eh_proj.weight", "'blk.4.nextn.eh_proj.weight' is missing");
+        expect_error(src, RESHAPE_TENSOR, "blk.4.attn_k.weight", "'blk.4.attn_k.weight' has shape");
+        gguf_close(src);
+    }
+
     moex_clear_error();
     CHECK(model_load("/nonexistent/model.gguf") == NULL);
     CHECK(strstr(moex_error(), "/nonexistent/model.gguf") != NULL);

@@ -5,6 +5,7 @@
  * a model (264 positions: one routing flip among 64 positions alone can
  * cost 0.01 of mean KL). Prints the measures per set for the record. */
 #include "harness.h"
+#include "logit_compare.h"
 
 #include "core/threadpool.h"
 #include "model/model.h"
@@ -13,59 +14,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int read_ids(const char *path, int32_t *ids, int max) {
-    char *text = read_whole_file(path, NULL);
-    int n = 0;
-    for (char *p = text; p && *p && n < max;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) { p++; continue; }
-        ids[n++] = (int32_t)v;
-        p = end;
-    }
-    free(text);
-    return n;
-}
-
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-struct measures { double argmax_agree, mean_kl, median_maxdiff; };
-
-static struct measures compare(const float *ref, const float *ours, int n, int V) {
-    struct measures m = { 0, 0, 0 };
-    float *maxdiff = malloc(sizeof(float) * n);
-    for (int t = 0; t < n; t++) {
-        const float *r = ref + (size_t)t * V, *o = ours + (size_t)t * V;
-        m.argmax_agree += argmax(r, V) == argmax(o, V);
-        double rmax = r[0], omax = o[0];
-        float md = 0;
-        for (int i = 0; i < V; i++) {
-            if (r[i] > rmax) rmax = r[i];
-            if (o[i] > omax) omax = o[i];
-            float d = fabsf(r[i] - o[i]);
-            if (d > md) md = d;
-        }
-        maxdiff[t] = md;
-        double rs = 0, os = 0;
-        for (int i = 0; i < V; i++) { rs += exp(r[i] - rmax); os += exp(o[i] - omax); }
-        double kl = 0;
-        for (int i = 0; i < V; i++) {
-            double lp = r[i] - rmax - log(rs), lq = o[i] - omax - log(os);
-            kl += exp(lp) * (lp - lq);
-        }
-        m.mean_kl += kl;
-    }
-    qsort(maxdiff, (size_t)n, sizeof(float), cmp_float);
-    m.median_maxdiff = n % 2 ? maxdiff[n / 2] : 0.5 * (maxdiff[n / 2 - 1] + maxdiff[n / 2]);
-    m.argmax_agree /= n;
-    m.mean_kl /= n;
-    free(maxdiff);
-    return m;
-}
 
 int main(void) {
     static const char *types[] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K" };

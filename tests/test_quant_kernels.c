@@ -12,6 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF /* d * q + m rounds twice, as in ggml */
+#endif
+
 static uint64_t rng_state;
 static uint64_t rng_next(void) {
     uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
@@ -26,7 +30,8 @@ static float rng_gauss(void) {
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }
 
-static const enum qtype weight_types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K};
+static const enum qtype weight_types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0,
+                                          QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K};
 #define N_WEIGHT_TYPES (int)(sizeof weight_types / sizeof weight_types[0])
 
 /* Random weight row: quantized from gaussian floats, or (kind 1) random bytes
@@ -49,7 +54,7 @@ static void make_weights(enum qtype t, int n, void *dst, int kind) {
         uint16_t d = f32_to_fp16(rng_uniform() * 0.01f), dmin = f32_to_fp16(rng_uniform() * 0.01f);
         if (t == QT_Q6_K) memcpy(blk + offsetof(struct block_q6_K, d), &d, 2);
         else memcpy(blk, &d, 2);
-        if (t == QT_Q4_K || t == QT_Q5_K) memcpy(blk + 2, &dmin, 2);
+        if (t == QT_Q4_K || t == QT_Q5_K || t == QT_Q4_1 || t == QT_Q5_1) memcpy(blk + 2, &dmin, 2);
     }
 }
 
@@ -154,11 +159,11 @@ static void test_dots(void) {
 /* The activation quantizers give the same bytes on every ISA, on hard cases:
  * exact .5 ties, zero blocks, a negative extreme, equal |max| of both signs. */
 static void test_quantize_act(void) {
-    static const enum qtype acts[] = {QT_Q8_K, QT_Q8_0, QT_F16, QT_BF16, QT_F32};
+    static const enum qtype acts[] = {QT_Q8_K, QT_Q8_0, QT_Q8_1, QT_F16, QT_BF16, QT_F32};
     const int n = 4096;
     float *x = malloc(n * sizeof(float));
     uint8_t *ref = malloc((size_t)n * 4 + 4096), *got = malloc((size_t)n * 4 + 4096);
-    for (int ai = 0; ai < 5; ai++) {
+    for (int ai = 0; ai < (int)(sizeof acts / sizeof acts[0]); ai++) {
         enum qtype at = acts[ai];
         size_t bytes = quant_row_size(at, n);
         int compared = 0;
@@ -218,7 +223,7 @@ static double naive_q4k_rmse(const float *x, int n) {
 
 static void test_roundtrip(void) {
     struct { enum qtype t; double max_rmse; } cases[] = {
-        {QT_Q4_0, 0.095}, {QT_Q8_0, 0.006}, {QT_Q4_K, 0.08}, {QT_Q5_K, 0.04}, {QT_Q6_K, 0.02},
+        {QT_Q4_0, 0.095}, {QT_Q4_1, 0.095}, {QT_Q5_0, 0.05}, {QT_Q5_1, 0.05}, {QT_Q8_0, 0.006}, {QT_Q4_K, 0.08}, {QT_Q5_K, 0.04}, {QT_Q6_K, 0.02},
         {QT_F16, 0.0005}, {QT_BF16, 0.004}, {QT_F32, 0.0},
     };
     const int n = 256 * 64;
@@ -254,6 +259,81 @@ static void test_roundtrip(void) {
     free(x);
     free(y);
     free(q);
+}
+
+/* ggml's dequantization of the 32-value types written out value by value
+ * from the block layout: Q4_1 and Q5_1 y = d q + m, Q5_0 y = d (q - 16);
+ * value v's low four bits are the low (v < 16) or high nibble of qs[v % 16],
+ * its fifth bit is bit v % 8 of qh[v / 8]. */
+static float naive_value(enum qtype t, const uint8_t *blk, int v) {
+    const bool has_min = t != QT_Q5_0, has_fifth = t != QT_Q4_1;
+    uint16_t d16, m16 = 0;
+    memcpy(&d16, blk, 2);
+    if (has_min) memcpy(&m16, blk + 2, 2);
+    const uint8_t *qh = blk + (has_min ? 4 : 2);
+    const uint8_t *qs = has_fifth ? qh + 4 : qh;
+    int q = v < 16 ? qs[v] & 15 : qs[v - 16] >> 4;
+    if (has_fifth) q |= (qh[v / 8] >> (v % 8) & 1) << 4;
+    const float d = fp16_to_f32(d16);
+    if (t == QT_Q5_0) return (float)(q - 16) * d;
+    return (float)q * d + fp16_to_f32(m16);
+}
+
+static uint32_t bits(float f);
+
+/* to_float of Q4_1 / Q5_0 / Q5_1 against naive_value, bit for bit, on
+ * random bytes (every code pattern, every fp16 scale and min, NaN and
+ * infinity included; the 2^-10 of Q4_1/Q5_1 blocks whose d and m are both
+ * NaN only need to give NaN); Q8_1 is Q8_0 plus s = fp16(d * sum(q)) with d before
+ * its rounding; and quantize(dequantize(q)) == q for the types' own output. */
+static void test_b32_formats(void) {
+    static const enum qtype types[] = {QT_Q4_1, QT_Q5_0, QT_Q5_1};
+    enum { NB = 4096 };
+    uint8_t *raw = malloc((size_t)NB * 24), *again = malloc((size_t)NB * 24);
+    float *y = malloc((size_t)NB * 32 * sizeof *y), *x = malloc((size_t)NB * 32 * sizeof *x);
+    rng_state = 9090;
+    for (int ti = 0; ti < 3; ti++) {
+        enum qtype t = types[ti];
+        const struct qtype_traits *tr = quant_traits(t);
+        for (size_t i = 0; i < (size_t)NB * tr->type_size; i++) raw[i] = (uint8_t)rng_next();
+        tr->to_float(raw, y, NB * 32);
+        int bad = 0;
+        for (int b = 0; b < NB; b++)
+            for (int v = 0; v < 32; v++) {
+                /* where a NaN d meets a NaN m, which payload survives is the compiler's choice */
+                const float want = naive_value(t, raw + (size_t)b * tr->type_size, v), got = y[b * 32 + v];
+                bad += bits(got) != bits(want) && !(isnan(got) && isnan(want));
+            }
+        CHECKF(bad == 0, "%s: %d values dequantize differently from the written-out formula", tr->name, bad);
+        /* the type's quantizer on gaussian rows, with zero and constant blocks */
+        for (int i = 0; i < NB * 32; i++) x[i] = (0.01f + (float)(i / 4096)) * rng_gauss();
+        for (int i = 0; i < 64; i++) x[i] = i < 32 ? 0.0f : 0.25f;
+        tr->from_float(x, raw, NB * 32);
+        tr->to_float(raw, y, NB * 32);
+        tr->from_float(y, again, NB * 32);
+        CHECKF(memcmp(raw, again, (size_t)NB * tr->type_size) == 0, "%s: quantize(dequantize(q)) != q", tr->name);
+    }
+    for (int i = 0; i < NB * 32; i++) x[i] = rng_gauss() * (float)(1 + i % 7);
+    struct block_q8_1 *a = (struct block_q8_1 *)(void *)raw;
+    struct block_q8_0 b;
+    int bad = 0;
+    for (int blk = 0; blk < 512; blk++) {
+        const float *xb = x + blk * 32;
+        quant_kernels(QT_Q8_1, ISA_SCALAR)->quantize_act(xb, &a[blk], 32);
+        quant_kernels(QT_Q8_0, ISA_SCALAR)->quantize_act(xb, &b, 32);
+        float amax = 0;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
+            sum += b.qs[j];
+        }
+        bad += a[blk].d != b.d || memcmp(a[blk].qs, b.qs, 32) || a[blk].s != f32_to_fp16((float)sum * (amax / 127));
+    }
+    CHECKF(bad == 0, "%d Q8_1 blocks are not Q8_0 plus their sum", bad);
+    free(raw);
+    free(again);
+    free(x);
+    free(y);
 }
 
 static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -311,11 +391,14 @@ static void test_table(void) {
     CHECK(quant_row_size(QT_Q4_K, 100) == 0);
     CHECK(quant_row_size(QT_Q8_0, 64) == 68);
     CHECK(quant_row_size(QT_F16, 3) == 6);
-    CHECK(quant_row_size((enum qtype)3, 32) == 0);
-    CHECK(quant_traits((enum qtype)3) == NULL);
+    CHECK(quant_row_size(QT_Q5_0, 64) == 44 && quant_row_size(QT_Q5_1, 32) == 24 && quant_row_size(QT_Q4_1, 96) == 60);
+    CHECK(quant_row_size(QT_Q8_1, 32) == 36 && quant_row_size(QT_Q5_0, 48) == 0);
+    CHECK(quant_row_size((enum qtype)10, 256) == 0);
+    CHECK(quant_traits((enum qtype)10) == NULL);
     CHECK(quant_traits((enum qtype)99) == NULL);
     CHECK(strcmp(quant_type_name(QT_Q6_K), "Q6_K") == 0);
-    CHECK(strcmp(quant_type_name((enum qtype)3), "Q4_1") == 0);
+    CHECK(strcmp(quant_type_name(QT_Q5_0), "Q5_0") == 0);
+    CHECK(strcmp(quant_type_name((enum qtype)10), "Q2_K") == 0);
     CHECK(strcmp(quant_type_name((enum qtype)77), "?") == 0);
     for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
         const struct qtype_traits *tr = quant_traits(weight_types[ti]);
@@ -323,6 +406,9 @@ static void test_table(void) {
     }
     CHECK(quant_traits(QT_Q4_K)->vec_dot_type == QT_Q8_K);
     CHECK(quant_traits(QT_Q4_0)->vec_dot_type == QT_Q8_0);
+    CHECK(quant_traits(QT_Q5_0)->vec_dot_type == QT_Q8_0);
+    CHECK(quant_traits(QT_Q4_1)->vec_dot_type == QT_Q8_1 && quant_traits(QT_Q5_1)->vec_dot_type == QT_Q8_1);
+    CHECK(quant_traits(QT_Q8_1) && !quant_traits(QT_Q8_1)->supported); /* an activation type only */
     CHECK(quant_traits(QT_BF16)->vec_dot_type == QT_BF16);
     CHECK(quant_kernels(QT_Q4_K, ISA_SCALAR) != NULL);
     printf("active ISA: %s\n", isa_name(quant_active_isa()));
@@ -369,6 +455,7 @@ int main(void) {
     test_fp16_bf16();
     test_quantize_act();
     test_roundtrip();
+    test_b32_formats();
     test_dots();
     report_coverage();
     return test_finish();

@@ -1,7 +1,9 @@
 /* Against ggml itself: (1) dequantizing the first 16384 values of one tensor
  * of each type equals ggml's to_float bit for bit (oracle/dequant); (2) our
- * weight quantizers, run on the F32 model's tensors, write the same bytes
- * llama-quantize wrote into the quantized models. */
+ * weight quantizers, run on the F32 models' tensors, write the same bytes
+ * llama-quantize wrote into the quantized models (Q5_0 among them: the
+ * fallback of Q4_K for rows of 128); (3) the 32-value types' tensors in
+ * those files come back byte for byte through dequantize then quantize. */
 #include "harness.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -83,16 +85,14 @@ static void test_dequant_manifest(void) {
     free(json);
 }
 
-/* Requantize every tensor of the quantized models from the F32 model. */
-static void test_requantize(void) {
-    static const char *models[] = {"models/qwen3moe-o1-Q8_0.gguf", "models/qwen3moe-o1-Q4_0.gguf",
-                                   "models/qwen3moe-o1-Q4_K_M.gguf", "models/qwen3moe-o1-Q5_K_M.gguf",
-                                   "models/qwen3moe-o1-Q6_K.gguf"};
-    struct gguf_file *src = gguf_open(oracle_path("models/qwen3moe-o1-F32.gguf"));
+/* Requantize every tensor of the quantized models from their F32 model;
+ * counts per type into same / total. */
+static void requantize_family(const char *f32_model, const char *const *models, int n_models, int *same_by_type,
+                              int *total_by_type) {
+    struct gguf_file *src = gguf_open(oracle_path(f32_model));
     CHECKF(src != NULL, "%s", moex_error());
     if (!src) return;
-    int by_type_same[QT_MAX] = {0}, by_type_total[QT_MAX] = {0};
-    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+    for (int m = 0; m < n_models; m++) {
         struct gguf_file *g = gguf_open(oracle_path(models[m]));
         CHECKF(g != NULL, "%s", moex_error());
         if (!g) continue;
@@ -101,6 +101,8 @@ static void test_requantize(void) {
             const struct gguf_tensor *f = gguf_find_tensor(src, t->name);
             if (!f || f->type != QT_F32 || t->type == QT_F32) continue;
             const struct qtype_traits *tr = quant_traits((enum qtype)t->type);
+            CHECKF(tr && tr->from_float, "%s %s: type %s has no quantizer", models[m], t->name,
+                   quant_type_name((enum qtype)t->type));
             if (!tr || !tr->from_float) continue;
             int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
             size_t bytes = quant_row_size((enum qtype)t->type, n);
@@ -112,24 +114,75 @@ static void test_requantize(void) {
             for (int64_t r = 0; r < n / row; r++)
                 tr->from_float((const float *)f->data + r * row, (char *)q + r * row_bytes, row);
             int same = memcmp(q, t->data, bytes) == 0;
-            by_type_total[t->type]++;
-            by_type_same[t->type] += same;
+            total_by_type[t->type]++;
+            same_by_type[t->type] += same;
             if (!same) fprintf(stderr, "%s %s (%s): bytes differ from llama-quantize\n", models[m], t->name, tr->name);
             free(q);
         }
         gguf_close(g);
     }
-    for (int t = 0; t < QT_MAX; t++) {
-        if (!by_type_total[t]) continue;
-        printf("requantize %-5s: %d of %d tensors byte identical to llama-quantize\n", quant_type_name((enum qtype)t),
-               by_type_same[t], by_type_total[t]);
-        CHECK(by_type_same[t] == by_type_total[t]);
-    }
     gguf_close(src);
+}
+
+static void test_requantize(void) {
+    static const char *o1[] = {"models/qwen3moe-o1-Q8_0.gguf", "models/qwen3moe-o1-Q4_0.gguf",
+                               "models/qwen3moe-o1-Q4_K_M.gguf", "models/qwen3moe-o1-Q5_K_M.gguf",
+                               "models/qwen3moe-o1-Q6_K.gguf"};
+    static const char *o2[] = {"lfm2moe-o2/models/lfm2moe-o2-Q8_0.gguf", "lfm2moe-o2/models/lfm2moe-o2-Q4_K_M.gguf"};
+    static const char *o3[] = {"qwen35moe-o3/models/qwen35moe-o3-Q8_0.gguf",
+                               "qwen35moe-o3/models/qwen35moe-o3-Q4_K_M.gguf"};
+    int same[QT_MAX] = {0}, total[QT_MAX] = {0};
+    requantize_family("models/qwen3moe-o1-F32.gguf", o1, 5, same, total);
+    requantize_family("lfm2moe-o2/models/lfm2moe-o2-F32.gguf", o2, 2, same, total);
+    requantize_family("qwen35moe-o3/models/qwen35moe-o3-F32.gguf", o3, 2, same, total);
+    for (int t = 0; t < QT_MAX; t++) {
+        if (!total[t]) continue;
+        printf("requantize %-5s: %d of %d tensors byte identical to llama-quantize\n", quant_type_name((enum qtype)t),
+               same[t], total[t]);
+        CHECK(same[t] == total[t]);
+    }
+    CHECKF(total[QT_Q5_0] >= 4, "qwen35moe-o3-Q4_K_M holds four Q5_0 tensors, %d compared", total[QT_Q5_0]);
+}
+
+/* For ggml's reference quantizers of the 32-value types, quantize(dequantize(x))
+ * == x: the value of largest magnitude (Q4_0, Q5_0, Q8_0) or the min and max
+ * (Q4_1, Q5_1) come back exactly, so d does, and each code is recovered far
+ * from a rounding boundary. Checked on every such tensor of the file. */
+static void test_dequant_requant(void) {
+    const char *model = "qwen35moe-o3/models/qwen35moe-o3-Q4_K_M.gguf";
+    struct gguf_file *g = gguf_open(oracle_path(model));
+    CHECKF(g != NULL, "%s", moex_error());
+    if (!g) return;
+    int checked = 0, q5_0 = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        enum qtype type = (enum qtype)t->type;
+        if (type != QT_Q4_0 && type != QT_Q4_1 && type != QT_Q5_0 && type != QT_Q5_1 && type != QT_Q8_0) continue;
+        const struct qtype_traits *tr = quant_traits(type);
+        int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        size_t bytes = quant_row_size(type, n);
+        CHECKF(bytes == t->nbytes, "%s %s: %zu bytes", model, t->name, bytes);
+        if (bytes != t->nbytes) continue;
+        float *x = malloc((size_t)n * sizeof *x);
+        void *q = malloc(bytes);
+        tr->to_float(t->data, x, n);
+        tr->from_float(x, q, n);
+        int same = memcmp(q, t->data, bytes) == 0;
+        CHECKF(same, "%s %s (%s): dequantize then quantize changes the bytes", model, t->name, tr->name);
+        checked++;
+        q5_0 += type == QT_Q5_0;
+        free(x);
+        free(q);
+    }
+    printf("dequantize + quantize: %d tensors of %s byte identical (%d Q5_0)\n", checked, model, q5_0);
+    CHECK(q5_0 >= 4 && gguf_find_tensor(g, "blk.0.ffn_down_exps.weight") &&
+          gguf_find_tensor(g, "blk.0.ffn_down_exps.weight")->type == QT_Q5_0);
+    gguf_close(g);
 }
 
 int main(void) {
     test_dequant_manifest();
     test_requantize();
+    test_dequant_requant();
     return test_finish();
 }

@@ -110,6 +110,8 @@ static void test_zipf(void) {
 
 static void test_file(void) {
     struct routing_stats *s = routing_stats_new(3, 16, 4, "model-name");
+    s->model_hash = 0x0123456789abcdefull;
+    s->model_size = 123456789;
     routing_stats_begin_sequence(s);
     uint32_t x = 1;
     for (int t = 0; t < 200; t++) {
@@ -132,6 +134,13 @@ static void test_file(void) {
     if (r) {
         CHECK(r->n_layers == 3 && r->n_expert == 16 && r->top_k == 4 && r->n_tokens == 200 && r->n_sequences == 1);
         CHECK(!strcmp(r->model_name, "model-name"));
+        CHECK(r->model_hash == s->model_hash && r->model_size == s->model_size);
+        CHECK(routing_stats_check_model(r, path, s->model_hash, s->model_size, 3, 16) == 0);
+        /* Another model of the same shape: refused, naming the file. */
+        CHECK(routing_stats_check_model(r, path, s->model_hash ^ 1, s->model_size, 3, 16) != 0 &&
+              strstr(moex_error(), "stats.bin") && strstr(moex_error(), "another model"));
+        CHECK(routing_stats_check_model(r, path, s->model_hash, s->model_size + 1, 3, 16) != 0);
+        CHECK(routing_stats_check_model(r, path, s->model_hash, s->model_size, 3, 8) != 0);
         CHECK(!memcmp(r->counts, s->counts, 3 * 16 * sizeof *r->counts));
         CHECK(!memcmp(r->counts_first, s->counts_first, 3 * 16 * sizeof *r->counts));
         CHECK(!memcmp(r->weight_sums, s->weight_sums, 3 * 16 * sizeof *r->weight_sums));
@@ -140,25 +149,35 @@ static void test_file(void) {
         CHECK(!memcmp(r->window_total, s->window_total, 3 * sizeof *r->window_total));
         routing_stats_free(r);
     }
-    /* Broken files: truncated, extended, wrong magic, wrong version, absurd sizes. */
+    /* Broken files: truncated, extended, wrong magic, wrong version, absurd
+     * sizes, a reserved field set, a negative (top byte 0xff) or NaN weight
+     * sum, more first-half rows than rows. */
     size_t size;
     unsigned char *data = read_whole_file(path, &size);
     CHECK(data != NULL);
     if (data) {
         const char *bad = path_of("bad.bin");
+        size_t names = 64 + strlen("model-name"), le = 3 * 16;
         struct { size_t len; size_t at; unsigned char value; const char *what; } cases[] = {
             { 0, 0, 0, "truncated" }, { 1, 0, 0, "extended" }, { 2, 0, 'X', "magic" }, { 2, 8, 9, "version" },
-            { 2, 12, 0, "layers" }, { 2, 16, 0xff, "experts" },
+            { 2, 12, 0, "layers" }, { 2, 16, 0xff, "experts" }, { 2, 44, 1, "reserved" },
+            { 2, names + 16 * le + 7, 0xff, "negative weight sum" }, { 2, names + 8 * le + 7, 0x7f, "first half" },
+            { 3, names + 16 * le, 0, "NaN weight sum" },
         };
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
             FILE *f = fopen(bad, "wb");
             unsigned char saved = data[cases[c].at];
+            unsigned char saved8[8];
+            memcpy(saved8, data + cases[c].at, 8);
+            double nan_sum = NAN;
             if (cases[c].len == 2) data[cases[c].at] = cases[c].value;
+            if (cases[c].len == 3) memcpy(data + cases[c].at, &nan_sum, 8);
             size_t n = cases[c].len == 0 ? size - 8 : size;
             fwrite(data, 1, n, f);
             if (cases[c].len == 1) fputc(0, f);
             fclose(f);
             data[cases[c].at] = saved;
+            memcpy(data + cases[c].at, saved8, 8);
             struct routing_stats *b = routing_stats_read(bad);
             CHECKF(b == NULL && strstr(moex_error(), "bad.bin"), "%s: accepted or no message", cases[c].what);
             routing_stats_free(b);

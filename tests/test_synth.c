@@ -195,18 +195,38 @@ static int files_equal(const char *a, const char *b) {
 }
 
 /* Loads and runs a few tokens: logits finite and spread over the vocabulary. */
-static void check_runs(const char *path) {
+enum { RUN_TOKENS = 48 };
+
+/* The logits [RUN_TOKENS][*V] of a fixed batch of ids from an empty context;
+ * NULL if the model does not load or run. */
+static float *run_logits(const char *path, int *V) {
     struct model *m = model_load(path);
     CHECKF(m != NULL, "%s: %s", path, moex_error());
-    if (!m) return;
+    if (!m) return NULL;
     struct context_params cp = { .n_ctx = 256, .n_batch = 64, .kv_type = KV_F32 };
     struct context *c = context_new(m, &cp);
     CHECK(c != NULL);
-    int V = m->hp.n_vocab, n = 48;
+    int n = RUN_TOKENS;
+    *V = m->hp.n_vocab;
     int32_t *ids = malloc((size_t)n * sizeof *ids);
-    float *logits = malloc((size_t)n * V * sizeof *logits);
-    for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919 + 13) % (V - 3));
-    CHECK(c && context_eval(c, ids, n, logits, true) == 0);
+    float *logits = malloc((size_t)n * *V * sizeof *logits);
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919 + 13) % (*V - 3));
+    int rc = c ? context_eval(c, ids, n, logits, true) : -1;
+    CHECK(rc == 0);
+    context_free(c);
+    model_free(m);
+    free(ids);
+    if (rc != 0) {
+        free(logits);
+        return NULL;
+    }
+    return logits;
+}
+
+static void check_runs(const char *path) {
+    int V, n = RUN_TOKENS;
+    float *logits = run_logits(path, &V);
+    if (!logits) return;
     int finite = 1;
     double spread = 0;
     for (int t = 0; t < n; t++) {
@@ -221,9 +241,6 @@ static void check_runs(const char *path) {
     }
     CHECK(finite);
     CHECKF(spread > 1.0 && spread < 10.0, "%s: logit std over the vocabulary %.2f", path, spread);
-    context_free(c);
-    model_free(m);
-    free(ids);
     free(logits);
 }
 
@@ -246,6 +263,68 @@ static void test_tiny_all_types(void) {
         gguf_close(f);
         check_runs(tmp_path(name));
     }
+}
+
+/* q4_k_m on rows that Q4_K / Q5_K cannot tile, as in the small oracle
+ * models: expert down rows of 128 get Q5_0 (Q8_0 where Q6_K was due) and an
+ * attn_output row of 160 gets Q5_1. The file runs, and the best kernels of
+ * this machine give the scalar kernels' logits up to summation order. */
+static void test_tiny_fallback_types(void) {
+    struct synth_params p;
+    CHECK(synth_preset("tiny", &p) == 0);
+    p.type = SYNTH_Q4_K_M;
+    p.n_ff_exp = 128;
+    p.head_dim = 40;
+    struct gguf_file *f = make(&p, "tiny-fallback.gguf");
+    CHECK(f != NULL);
+    if (!f) return;
+    static const struct { const char *name; enum qtype type; } want[] = {
+        {"blk.0.ffn_down_exps.weight", QT_Q5_0}, {"blk.1.ffn_down_exps.weight", QT_Q8_0},
+        {"blk.0.attn_output.weight", QT_Q5_1}, {"blk.0.ffn_up_exps.weight", QT_Q4_K},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct gguf_tensor *t = gguf_find_tensor(f, want[i].name);
+        CHECKF(t && t->type == (uint32_t)want[i].type, "%s: %s", want[i].name, t ? quant_type_name((enum qtype)t->type) : "-");
+    }
+    gguf_close(f);
+    const char *path = tmp_path("tiny-fallback.gguf");
+    check_runs(path);
+    int V = 0, V_scalar = 0;
+    float *best = run_logits(path, &V);
+    quant_init(ISA_SCALAR);
+    float *scalar = run_logits(path, &V_scalar);
+    quant_init(ISA_COUNT);
+    if (best && scalar && V == V_scalar) {
+        /* averaged measures: int8 activation rounding and routing near-ties
+         * turn summation-order noise into a few large differences */
+        int same_argmax = 0;
+        double kl = 0;
+        for (int t = 0; t < RUN_TOKENS; t++) {
+            const float *a = best + (size_t)t * V, *b = scalar + (size_t)t * V;
+            int ia = 0, ib = 0;
+            for (int v = 0; v < V; v++) {
+                if (a[v] > a[ia]) ia = v;
+                if (b[v] > b[ib]) ib = v;
+            }
+            same_argmax += ia == ib;
+            double za = 0, zb = 0;
+            for (int v = 0; v < V; v++) {
+                za += exp((double)a[v] - a[ia]);
+                zb += exp((double)b[v] - b[ib]);
+            }
+            for (int v = 0; v < V; v++) { /* KL(scalar || best) */
+                const double lb = (double)b[v] - b[ib] - log(zb), la = (double)a[v] - a[ia] - log(za);
+                kl += exp(lb) * (lb - la) / RUN_TOKENS;
+            }
+        }
+        printf("fallback types, %s vs scalar kernels: argmax %d/%d, mean KL %.2g\n", isa_name(quant_active_isa()),
+               same_argmax, RUN_TOKENS, kl);
+        CHECK(same_argmax >= RUN_TOKENS * 9 / 10 && kl < 1e-3);
+    } else {
+        CHECK(0);
+    }
+    free(best);
+    free(scalar);
 }
 
 static void test_deterministic(void) {
@@ -367,9 +446,13 @@ static void test_q4_k_m_rule(void) {
         n_q6 += more;
     }
     CHECK(n_q6 == 24); /* 6 + 6 at the ends, every third of the 36 between */
-    /* rows a k-quant cannot tile */
-    CHECK(synth_tensor_type(&p, "blk.0.ffn_up_exps.weight", 96) == QT_Q8_0);
+    /* rows a k-quant cannot tile: llama-quantize's fallbacks */
+    CHECK(synth_tensor_type(&p, "blk.0.ffn_up_exps.weight", 96) == QT_Q5_0);
+    CHECK(synth_tensor_type(&p, "blk.0.ffn_down_exps.weight", 128) == QT_Q8_0); /* Q6_K in layer 0 */
     CHECK(synth_tensor_type(&p, "blk.0.ffn_up_exps.weight", 100) == QT_F16);
+    p.n_expert = 8; /* attn_output is Q5_K */
+    CHECK(synth_tensor_type(&p, "blk.3.attn_output.weight", 2048) == QT_Q5_K);
+    CHECK(synth_tensor_type(&p, "blk.3.attn_output.weight", 160) == QT_Q5_1);
 }
 
 static void test_bad_params(void) {
@@ -424,6 +507,7 @@ int main(void) {
     test_bad_params();
     test_q4_k_m_rule();
     test_tiny_all_types();
+    test_tiny_fallback_types();
     test_deterministic();
     test_builtin_vocab();
     test_odd_shapes();

@@ -464,6 +464,10 @@ static void expect_error(const struct vocab_spec *s, const char *name, const cha
     struct tokenizer *t = load_spec(s, name);
     CHECKF(t == NULL, "%s: loaded", name);
     CHECKF(strstr(moex_error(), needle) != NULL, "%s: message \"%s\" lacks \"%s\"", name, moex_error(), needle);
+    /* Errors name the file they come from. */
+    char file[256];
+    snprintf(file, sizeof file, "/%s.gguf: tokenizer: ", name);
+    CHECKF(strstr(moex_error(), file) != NULL, "%s: message \"%s\" does not name the file", name, moex_error());
     tokenizer_free(t);
 }
 
@@ -487,8 +491,13 @@ static void test_hostile_vocab(void) {
     expect_error(&s, "model", "not supported");
     s = good_spec(); s.model = NULL;
     expect_error(&s, "no-model", "tokenizer.ggml.model");
+    s = good_spec(); s.pre = "qwen35";
+    t = load_spec(&s, "qwen35");
+    CHECKF(t != NULL, "%s", moex_error());
+    tokenizer_free(t);
     s = good_spec(); s.pre = "default";
     expect_error(&s, "pre", "pre-tokenizer");
+    CHECK(strstr(moex_error(), "\"default\" is not supported") != NULL);
     s = good_spec(); s.tokens_as_ints = 1;
     expect_error(&s, "tokens-ints", "not an array of strings");
     s = good_spec(); s.n_types = s.n_tokens - 1;
@@ -671,6 +680,28 @@ static void test_pretok(void) {
         CHECK(pretok_split(cases[i].kind, text, strlen(text), join_piece, &j) == 0);
         CHECKF(strcmp(j.s, cases[i].want) == 0, "pre-tokenizer %d: \"%s\"", (int)cases[i].kind, j.s);
     }
+    /* Combining marks: other to Qwen2 and GPT-2, part of a letter run to
+     * Qwen3.5 (U+0301, U+0308, Devanagari vowel signs). */
+    const char *marks = "cafe\xCC\x81 \xCC\x81" "a x\xCC\x81 \xCC\x81\xCC\x81! -\xCC\x81\xCC\x81 nai\xCC\x88ve.\xCC\x88 "
+                        "\xE0\xA4\x95\xE0\xA4\xBF\xE0\xA4\xA4\xE0\xA4\xBE\xE0\xA4\xAC 1\xCC\x81";
+    static const struct { enum pretok_kind kind; const char *want; } mark_cases[] = {
+        {PRETOK_QWEN2, "cafe|\xCC\x81| \xCC\x81|a| x|\xCC\x81| \xCC\x81\xCC\x81!| -\xCC\x81\xCC\x81| nai|\xCC\x88ve|"
+                       ".\xCC\x88| \xE0\xA4\x95|\xE0\xA4\xBF\xE0\xA4\xA4|\xE0\xA4\xBE\xE0\xA4\xAC| |1|\xCC\x81"},
+        {PRETOK_GPT2, "cafe|\xCC\x81| \xCC\x81|a| x|\xCC\x81| \xCC\x81\xCC\x81!| -\xCC\x81\xCC\x81| nai|\xCC\x88|ve|"
+                      ".\xCC\x88| \xE0\xA4\x95|\xE0\xA4\xBF|\xE0\xA4\xA4|\xE0\xA4\xBE|\xE0\xA4\xAC| 1|\xCC\x81"},
+        {PRETOK_QWEN35, "cafe\xCC\x81| \xCC\x81" "a| x\xCC\x81| \xCC\x81\xCC\x81|!| -|\xCC\x81\xCC\x81| nai\xCC\x88ve|"
+                        ".\xCC\x88| \xE0\xA4\x95\xE0\xA4\xBF\xE0\xA4\xA4\xE0\xA4\xBE\xE0\xA4\xAC| |1|\xCC\x81"},
+    };
+    for (size_t i = 0; i < sizeof mark_cases / sizeof mark_cases[0]; i++) {
+        struct joined j = {{0}, 0};
+        CHECK(pretok_split(mark_cases[i].kind, marks, strlen(marks), join_piece, &j) == 0);
+        CHECKF(strcmp(j.s, mark_cases[i].want) == 0, "pre-tokenizer %d on marks: \"%s\"", (int)mark_cases[i].kind, j.s);
+    }
+    /* The same as Qwen2 where there are no marks. */
+    struct joined q2 = {{0}, 0}, q35 = {{0}, 0};
+    CHECK(pretok_split(PRETOK_QWEN2, text, strlen(text), join_piece, &q2) == 0);
+    CHECK(pretok_split(PRETOK_QWEN35, text, strlen(text), join_piece, &q35) == 0);
+    CHECK(strcmp(q2.s, q35.s) == 0);
     /* A non-zero return from the callback stops the split. */
     CHECK(pretok_split(PRETOK_QWEN2, "a b c", 5, join_piece, &(struct joined){{0}, 250}) == 1);
 }

@@ -50,6 +50,19 @@ static void conversation_clear(struct conversation *c) {
     c->n = 0;
 }
 
+/* Where the conversation's generation prompt begins in its tokens all[0..n),
+ * or 0 when the text before it does not tokenize to a prefix of them. */
+static int generation_start(const moex_model *m, const struct conversation *c, bool think, const int32_t *all, int n) {
+    size_t len = 0;
+    char *head = moex_chat_apply(m, c->msgs, c->n, false, think, &len);
+    int n_head = 0;
+    int32_t *ids = head ? moex_tokenize_alloc(m, head, len, false, true, &n_head) : NULL;
+    bool prefix = ids && n_head < n && !memcmp(ids, all, sizeof *all * (size_t)n_head);
+    free(head);
+    free(ids);
+    return prefix ? n_head : 0;
+}
+
 int cmd_chat(int argc, char **argv) {
     struct session_opts so;
     struct sampler_opts sm;
@@ -120,10 +133,14 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         /* The context keeps what it shares with the conversation: only the
-         * new turn is evaluated. generate() stops where the context is full
-         * and says so: the token sampled from the last position still fits. */
+         * new turn is evaluated. Recurrent state cannot be cut back, so it is
+         * checkpointed where the generation prompt begins, which the next
+         * turn's text keeps (the reply is rewritten after it). generate()
+         * stops where the context is full and says so: the token sampled
+         * from the last position still fits in the reply. */
         struct moex_generate_result r;
-        int grc = generate(&s, smp, all, n_all, (int)n_predict, false, stdout, NULL, reply_ids, &r);
+        int grc = generate(&s, smp, all, n_all, generation_start(s.mm, &conv, think, all, n_all), (int)n_predict,
+                           false, stdout, NULL, reply_ids, &r);
         free(all);
         if (grc != 0) goto done;
         size_t reply_len = 0;

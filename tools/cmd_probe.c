@@ -306,7 +306,7 @@ static void type_pack_once(void *arg) {
 }
 
 static void probe_pack_types(struct threadpool *pool, int K, int N, double gbps) {
-    const enum qtype types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_F16, QT_BF16};
+    const enum qtype types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q5_0, QT_F16, QT_BF16};
     printf("\n### host packing per source type: %d x %d, %d threads, 64 MiB of copies (source from DRAM)\n\n", K, N,
            threadpool_size(pool));
     printf("| type | best path GB/s of source | G values/s | of the bandwidth | generic path GB/s | best / generic |\n"

@@ -7,6 +7,7 @@
 #include "core/progress.h"
 #include "gguf/gguf.h"
 #include "moe/routing_stats.h"
+#include "pack/packfile.h"
 #include "text/tokenizer.h"
 
 #include <stdio.h>
@@ -188,8 +189,14 @@ int cmd_profile(int argc, char **argv) {
                   : seqs_random(m, n_random, (uint64_t)seed, (int)seq_len, &seqs);
     free(text);
     struct routing_stats *st = NULL;
+    struct packfile_identity id;
     if (rc == 0 && !(st = routing_stats_new(m->moe.n_layers, m->hp.n_expert, m->hp.n_expert_used, m->name)))
         rc = cli_fail("%s", moex_error());
+    if (rc == 0 && packfile_model_identity(m->file, &id) != PACKFILE_OK) rc = cli_fail("%s", moex_error());
+    if (rc == 0) {
+        st->model_hash = id.hash;
+        st->model_size = id.gguf_size;
+    }
     if (rc == 0) {
         context_set_route_observer(s.ctx, routing_stats_observe, st);
         struct progress bar;

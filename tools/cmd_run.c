@@ -113,7 +113,7 @@ int cmd_run(int argc, char **argv) {
     moex_sampler *smp = moex_sampler_new(s.mm, &sm.params);
     struct moex_generate_result r;
     if (!smp) cli_fail("out of memory");
-    else if (generate(&s, smp, ids, n_prompt, (int)n_predict, ignore_eos, print_ids ? NULL : stdout,
+    else if (generate(&s, smp, ids, n_prompt, 0, (int)n_predict, ignore_eos, print_ids ? NULL : stdout,
                       print_ids ? stdout : NULL, NULL, &r) == 0) {
         if (!print_ids) { putchar('\n'); fflush(stdout); }
         generate_report(stderr, "prompt", &r);

@@ -19,7 +19,8 @@ static void help(FILE *out) {
             "shared experts, like a trained MoE. Same options, same bytes.\n\n"
             "  -o, --output FILE     the model to write\n"
             "  --arch A              architecture (default qwen3moe; its default preset)\n"
-            "  --preset NAME         tiny | small (default) | q30b | q30b-l8\n"
+            "  --preset NAME         tiny | small (default) | q30b | q30b-l8 | qwen35-tiny |\n"
+            "                        qwen35-35b-a3b | qwen35-a3b-l8\n"
             "  --type T              f16 | q8_0 | q4_k | q6_k | q4_k_m (default: the preset's)\n"
             "  --layers N --dim D --experts E --top-k K --expert-ffn F\n"
             "  --heads H --kv-heads KV --head-dim HD --vocab V --ctx C --rope-base B\n"
@@ -37,7 +38,12 @@ static void help(FILE *out) {
             "         small  6 layers, dim 512, 32 experts top-4, built-in vocab (q4_k_m)\n"
             "         q30b   Qwen3-30B-A3B: 48 layers, dim 2048, 128 experts top-8, expert ffn 768,\n"
             "                32/4 heads of 128, vocab 151936, ctx 40960 (q4_k_m, ~17 GB)\n"
-            "         q30b-l8  the same with 8 layers\n",
+            "         q30b-l8  the same with 8 layers\n"
+            "         qwen35-tiny  qwen35moe, 4 layers (3 delta net + 1 attention), dim 256,\n"
+            "                8 experts top-2 and a shared expert, built-in vocab (f16)\n"
+            "         qwen35-35b-a3b  Qwen3.5/3.6-35B-A3B: 40 layers, dim 2048, 256 experts top-8,\n"
+            "                expert and shared ffn 512, vocab 248320 (q4_k_m)\n"
+            "         qwen35-a3b-l8  the same with 8 layers\n",
             SYNTH_DEFAULT_SKEW, SYNTH_DEFAULT_LOCALITY);
 }
 

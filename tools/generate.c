@@ -71,10 +71,11 @@ static int put_token(void *user, int32_t id, const char *text, size_t len) {
     return 0;
 }
 
-int generate(struct session *s, moex_sampler *smp, const int32_t *prompt, int n_prompt, int n_predict,
-             bool ignore_eos, FILE *text_out, FILE *ids_out, int32_t *generated, struct moex_generate_result *r) {
+int generate(struct session *s, moex_sampler *smp, const int32_t *prompt, int n_prompt, int checkpoint_at,
+             int n_predict, bool ignore_eos, FILE *text_out, FILE *ids_out, int32_t *generated,
+             struct moex_generate_result *r) {
     struct stream_out out = { text_out, ids_out, generated, 0 };
-    struct moex_generate_params gp = { n_predict, ignore_eos, put_token, &out };
+    struct moex_generate_params gp = { n_predict, ignore_eos, put_token, &out, checkpoint_at };
     int rc = moex_generate(s->mc, smp, prompt, n_prompt, &gp, r);
     if (rc == 0 && r->finish == MOEX_FINISH_CONTEXT) fprintf(stderr, "\nmoex: context is full (%d tokens)\n", moex_n_ctx(s->mc));
     if (ids_out) { fputc('\n', ids_out); fflush(ids_out); }

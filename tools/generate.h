@@ -21,11 +21,13 @@ void sampler_opts_help(FILE *out);
 /* moex_generate (the context keeps what it shares with the prompt and
  * evaluates the rest), streaming text to `text_out` (when the model has a
  * tokenizer) and ids to `ids_out` (when not NULL). Generated ids are stored
- * in `generated` when not NULL (capacity n_predict). Stops at an
+ * in `generated` when not NULL (capacity n_predict). checkpoint_at: as
+ * moex_generate_params.checkpoint_at. Stops at an
  * end-of-generation token unless ignore_eos; says so where the context is
  * full. -1 on error (printed). */
-int generate(struct session *s, moex_sampler *smp, const int32_t *prompt, int n_prompt, int n_predict,
-             bool ignore_eos, FILE *text_out, FILE *ids_out, int32_t *generated, struct moex_generate_result *r);
+int generate(struct session *s, moex_sampler *smp, const int32_t *prompt, int n_prompt, int checkpoint_at,
+             int n_predict, bool ignore_eos, FILE *text_out, FILE *ids_out, int32_t *generated,
+             struct moex_generate_result *r);
 
 /* "moex: LABEL N tokens in S s (R t/s), generated N tokens in S s (R t/s)",
  * N the prompt tokens evaluated: no rate where it would mean nothing (the

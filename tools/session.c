@@ -60,6 +60,7 @@ static void note_unused(const struct session_opts *o) {
         { SESSION_GIVEN_BUDGET, "--hot-budget" }, { SESSION_GIVEN_MIN_M, "--min-m" },
         { SESSION_GIVEN_STATS, "--stats" },       { SESSION_GIVEN_OVERLAP, "--no-overlap" },
         { SESSION_GIVEN_SIM, "--sim" },           { SESSION_GIVEN_PACK, "--pack" },
+        { SESSION_GIVEN_ADAPTIVE, "--adaptive-placement" },
     };
     const char *device = o->experts.device;
     bool none = !strcmp(device, "none");
@@ -158,6 +159,9 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--no-overlap")) {
         o->experts.no_overlap = true;
         o->given |= SESSION_GIVEN_OVERLAP;
+    } else if (!strcmp(a, "--adaptive-placement")) {
+        o->experts.adaptive = true;
+        o->given |= SESSION_GIVEN_ADAPTIVE;
     } else if (!strcmp(a, "--sim")) {
         if (!(v = cli_value(argc, argv, i)) || cli_check_sim("--sim", v, v)) return -1;
         o->experts.sim_figures = v;
@@ -197,6 +201,9 @@ static void help(FILE *out, bool device_required) {
             "                      device's figure) [MOEX_MIN_M]\n"
             "      --stats FILE    routing statistics (moex profile) for the pinned experts [MOEX_STATS]\n"
             "      --no-overlap    run device and CPU experts one after the other [MOEX_OVERLAP=0]\n"
+            "      --adaptive-placement\n"
+            "                      admit experts by the CPU times measured in this run instead of a\n"
+            "                      fixed cost model (logits may then differ run to run)\n"
             "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n"
             "      --pack FILE     fill the device's experts from this pack file (moex pack) instead of\n"
             "                      packing them (default: MODEL.mxpk next to the model, when it exists);\n"

@@ -23,6 +23,7 @@ enum {
     SESSION_GIVEN_PACK = 1 << 6,
     SESSION_GIVEN_NO_PACK = 1 << 7,
     SESSION_GIVEN_CTX = 1 << 8,
+    SESSION_GIVEN_ADAPTIVE = 1 << 9,
 };
 
 struct session_opts {

@@ -119,7 +119,6 @@ int moex_prefill(moex_context *c, const int32_t *tokens, int n) {
         context_truncate(c->ctx, keep);
         if (c->n_tokens > keep) c->n_tokens = keep;
     }
-    c->reused = keep;
     context_checkpoint(c->ctx); /* recurrent state comes back to here cheaply */
     return moex_eval(c, tokens + keep, n - keep);
 }

@@ -46,9 +46,13 @@ int moex_generate(moex_context *c, moex_sampler *s, const int32_t *prompt, int n
     if (p->on_token && m->model->tok && !(dec = moex_decoder_new(m))) return -1;
     for (int i = 0; i < n_prompt; i++) sampler_accept(s->s, prompt[i]);
     double t0 = time_s();
-    int rc = moex_prefill(c, prompt, n_prompt);
+    int keep = n_prompt > 0 ? moex_shared_prefix(c, prompt, n_prompt) : 0;
+    if (keep >= n_prompt) keep = n_prompt - 1;
+    int rc = 0;
+    if (p->checkpoint_at > keep && p->checkpoint_at < n_prompt) rc = moex_prefill(c, prompt, p->checkpoint_at);
+    if (rc == 0) rc = moex_prefill(c, prompt, n_prompt);
     r->n_prompt = n_prompt;
-    r->n_evaluated = rc == 0 ? n_prompt - c->reused : 0;
+    r->n_evaluated = rc == 0 ? n_prompt - keep : 0;
     r->prompt_s = time_s() - t0;
     t0 = time_s();
     r->finish = MOEX_FINISH_LENGTH;

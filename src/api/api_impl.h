@@ -32,7 +32,6 @@ struct moex_context {
     bool have_logits;
     int32_t *tokens;                   /* (cap) what the context holds, n_tokens of them */
     int n_tokens, cap;
-    int reused;                        /* tokens the last prefill kept */
     uint64_t evaluated;                /* tokens evaluated in all */
 };
 

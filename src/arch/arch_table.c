@@ -5,9 +5,11 @@
 #include <string.h>
 
 extern const struct arch arch_qwen3moe;
+extern const struct arch arch_qwen35moe;
 
 static const struct arch *const archs[] = {
     &arch_qwen3moe,
+    &arch_qwen35moe,
 };
 
 const struct arch *arch_find(const char *name) {

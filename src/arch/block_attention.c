@@ -2,6 +2,7 @@
 
 #include "arch/attn_kernels.h"
 #include "arch/block_norm.h"
+#include "arch/block_proj.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "model/context_impl.h"
@@ -13,12 +14,16 @@
 struct attn_scratch {
     int n_ctx;
     float *q;                   /* (n_batch, n_head*head_dim) */
+    float *q_gate;              /* (n_batch, 2*n_head*head_dim) the projection, with an output gate */
+    float *gate;                /* (n_batch, n_head*head_dim) the gate, with an output gate */
     float *k, *v;               /* (n_batch, n_head_kv*head_dim) */
     float *out;                 /* (n_batch, n_head*head_dim) attention output */
     float *scores;              /* (threads, n_ctx, group) attention scores */
     float *q_rounded;           /* (threads, group, head_dim) queries rounded to the cache type */
-    float *rope_cos, *rope_sin; /* (n_batch, head_dim/2) for the current batch */
+    float *rope_cos, *rope_sin; /* (n_batch, n_rot/2) for the current batch */
 };
+
+static int rotated(const struct attn_shape *sh) { return sh->n_rot > 0 ? sh->n_rot : sh->head_dim; }
 
 struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, int n_ctx, int threads) {
     struct attn_scratch *s = calloc(1, sizeof *s);
@@ -27,13 +32,21 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
     size_t group = (size_t)(sh->n_head / sh->n_head_kv);
     s->n_ctx = n_ctx;
     s->q = malloc(B * qd * 4);
+    if (sh->output_gate) {
+        s->q_gate = malloc(B * qd * 2 * 4);
+        s->gate = malloc(B * qd * 4);
+        if (!s->q_gate || !s->gate) {
+            attn_scratch_free(s);
+            return NULL;
+        }
+    }
     s->k = malloc(B * kvd * 4);
     s->v = malloc(B * kvd * 4);
     s->out = malloc(B * qd * 4);
     s->scores = malloc((size_t)threads * n_ctx * group * 4);
     s->q_rounded = malloc((size_t)threads * group * sh->head_dim * 4);
-    s->rope_cos = malloc(B * sh->head_dim / 2 * 4);
-    s->rope_sin = malloc(B * sh->head_dim / 2 * 4);
+    s->rope_cos = malloc(B * rotated(sh) / 2 * 4);
+    s->rope_sin = malloc(B * rotated(sh) / 2 * 4);
     if (!s->q || !s->k || !s->v || !s->out || !s->scores || !s->q_rounded || !s->rope_cos || !s->rope_sin) {
         attn_scratch_free(s);
         return NULL;
@@ -43,30 +56,41 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
 
 void attn_scratch_free(struct attn_scratch *s) {
     if (!s) return;
-    free(s->q); free(s->k); free(s->v); free(s->out); free(s->scores); free(s->q_rounded);
-    free(s->rope_cos); free(s->rope_sin);
+    free(s->q); free(s->q_gate); free(s->gate); free(s->k); free(s->v); free(s->out);
+    free(s->scores); free(s->q_rounded); free(s->rope_cos); free(s->rope_sin);
     free(s);
 }
 
-/* NEOX RoPE tables: pair i of a head rotates by pos * base^(-2i/head_dim),
+/* Whether rotated pair i takes the text position under IMRoPE (ggml's
+ * sector rule: axes interleave, time/height/width every third pair while
+ * their section lasts) or the extra axis's 0. */
+static bool imrope_turns(const int *sec, int i) {
+    int all = sec[0] + sec[1] + sec[2] + sec[3], sector = i % all;
+    return (sector % 3 == 0 && sector < 3 * sec[0]) || (sector % 3 == 1 && sector < 3 * sec[1]) ||
+           (sector % 3 == 2 && sector < 3 * sec[2]);
+}
+
+/* NEOX RoPE tables: pair i of a head rotates by pos * base^(-2i/n_rot),
  * the power built by repeated multiplication in float exactly as the
  * reference does. */
 void attn_rope_prepare(struct attn_scratch *s, const struct attn_shape *sh, int pos0, int n) {
-    int half = sh->head_dim / 2;
-    float theta_scale = powf(sh->rope_base, -2.0f / (float)sh->head_dim);
+    int half = rotated(sh) / 2;
+    float theta_scale = powf(sh->rope_base, -2.0f / (float)rotated(sh));
     for (int t = 0; t < n; t++) {
         float theta = (float)(pos0 + t);
         for (int i = 0; i < half; i++) {
-            s->rope_cos[t * half + i] = cosf(theta);
-            s->rope_sin[t * half + i] = sinf(theta);
+            float th = !sh->imrope_sections || imrope_turns(sh->imrope_sections, i) ? theta : 0.0f;
+            s->rope_cos[t * half + i] = cosf(th);
+            s->rope_sin[t * half + i] = sinf(th);
             theta *= theta_scale;
         }
     }
 }
 
-static void norm_rope_head(float *v, const float *w, const float *cs, const float *sn, int hd, float eps) {
+/* RMSNorm of a head, then its first n_rot dims turn in NEOX pairs (i, i + n_rot/2). */
+static void norm_rope_head(float *v, const float *w, const float *cs, const float *sn, int hd, int n_rot, float eps) {
     rms_norm(v, w, v, hd, eps);
-    int half = hd / 2;
+    int half = n_rot / 2;
     for (int i = 0; i < half; i++) {
         float x0 = v[i], x1 = v[i + half];
         v[i] = x0 * cs[i] - x1 * sn[i];
@@ -147,29 +171,25 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
 
 void attention(struct context *c, const struct attn_shape *sh, const struct attn_weights *w, struct attn_scratch *s,
                struct layer_slice *kv, int n, const float *xn, float *out) {
-    int D = sh->n_embd, hd = sh->head_dim, half = hd / 2;
+    int hd = sh->head_dim, n_rot = rotated(sh), half = n_rot / 2;
     size_t qd = (size_t)sh->n_head * hd, kvd = (size_t)sh->n_head_kv * hd;
     int64_t t0 = time_ns();
-    /* q, k and v read the same input: quantize it once when their types
-     * want the same activation type (Q4_K and Q6_K both take Q8_K). */
     const struct matrix *qkv[3] = { &w->wq, &w->wk, &w->wv };
-    float *qkv_out[3] = { s->q, s->k, s->v };
-    enum qtype act_type = QT_MAX;
-    size_t act_stride = 0;
-    for (int i = 0; i < 3; i++) {
-        enum qtype want = quant_traits(qkv[i]->type)->vec_dot_type;
-        if (want != act_type) {
-            act_stride = quantize_rows(c->pool, qkv[i]->type, xn, n, D, c->act, 0);
-            act_type = want;
-        }
-        matmul_preq(c->pool, qkv[i], c->act, act_stride, n, qkv_out[i], (size_t)qkv[i]->rows);
-    }
+    float *qkv_out[3] = { sh->output_gate ? s->q_gate : s->q, s->k, s->v };
+    project_rows(c, qkv, qkv_out, 3, xn, n);
+    if (sh->output_gate) /* per head: [query | gate] */
+        for (int t = 0; t < n; t++)
+            for (int h = 0; h < sh->n_head; h++) {
+                const float *src = s->q_gate + ((size_t)t * sh->n_head + h) * 2 * hd;
+                memcpy(s->q + t * qd + (size_t)h * hd, src, (size_t)hd * 4);
+                memcpy(s->gate + t * qd + (size_t)h * hd, src + hd, (size_t)hd * 4);
+            }
     for (int t = 0; t < n; t++) {
         const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;
         for (int h = 0; h < sh->n_head; h++)
-            norm_rope_head(s->q + t * qd + (size_t)h * hd, w->q_norm, cs, sn, hd, sh->rms_eps);
+            norm_rope_head(s->q + t * qd + (size_t)h * hd, w->q_norm, cs, sn, hd, n_rot, sh->rms_eps);
         for (int h = 0; h < sh->n_head_kv; h++)
-            norm_rope_head(s->k + t * kvd + (size_t)h * hd, w->k_norm, cs, sn, hd, sh->rms_eps);
+            norm_rope_head(s->k + t * kvd + (size_t)h * hd, w->k_norm, cs, sn, hd, n_rot, sh->rms_eps);
         size_t off = (size_t)(c->n_past + t) * kvd;
         store_kv(kv->k, c->kv_elem, off, s->k + t * kvd, kvd);
         store_kv(kv->v, c->kv_elem, off, s->v + t * kvd, kvd);
@@ -177,6 +197,8 @@ void attention(struct context *c, const struct attn_shape *sh, const struct attn
     int64_t t1 = time_ns();
     struct attn_job job = { sh, s, kv, c->kv_elem, c->n_past };
     threadpool_parallel_for(c->pool, (int64_t)n * sh->n_head_kv, 1, attention_items, &job);
+    if (sh->output_gate)
+        for (size_t i = 0; i < (size_t)n * qd; i++) s->out[i] *= 1.0f / (1.0f + expf(-s->gate[i]));
     int64_t t2 = time_ns();
     matmul(c->pool, &w->wo, s->out, n, out, c->act);
     int64_t t3 = time_ns();

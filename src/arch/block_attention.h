@@ -1,16 +1,21 @@
 /* Grouped-query attention with per-head q/k RMSNorm and NEOX RoPE:
  * q, k, v projections, q/k norm, rotation, KV cache store, causal softmax
- * attention over the cache, output projection. */
+ * attention over the cache, output projection. Options: partial rotary
+ * (only the first n_rot dims of a head turn), IMRoPE sections for text
+ * positions, and a per-head output gate (Qwen3.5). */
 #ifndef MOEX_BLOCK_ATTENTION_H
 #define MOEX_BLOCK_ATTENTION_H
 
 #include "quant/matmul.h"
 
+#include <stdbool.h>
+
 struct context;
 struct layer_slice;
 
 struct attn_weights {
-    struct matrix wq;                  /* (n_head*head_dim, n_embd) */
+    struct matrix wq;                  /* (n_head*head_dim, n_embd); with an output gate (2*n_head*head_dim,
+                                        * n_embd): per head head_dim query rows, then head_dim gate rows */
     struct matrix wk, wv;              /* (n_head_kv*head_dim, n_embd) */
     struct matrix wo;                  /* (n_embd, n_head*head_dim) */
     const float *q_norm, *k_norm;      /* (head_dim) */
@@ -19,6 +24,12 @@ struct attn_weights {
 struct attn_shape {
     int n_embd, n_head, n_head_kv, head_dim;
     float rope_base, rms_eps;
+    int n_rot;                         /* dims of a head that rotate, from the first; 0 = head_dim */
+    /* IMRoPE (interleaved multi-axis RoPE) pairs per axis: time, height,
+     * width, extra. Text positions put the position on the first three and
+     * 0 on the extra axis, whose pairs do not turn. NULL: every pair turns. */
+    const int *imrope_sections;        /* (4) */
+    bool output_gate;                  /* out = attention * sigmoid(gate) before the output projection */
 };
 
 /* Buffers for batches of n_batch tokens over a cache of n_ctx positions. */

@@ -31,7 +31,6 @@ struct qwen3moe_layer {
 
 static int load_hparams(struct model *m) {
     struct model_hparams *hp = &m->hp;
-    const char *path = m->file->path;
     const int64_t max = MODEL_DIM_MAX;
     if (model_get_int(m, "block_count", 1, max, &hp->n_layers) ||
         model_get_int(m, "embedding_length", 1, max, &hp->n_embd) ||
@@ -46,17 +45,7 @@ static int load_hparams(struct model *m) {
         model_get_float_or(m, "rope.freq_base", 0, FLT_MAX, 10000.0f, &hp->rope_base) ||
         model_get_float_or(m, "attention.layer_norm_rms_epsilon", 0, 1, 1e-6f, &hp->rms_eps))
         return -1;
-    if (hp->n_head % hp->n_head_kv != 0)
-        return moex_errorf("%s: head_count %d is not a multiple of head_count_kv %d", path, hp->n_head, hp->n_head_kv);
-    if (hp->n_head / hp->n_head_kv > 64)
-        return moex_errorf("%s: %d query heads per KV head; moex supports up to 64", path, hp->n_head / hp->n_head_kv);
-    if (hp->n_expert_used > hp->n_expert)
-        return moex_errorf("%s: expert_used_count %d exceeds expert_count %d", path, hp->n_expert_used, hp->n_expert);
-    if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
-        return moex_errorf("%s: attention.key_length %d is invalid", path, hp->head_dim);
-    if (hp->value_dim != hp->head_dim)
-        return moex_errorf("%s: attention.value_length %d differs from key_length %d; moex's qwen3moe needs them equal",
-                           path, hp->value_dim, hp->head_dim);
+    if (model_check_attention_moe(m)) return -1;
     return 0;
 }
 
@@ -70,19 +59,7 @@ static void layer_state(const struct model *m, int layer, struct layer_state *ou
 
 static int bind(struct model *m) {
     const struct model_hparams *hp = &m->hp;
-    const struct gguf_tensor *emb = gguf_find_tensor(m->file, "token_embd.weight");
-    if (!emb) return moex_errorf("%s: tensor 'token_embd.weight' is missing", m->file->path);
-    if (emb->ne[1] <= 0 || emb->ne[1] > MODEL_DIM_MAX)
-        return moex_errorf("%s: tensor 'token_embd.weight' has an invalid vocabulary size", m->file->path);
-    m->hp.n_vocab = (int)emb->ne[1];
-    if (model_want_matrix(m, &m->token_embd, hp->n_embd, hp->n_vocab, "token_embd.weight") ||
-        !(m->output_norm = model_want_vector(m, hp->n_embd, "output_norm.weight")))
-        return -1;
-    if (model_has_tensor(m, "output.weight")) {
-        if (model_want_matrix(m, &m->output, hp->n_embd, hp->n_vocab, "output.weight")) return -1;
-    } else {
-        m->output = m->token_embd; /* tied embedding */
-    }
+    if (model_bind_ends(m)) return -1;
     struct qwen3moe_layer *layers = calloc((size_t)hp->n_layers, sizeof *layers);
     m->weights = layers;
     if (!layers || model_alloc_moe(m, hp->n_layers)) return moex_errorf("out of memory");
@@ -130,7 +107,8 @@ static void *workspace_new(const struct context *c) {
     const struct model_hparams *hp = &c->m->hp;
     struct workspace *ws = calloc(1, sizeof *ws);
     if (!ws) return NULL;
-    ws->shape = (struct attn_shape){ hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->rope_base, hp->rms_eps };
+    ws->shape = (struct attn_shape){ .n_embd = hp->n_embd, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+                                     .head_dim = hp->head_dim, .rope_base = hp->rope_base, .rms_eps = hp->rms_eps };
     ws->attn = attn_scratch_new(&ws->shape, c->n_batch, c->n_ctx, threadpool_size(c->pool));
     ws->moe = moe_block_scratch_new(&c->m->moe_layers[0], c->n_batch);
     if (!ws->attn || !ws->moe) {

@@ -278,6 +278,8 @@ static int load_into(struct dev *d, int slot, enum pack_layout layout, const int
         if (!isfinite(scales[n]) || scales[n] < 0)
             return moex_errorf("%s: channel %d of a packed weight has scale %g", name, n, (double)scales[n]), DEV_E_VALUE;
     size_t code_bytes = pack_bytes(layout, K, N), scale_bytes = (size_t)N * sizeof(float);
+    if (codes && !pack_codes_in_range(codes, code_bytes))
+        return moex_errorf("%s: a packed weight holds the code -128 (codes are -127..127)", name), DEV_E_VALUE;
     int64_t t0 = time_ns();
     if (codes) memcpy((int8_t *)dev_slot_codes(d, slot), codes, code_bytes);
     memcpy((float *)dev_slot_scales(d, slot), scales, scale_bytes);

@@ -279,8 +279,8 @@ static int parse_tensor_info(struct parser *p, struct gguf_tensor *t, uint64_t i
         uint64_t raw;
         if (read_u64(p, &raw)) return -1;
         if (raw == 0 || raw > INT64_MAX)
-            return fail(p, "tensor '%.80s' dimension %d is %" PRId64 " (must be positive)",
-                        t->name, d, (int64_t)raw);
+            return fail(p, "tensor '%.80s' dimension %d is %" PRIu64 " (must be 1 to %" PRId64 ")", t->name, d, raw,
+                        INT64_MAX);
         t->ne[d] = (int64_t)raw;
         if (t->ne[d] > INT64_MAX / elements)
             return fail(p, "tensor '%.80s': shape %" PRId64 " x %" PRId64 " x %" PRId64 " x %" PRId64

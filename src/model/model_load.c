@@ -217,6 +217,40 @@ int model_want_experts(struct model *m, struct matrix *out, int64_t cols, int64_
     return bind_matrix(m, name, cols, rows, n_expert, out);
 }
 
+int model_check_attention_moe(const struct model *m) {
+    const struct model_hparams *hp = &m->hp;
+    const char *path = m->file->path;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return moex_errorf("%s: head_count %d is not a multiple of head_count_kv %d", path, hp->n_head, hp->n_head_kv);
+    if (hp->n_head / hp->n_head_kv > 64)
+        return moex_errorf("%s: %d query heads per KV head; moex supports up to 64", path, hp->n_head / hp->n_head_kv);
+    if (hp->n_expert_used > hp->n_expert)
+        return moex_errorf("%s: expert_used_count %d exceeds expert_count %d", path, hp->n_expert_used, hp->n_expert);
+    if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
+        return moex_errorf("%s: attention.key_length %d is invalid", path, hp->head_dim);
+    if (hp->value_dim != hp->head_dim)
+        return moex_errorf("%s: attention.value_length %d differs from key_length %d; moex's %s needs them equal",
+                           path, hp->value_dim, hp->head_dim, m->arch->name);
+    return 0;
+}
+
+int model_bind_ends(struct model *m) {
+    struct model_hparams *hp = &m->hp;
+    const struct gguf_tensor *emb = gguf_find_tensor(m->file, "token_embd.weight");
+    if (!emb) return moex_errorf("%s: tensor 'token_embd.weight' is missing", m->file->path);
+    if (emb->ne[1] <= 0 || emb->ne[1] > MODEL_DIM_MAX)
+        return moex_errorf("%s: tensor 'token_embd.weight' has an invalid vocabulary size", m->file->path);
+    hp->n_vocab = (int)emb->ne[1];
+    if (model_want_matrix(m, &m->token_embd, hp->n_embd, hp->n_vocab, "token_embd.weight") ||
+        !(m->output_norm = model_want_vector(m, hp->n_embd, "output_norm.weight")))
+        return -1;
+    if (!model_has_tensor(m, "output.weight")) {
+        m->output = m->token_embd; /* tied embedding */
+        return 0;
+    }
+    return model_want_matrix(m, &m->output, hp->n_embd, hp->n_vocab, "output.weight");
+}
+
 int model_alloc_moe(struct model *m, int n) {
     m->moe_layers = calloc((size_t)(n > 0 ? n : 1), sizeof *m->moe_layers);
     if (!m->moe_layers) return moex_errorf("out of memory");

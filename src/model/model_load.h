@@ -46,6 +46,14 @@ int model_want_matrix(struct model *m, struct matrix *out, int64_t cols, int64_t
 int model_want_experts(struct model *m, struct matrix *out, int64_t cols, int64_t rows, int64_t n_expert,
                        const char *fmt, ...) MOEX_PRINTF(6, 7);
 
+/* The checks every attention + MoE architecture here shares: query heads a
+ * multiple of KV heads (at most 64 per KV head), top-k <= experts, an even
+ * key_length <= 1024 and value_length equal to it. */
+int model_check_attention_moe(const struct model *m);
+/* The two ends of the network: token_embd.weight (its rows set hp.n_vocab),
+ * output_norm.weight, and output.weight, or the embedding when it is tied. */
+int model_bind_ends(struct model *m);
+
 /* The MoE layers' descriptions, n of them (m->moe_layers, m->moe). */
 int model_alloc_moe(struct model *m, int n);
 

@@ -28,6 +28,7 @@ struct device_work {
     struct moe_scratch *s;
     const float *x;
     int status;
+    char error[512];  /* the device thread's error message when status is not DEV_OK */
 };
 
 struct moe_executor {
@@ -41,9 +42,9 @@ struct moe_executor {
     char note[1024];
     struct placement plan;
     struct expert_cache *cache;
-    uint64_t expert_gguf_bytes;      /* an expert's three matrices as stored in the GGUF */
-    double cpu_ns_per_row;           /* measured (decayed average) CPU time of one routed row */
-    bool cpu_cost_fixed;             /* given by the options: not measured */
+    uint64_t *expert_gguf_bytes;     /* (n_layers) an expert's three matrices as stored in the GGUF */
+    double cpu_ns_per_row;           /* the CPU's time per routed row that admission weighs */
+    bool adaptive;                   /* cpu_ns_per_row follows this run's measured times */
     double dev_ns_per_row, pack_ns;  /* from the device's cost model */
     /* Device-side buffers, (max_pairs, ...) rows indexed by pair. */
     int8_t *act_codes; float *act_scales;   /* (pairs, n_embd) */
@@ -70,6 +71,7 @@ struct moe_executor {
     struct packfile *pack;
     char *pack_path;                 /* copy of the option, for the report */
     bool pack_refused;
+    bool running;                    /* start-up is over: moe_executor_run has been called */
     struct moe_pack_report pack_report;
 };
 
@@ -103,7 +105,13 @@ static int load_expert(struct moe_executor *e, int layer, int expert, int slot) 
         const struct packfile_entry *en = packfile_entry(e->pack, packfile_find(e->pack, layer, expert, i));
         if (!en) return moex_errorf("%s: no entry for layer %d expert %d", packfile_path(e->pack), layer, expert), -1;
         int rc = dev_load_packed(e->dev, slot * MATS + i, layout, en->codes, en->scales, en->K, en->N);
-        if (rc != DEV_OK) return rc;
+        if (rc != DEV_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", moex_error());
+            moex_errorf("%s: layer %d expert %d %s: %s", packfile_path(e->pack), layer, expert,
+                        packfile_matrix_name(en->matrix), why);
+            return rc;
+        }
         const int8_t *codes;
         const float *scales;
         int K, N;
@@ -126,14 +134,17 @@ static bool file_has(const struct moe_executor *e, int layer, int expert) {
 static int fill_expert(struct moe_executor *e, int layer, int expert, int slot, bool *loaded) {
     *loaded = false;
     if (file_has(e, layer, expert)) {
-        if (load_expert(e, layer, expert, slot) == DEV_OK) {
+        int rc = load_expert(e, layer, expert, slot);
+        if (rc == DEV_OK) {
             *loaded = true;
             return DEV_OK;
         }
         e->pack_refused = true;
-        e->pack_report.status = PACKFILE_E_CHECKSUM;
+        e->pack_report.status = rc == DEV_E_VALUE ? PACKFILE_E_CORRUPT : PACKFILE_E_CHECKSUM;
         snprintf(e->pack_report.message, sizeof e->pack_report.message, "%s", moex_error());
-        note(e, "pack file refused, experts are packed live: %s", moex_error());
+        /* A refusal at start is in the pack report, which is shown then;
+         * one found while running is a note. */
+        if (e->running) note(e, "pack file refused, experts are packed live: %s", moex_error());
     }
     return pack_expert(e, layer, expert, slot);
 }
@@ -204,6 +215,8 @@ static void *device_thread(void *arg) {
         int rc = device_layer(e, e->work.layer, e->work.s, e->work.x);
         pthread_mutex_lock(&e->lock);
         e->work.status = rc;
+        /* Error messages are per thread: the reason travels with the status. */
+        if (rc != DEV_OK) snprintf(e->work.error, sizeof e->work.error, "%s", moex_error());
         e->work_done = true;
         pthread_cond_broadcast(&e->cond);
     }
@@ -213,12 +226,13 @@ static void *device_thread(void *arg) {
 
 /* ---------------------------------------------------------------- set-up */
 
-static int load_rates(int n_layers, int n_expert, const char *path, double **rates) {
+static int load_rates(const struct moe_model_desc *d, int n_expert, const char *path, double **rates) {
+    int n_layers = d->n_layers;
+    struct packfile_identity id;
+    if (packfile_model_identity(d->file, &id) != PACKFILE_OK) return -1;
     struct routing_stats *st = routing_stats_read(path);
     if (!st) return -1;
-    if (st->n_layers != n_layers || st->n_expert != n_expert) {
-        moex_errorf("%s: statistics of %d layers x %d experts do not match the model (%d x %d)", path, st->n_layers,
-                    st->n_expert, n_layers, n_expert);
+    if (routing_stats_check_model(st, path, id.hash, id.gguf_size, n_layers, n_expert) != 0) {
         routing_stats_free(st);
         return -1;
     }
@@ -270,7 +284,7 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
     uint64_t all_experts = expert_bytes * (uint64_t)n_layers * n_expert;
     uint64_t budget = o->hot_fraction > 0 ? (uint64_t)(o->hot_fraction * (double)all_experts) : o->hot_budget;
     double *rates = NULL;
-    if (o->stats_path && (load_rates(n_layers, n_expert, o->stats_path, &rates) != 0 ||
+    if (o->stats_path && (load_rates(d, n_expert, o->stats_path, &rates) != 0 ||
                           packfile_hash_file(o->stats_path, &out->stats_hash) != PACKFILE_OK)) {
         free(rates);
         return -1;
@@ -361,7 +375,8 @@ static void verify_slots(void *arg, int64_t begin, int64_t end, int thread_index
         const float *scales;
         int K, N;
         j->bad[s] = j->bad[s] || dev_slot_data(j->e->dev, (int)s, &codes, &scales, &K, &N) != DEV_OK ||
-                    packfile_entry_hash(codes, pack_bytes(j->layout, K, N), scales, N) != en->checksum;
+                    packfile_entry_hash(codes, pack_bytes(j->layout, K, N), scales, N) != en->checksum ||
+                    !pack_codes_in_range(codes, pack_bytes(j->layout, K, N));
     }
 }
 
@@ -388,25 +403,26 @@ static int map_pinned(struct moe_executor *e) {
     for (int i = 0; i < e->plan.n_pinned; i++) {
         int key = e->plan.pinned[i];
         if (!bad[i * MATS] && !bad[i * MATS + 1] && !bad[i * MATS + 2]) {
-            e->counters[MOE_PREFILL].loads += MATS;
+            e->counters[MOE_PREFILL].loads++;
             e->pack_report.experts_loaded++;
             continue;
         }
         if (!e->pack_refused) {
             int m = bad[i * MATS] ? 0 : bad[i * MATS + 1] ? 1 : 2;
             e->pack_refused = true;
-            e->pack_report.status = PACKFILE_E_CHECKSUM;
-            snprintf(e->pack_report.message, sizeof e->pack_report.message,
-                     "%s: bad checksum in section data: layer %d expert %d %s", packfile_path(e->pack),
+            const struct packfile_entry *en = packfile_entry(e->pack, i * MATS + m);
+            bool in_range = pack_codes_in_range(en->codes, pack_bytes(in->layout, en->K, en->N));
+            e->pack_report.status = in_range ? PACKFILE_E_CHECKSUM : PACKFILE_E_CORRUPT;
+            snprintf(e->pack_report.message, sizeof e->pack_report.message, "%s: %s: layer %d expert %d %s",
+                     packfile_path(e->pack), in_range ? "bad checksum in section data" : "code -128 in section data",
                      key / e->n_expert, key % e->n_expert, packfile_matrix_name((enum packfile_matrix)m));
-            note(e, "pack file refused, experts are packed live: %s", e->pack_report.message);
         }
         if (pack_expert(e, key / e->n_expert, key % e->n_expert, i) != DEV_OK) {
             note(e, "packing the pinned experts failed: %s; experts run on the CPU", moex_error());
             e->failed = true;
             break;
         }
-        e->counters[MOE_PREFILL].packs += MATS;
+        e->counters[MOE_PREFILL].packs++;
         e->pack_report.experts_packed++;
     }
     free(bad);
@@ -466,10 +482,10 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
             break;
         }
         if (loaded) {
-            e->counters[MOE_PREFILL].loads += MATS;
+            e->counters[MOE_PREFILL].loads++;
             e->pack_report.experts_loaded++;
         } else {
-            e->counters[MOE_PREFILL].packs += MATS;
+            e->counters[MOE_PREFILL].packs++;
             e->pack_report.experts_packed++;
         }
         if (o->progress && (uint64_t)i + 1 < n_pinned) o->progress(o->progress_user, label, (uint64_t)i + 1, n_pinned);
@@ -505,12 +521,23 @@ struct moe_executor *moe_executor_new(const struct moe_model_desc *d, struct thr
     e->max_pairs = max_tokens * e->top_k;
     e->overlap = !opt->no_overlap;
     e->trace = opt->trace;
-    e->expert_gguf_bytes = (uint64_t)e->n_ff * (L0->gate.row_bytes + L0->up.row_bytes) +
-                           (uint64_t)e->n_embd * L0->down.row_bytes;
-    /* A first guess of the CPU's time per routed row (3 matrices at ~40
-     * int8 MACs/ns); replaced by measurements as batches run. */
+    /* Quantization mixes give layers different types, so bytes are per layer. */
+    if (!(e->expert_gguf_bytes = malloc(sizeof *e->expert_gguf_bytes * (size_t)(e->n_layers ? e->n_layers : 1)))) {
+        free(e);
+        moex_errorf("out of memory");
+        return NULL;
+    }
+    for (int l = 0; l < e->n_layers; l++) {
+        const struct moe_layer_desc *L = &d->layers[l];
+        e->expert_gguf_bytes[l] = (uint64_t)e->n_ff * (L->gate.row_bytes + L->up.row_bytes) +
+                                  (uint64_t)e->n_embd * L->down.row_bytes;
+    }
+    /* The CPU's time per routed row: a fixed model (3 matrices at 40 MACs
+     * per ns) unless given, so that the same command places the same experts
+     * and gives the same logits on every run. Only adaptive placement, asked
+     * for, follows the times measured as batches run. */
     e->cpu_ns_per_row = opt->cpu_row_ns > 0 ? opt->cpu_row_ns : 3.0 * e->n_embd * e->n_ff / 40.0;
-    e->cpu_cost_fixed = opt->cpu_row_ns > 0;
+    e->adaptive = opt->adaptive && !(opt->cpu_row_ns > 0);
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->cond, NULL);
     trace_lane(e->trace, LANE_CPU, "cpu (experts)");
@@ -555,6 +582,7 @@ void moe_executor_free(struct moe_executor *e) {
     expert_cache_free(e->cache);
     placement_free(&e->plan);
     free(e->act_codes); free(e->act_scales); free(e->gate); free(e->up); free(e->h_codes); free(e->h_scales);
+    free(e->expert_gguf_bytes);
     free(e->jobs); free(e->on_cpu); free(e->dev_slot); free(e->to_pack); free(e->busy);
     free(e);
 }
@@ -578,9 +606,9 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
         if (rows < e->min_m) continue;
         int slot = expert_cache_lookup(e->cache, layer, ex);
         if (slot >= 0) {
-            c->hits++; c->hit_rows += (uint64_t)rows; c->hit_bytes += e->expert_gguf_bytes;
+            c->hits++; c->hit_rows += (uint64_t)rows; c->hit_bytes += e->expert_gguf_bytes[layer];
         } else {
-            c->misses++; c->miss_rows += (uint64_t)rows; c->miss_bytes += e->expert_gguf_bytes;
+            c->misses++; c->miss_rows += (uint64_t)rows; c->miss_bytes += e->expert_gguf_bytes[layer];
             /* A decode miss runs on the CPU without evicting: the devices here
              * share DRAM with the CPU, so one row gains nothing worth a pack. */
             if (e->phase == MOE_PREFILL &&
@@ -590,8 +618,8 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
                 if (slot >= 0) {
                     c->admissions++;
                     if (evicted >= 0) c->evictions++;
-                    if (file_has(e, layer, ex)) c->loads += MATS;
-                    else c->packs += MATS;
+                    if (file_has(e, layer, ex)) c->loads++;
+                    else c->packs++;
                     e->to_pack[e->n_to_pack++] = ex;
                 }
             }
@@ -612,7 +640,7 @@ static int64_t cpu_part(struct moe_executor *e, const struct expert_layer *L, st
     int64_t dt = time_ns() - t0;
     e->counters[e->phase].cpu_ns += dt;
     trace_event(e->trace, LANE_CPU, "cpu experts", t0, t0 + dt);
-    if (rows > 0 && !e->cpu_cost_fixed) e->cpu_ns_per_row = 0.9 * e->cpu_ns_per_row + 0.1 * (double)dt / rows;
+    if (rows > 0 && e->adaptive) e->cpu_ns_per_row = 0.9 * e->cpu_ns_per_row + 0.1 * (double)dt / rows;
     return dt;
 }
 
@@ -621,6 +649,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
     const struct moe_layer_desc *W = &e->desc.layers[layer];
     struct expert_layer L = { &W->gate, &W->up, &W->down, e->n_expert, e->n_ff, e->n_embd };
     int64_t t_start = time_ns();
+    e->running = true;
     e->phase = n_tokens > 1 ? MOE_PREFILL : MOE_DECODE;
     struct moe_phase_counters *c = &e->counters[e->phase];
     c->batches++;
@@ -640,7 +669,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
         int status;
         if (e->overlap) {
             pthread_mutex_lock(&e->lock);
-            e->work = (struct device_work){ layer, s, x, DEV_OK };
+            e->work = (struct device_work){ layer, s, x, DEV_OK, "" };
             e->work_done = false;
             e->has_work = true;
             pthread_cond_broadcast(&e->cond);
@@ -649,6 +678,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
             pthread_mutex_lock(&e->lock);
             while (!e->work_done) pthread_cond_wait(&e->cond, &e->lock);
             status = e->work.status;
+            if (status != DEV_OK) moex_errorf("%s", e->work.error);
             pthread_mutex_unlock(&e->lock);
         } else {
             status = device_layer(e, layer, s, x);
@@ -762,4 +792,7 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
                 (unsigned long long)c->fallbacks, hit_rows, hit_bytes, c->device_ns / 1e6, c->pack_ns / 1e6,
                 c->load_ns / 1e6, c->cpu_ns / 1e6, c->wall_ns / 1e6, overlap / 1e6);
     }
+    fprintf(out, "moex profile: rows: routed (token, expert) pairs; jobs: matrices; packs, loads, hits, misses, "
+                 "admits, evicts: experts (three matrices each); hit rows / hit bytes: hits' share of the experts "
+                 "with rows >= min M, weighted by rows / by the experts' GGUF bytes\n");
 }

@@ -31,8 +31,10 @@ struct moe_exec_options {
     bool no_overlap;           /* run device and CPU work one after the other */
     const char *sim_figures;   /* sim: "rk3588[,key=value...]" */
     struct trace *trace;       /* timeline, or NULL */
-    double cpu_row_ns;         /* > 0: the CPU's time per routed row for admission decisions
-                                  (tests); 0: measured as batches run */
+    double cpu_row_ns;         /* > 0: the CPU's time per routed row for admission decisions;
+                                  0: a fixed model of it (3 * n_embd * n_ff / 40 ns) */
+    bool adaptive;             /* admission follows the CPU times measured in this run (results
+                                  then vary run to run); ignored when cpu_row_ns > 0 */
     const char *pack_path;     /* pack file (moex pack) to fill device slots from; NULL: pack live */
     /* Filling the pinned experts at start: done of total after each; NULL: silent. */
     void (*progress)(void *user, const char *label, uint64_t done, uint64_t total);
@@ -43,10 +45,12 @@ enum moe_phase { MOE_PREFILL = 0, MOE_DECODE = 1, MOE_PHASES = 2 };
 
 struct moe_phase_counters {
     uint64_t batches, rows_device, rows_cpu;   /* routed (token, expert) rows */
-    uint64_t submissions, jobs, packs;
-    uint64_t loads;                              /* weights filled from the pack file instead of packs */
+    uint64_t submissions, jobs;                  /* jobs: one per matrix */
+    uint64_t packs, loads;                       /* experts (three matrices each) packed live / filled
+                                                    from the pack file */
     uint64_t hits, misses, admissions, evictions, fallbacks;  /* expert uses with rows >= min M */
-    uint64_t hit_rows, miss_rows, hit_bytes, miss_bytes;       /* the same weighted by rows / weight bytes */
+    uint64_t hit_rows, miss_rows, hit_bytes, miss_bytes;       /* the same weighted by rows / by the
+                                                                  expert's GGUF bytes in its layer */
     int64_t device_ns, cpu_ns, wall_ns, pack_ns;               /* device: busy (modelled on sim) */
     int64_t load_ns;                                           /* loading from the pack file (modelled on sim) */
     /* The experts' time with the device's modelled busy and pack times in

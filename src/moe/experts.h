@@ -1,6 +1,7 @@
-/* The expert executor: given a batch's activations and its routing, returns
- * the weighted sum of the chosen experts' outputs. This is the seam where
- * device placement plugs in; today every expert runs on the CPU. */
+/* The CPU side of an MoE layer: groups a batch's (token, expert) pairs by
+ * expert, runs the experts the executor leaves on the CPU straight from the
+ * quantized weights, and combines every pair's output with its routing
+ * weight (moe/executor.h decides which experts run where). */
 #ifndef MOEX_EXPERTS_H
 #define MOEX_EXPERTS_H
 
@@ -25,19 +26,12 @@ struct moe_scratch;
 struct moe_scratch *moe_scratch_new(const struct expert_layer *shape, int max_tokens, int top_k);
 void moe_scratch_free(struct moe_scratch *s);
 
-/* out[t] = sum_k weights[t][k] * expert_{ids[t][k]}(x[t]) for t < n_tokens,
- * expert(x) = down(silu(gate x) * up x). Rows are grouped by expert and every
- * active expert runs as a small GEMM over its rows, with activations
- * quantized once; the work of all experts is spread over the pool. */
-void moe_experts_cpu(struct threadpool *pool, const struct expert_layer *layer, struct moe_scratch *s,
-                     const float *x /* (n_tokens, n_embd) */, int n_tokens, int top_k,
-                     const int32_t *ids /* (n_tokens, top_k) */, const float *weights /* (n_tokens, top_k) */,
-                     float *out /* (n_tokens, n_embd) */);
-
-/* The same in steps, for an executor that sends some experts elsewhere:
- * group the pairs by expert; compute the experts with on_cpu[e] (all when
- * NULL) into their pairs' outputs; the caller fills the other pairs'
- * outputs (moe_pair_output); combine. */
+/* out[t] = sum_k weights[t][k] * expert_{ids[t][k]}(x[t]), expert(x) =
+ * down(silu(gate x) * up x), in steps: group the pairs by expert; compute
+ * the experts with on_cpu[e] (all when NULL) into their pairs' outputs, each
+ * active expert as a small GEMM over its rows with activations quantized
+ * once, the work of all experts spread over the pool; the caller fills the
+ * other pairs' outputs (moe_pair_output); combine. */
 void moe_group(struct moe_scratch *s, int n_tokens, int top_k, const int32_t *ids);
 void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *layer, struct moe_scratch *s, const float *x,
                      const bool *on_cpu);

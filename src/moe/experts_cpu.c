@@ -214,11 +214,3 @@ void moe_combine(const struct moe_scratch *s, const float *weights, float *out) 
         }
     }
 }
-
-void moe_experts_cpu(struct threadpool *pool, const struct expert_layer *layer, struct moe_scratch *s,
-                     const float *x, int n_tokens, int top_k, const int32_t *ids, const float *weights,
-                     float *out) {
-    moe_group(s, n_tokens, top_k, ids);
-    moe_compute_cpu(pool, layer, s, x, NULL);
-    moe_combine(s, weights, out);
-}

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #define MAGIC "MOEXRST\0"
-#define VERSION 1u
+#define VERSION 2u
 #define MAX_LAYERS 4096
 #define MAX_EXPERTS 4096
 
@@ -119,6 +119,7 @@ struct header {
     uint32_t version, n_layers, n_expert, top_k;
     uint64_t n_tokens, n_sequences;
     uint32_t name_len, reserved;
+    uint64_t model_hash, model_size;
 };
 
 int routing_stats_write(const struct routing_stats *s, const char *path) {
@@ -134,6 +135,8 @@ int routing_stats_write(const struct routing_stats *s, const char *path) {
     h.n_tokens = s->n_tokens;
     h.n_sequences = s->n_sequences;
     h.name_len = (uint32_t)strlen(s->model_name);
+    h.model_hash = s->model_hash;
+    h.model_size = s->model_size;
     size_t le = le_count(s), L = (size_t)s->n_layers;
     int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(s->model_name, 1, h.name_len, f) == h.name_len &&
              fwrite(s->counts, sizeof *s->counts, le, f) == le &&
@@ -166,6 +169,7 @@ struct routing_stats *routing_stats_read(const char *path) {
         moex_errorf("%s: bad sizes in the header", path);
         goto fail;
     }
+    if (h.reserved != 0) { moex_errorf("%s: reserved header field is %u, not 0", path, h.reserved); goto fail; }
     /* The file must have exactly the size the header implies. */
     uint64_t le = (uint64_t)h.n_layers * h.n_expert;
     uint64_t expect = sizeof h + h.name_len + 8 * (3 * le + 4 * (uint64_t)h.n_layers + le * h.n_expert);
@@ -179,6 +183,8 @@ struct routing_stats *routing_stats_read(const char *path) {
     if (!s) goto fail;
     s->n_tokens = h.n_tokens;
     s->n_sequences = h.n_sequences;
+    s->model_hash = h.model_hash;
+    s->model_size = h.model_size;
     size_t L = h.n_layers;
     if (!read_exact(f, s->counts, 8, le) || !read_exact(f, s->counts_first, 8, le) || !read_exact(f, s->weight_sums, 8, le) ||
         !read_exact(f, s->next_total, 8, L) || !read_exact(f, s->next_hits, 8, L) || !read_exact(f, s->window_total, 8, L) ||
@@ -191,6 +197,13 @@ struct routing_stats *routing_stats_read(const char *path) {
             moex_errorf("%s: layer %zu: more repeats than choices", path, l);
             goto fail;
         }
+    for (size_t k = 0; k < le; k++)
+        if (!isfinite(s->weight_sums[k]) || s->weight_sums[k] < 0 || s->counts_first[k] > s->counts[k]) {
+            moex_errorf("%s: layer %llu expert %llu: %s", path, (unsigned long long)(k / h.n_expert),
+                        (unsigned long long)(k % h.n_expert),
+                        s->counts_first[k] > s->counts[k] ? "more first-half rows than rows" : "bad weight sum");
+            goto fail;
+        }
     free(name);
     fclose(f);
     return s;
@@ -199,6 +212,18 @@ fail:
     routing_stats_free(s);
     fclose(f);
     return NULL;
+}
+
+int routing_stats_check_model(const struct routing_stats *s, const char *path, uint64_t model_hash,
+                              uint64_t model_size, int n_layers, int n_expert) {
+    if (s->n_layers != n_layers || s->n_expert != n_expert)
+        return moex_errorf("%s: statistics of %d layers x %d experts do not match the model (%d x %d)", path,
+                           s->n_layers, s->n_expert, n_layers, n_expert);
+    /* Expert numbers mean nothing across models, even of the same shape. */
+    if (s->model_hash != model_hash || s->model_size != model_size)
+        return moex_errorf("%s: statistics gathered on another model ('%s', %llu bytes); run moex profile on this "
+                           "one", path, s->model_name, (unsigned long long)s->model_size);
+    return 0;
 }
 
 /* ---- measures ---- */

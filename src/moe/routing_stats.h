@@ -26,6 +26,10 @@ struct routing_stats {
      * ROUTING_WINDOW predecessors and "one of them made it". */
     uint64_t *next_total, *next_hits, *window_total, *window_hits;
     char *model_name;          /* where the statistics come from (may be "") */
+    /* The GGUF they were gathered on (packfile_model_identity: hash, file
+     * size); 0, 0 when unknown. A reader of the statistics for a model
+     * compares them with that model's (routing_stats_check_model). */
+    uint64_t model_hash, model_size;
 
     /* Recording state (not saved). */
     int phase;                 /* 0: first half, 1: second half */
@@ -50,6 +54,10 @@ void routing_stats_observe(void *user, int layer, int n_tokens, int top_k, const
 int routing_stats_write(const struct routing_stats *s, const char *path);
 /* NULL with moex_error() naming the file and the problem. */
 struct routing_stats *routing_stats_read(const char *path);
+/* 0 when s was gathered on the model of this identity and shape; else -1
+ * with moex_error() naming the file (path) and what differs. */
+int routing_stats_check_model(const struct routing_stats *s, const char *path, uint64_t model_hash,
+                              uint64_t model_size, int n_layers, int n_expert);
 
 /* The measures `moex profile` prints, for one layer. */
 struct routing_layer_summary {

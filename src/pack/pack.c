@@ -55,6 +55,7 @@ static row_fn fused_scalar(enum qtype t) {
     case QT_Q5_K: return pack_row_q5_K_scalar;
     case QT_Q6_K: return pack_row_q6_K_scalar;
     case QT_Q8_0: return pack_row_q8_0_scalar;
+    case QT_Q5_0: return pack_row_q5_0_scalar;
     default: return NULL;
     }
 }
@@ -144,6 +145,8 @@ int8_t pack_code_at(enum pack_layout layout, const int8_t *codes, int K, int n, 
     size_t tile = (size_t)(n / 16) * k_tiles + (size_t)(k / 64);
     return codes[tile * 1024 + (size_t)((k % 64) / 4) * 64 + (size_t)(n % 16) * 4 + (size_t)(k % 4)];
 }
+
+bool pack_codes_in_range(const int8_t *codes, size_t n) { return n == 0 || !memchr(codes, 0x80, n); }
 
 const char *pack_status_string(int status) {
     switch (status) {

@@ -2,13 +2,14 @@
  * (pack/w8a8.h). A weight is a GGUF matrix of N rows (output channels) of K
  * values in any type quant.h dequantizes; each row becomes K int8 codes and
  * one float scale. Fused row kernels (no float copy of the row): Q4_K, Q5_K,
- * Q6_K and Q8_0 in C, and with F16 and BF16 in AVX2; Q4_K in NEON. Other
- * types dequantize one block at a time. */
+ * Q6_K, Q8_0 and Q5_0 in C; Q4_K, Q5_K, Q6_K, Q8_0, F16 and BF16 in AVX2;
+ * Q4_K in NEON. Other types dequantize one block at a time. */
 #ifndef MOEX_PACK_H
 #define MOEX_PACK_H
 
 #include "quant/quant.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,7 +44,7 @@ int pack_check_shape(enum pack_layout layout, int K, int N);
 enum pack_path {
     PACK_PATH_BEST = 0,     /* fused SIMD where there is one */
     PACK_PATH_GENERIC,      /* quant_traits()->to_float per block */
-    PACK_PATH_FUSED_SCALAR, /* Q4_K, Q5_K, Q6_K, Q8_0 */
+    PACK_PATH_FUSED_SCALAR, /* Q4_K, Q5_K, Q6_K, Q8_0, Q5_0 */
     PACK_PATH_FUSED_AVX2,   /* Q4_K, Q5_K, Q6_K, Q8_0, F16, BF16; x86 with AVX2 */
     PACK_PATH_FUSED_NEON,   /* Q4_K; aarch64 with NEON dotprod */
 };
@@ -60,6 +61,10 @@ int pack_matrix(struct threadpool *pool, enum pack_path path, enum qtype t, cons
 /* The code of channel n, input k in a packed layout (for tests and for
  * backends that read single values). */
 int8_t pack_code_at(enum pack_layout layout, const int8_t *codes, int K, int n, int k);
+
+/* Whether every code is in -127..127 (none is -128, which no packer writes
+ * and whose negation overflows an int8). */
+bool pack_codes_in_range(const int8_t *codes, size_t n);
 
 const char *pack_status_string(int status);
 

@@ -57,7 +57,8 @@ static inline float pack_refine_amax(const float *bound, int n, pack_subblock_am
 }
 
 /* Fused scalar paths: the maximum from sub-block bounds, then a 16-entry
- * table per sub-block (Q4_K) or one division per value (Q5_K, Q6_K, Q8_0). */
+ * table per sub-block (Q4_K) or one division per value (Q5_K, Q6_K, Q8_0,
+ * Q5_0). */
 int pack_row_q4_K_scalar(const void *row, int K, int8_t *q, float *scale);
 /* Their first pass over nb Q4_K blocks: d1 = d * sc and m1 = dmin * m of
  * every sub-block, and the row maximum. PACK_OK or PACK_E_VALUE. */
@@ -65,6 +66,7 @@ int pack_q4k_prepare(const void *row, int nb, float *d1s, float *m1s, float *ama
 int pack_row_q5_K_scalar(const void *row, int K, int8_t *q, float *scale);
 int pack_row_q6_K_scalar(const void *row, int K, int8_t *q, float *scale);
 int pack_row_q8_0_scalar(const void *row, int K, int8_t *q, float *scale);
+int pack_row_q5_0_scalar(const void *row, int K, int8_t *q, float *scale);
 
 #if defined(__x86_64__)
 /* Fused AVX2 paths: the row maximum from sub-block bounds (reading the

@@ -1,5 +1,5 @@
 /* Scalar row packers: the generic dequantize-then-quantize path (any type),
- * the fused Q4_K, Q5_K, Q6_K and Q8_0 paths checked against it, and the
+ * the fused Q4_K, Q5_K, Q6_K, Q8_0 and Q5_0 paths checked against it, and the
  * search for the row maximum from sub-block bounds that every fused path uses. */
 #include "pack/pack_impl.h"
 #include "pack/w8a8.h"
@@ -192,35 +192,80 @@ int pack_row_q6_K_scalar(const void *row, int K, int8_t *q, float *scale) {
     return PACK_OK;
 }
 
-/* Q8_0: w = q * d with |q| <= 128, so a block's bound is 128 |d|. */
-static float q80_block_amax(const void *row, const float *ds, const float *unused, int j) {
-    (void)unused;
-    const struct block_q8_0 *b = (const struct block_q8_0 *)row + j;
-    int qmax = 0;
-    for (int l = 0; l < QK8_0; l++) {
-        const int a = b->qs[l] < 0 ? -b->qs[l] : b->qs[l];
-        qmax = a > qmax ? a : qmax;
+/* Q8_0 and Q5_0: blocks of 32 values w = c d with the fp16 d first and
+ * |c| <= cmax (128: Q8_0's q; 16: Q5_0's q - 16, q = 0..31). */
+typedef void (*d32_codes_fn)(const void *blk, int8_t c[32]);
+
+static void q80_codes(const void *blk, int8_t c[32]) { memcpy(c, ((const struct block_q8_0 *)blk)->qs, 32); }
+
+static void q50_codes(const void *blk, int8_t c[32]) {
+    const struct block_q5_0 *b = blk;
+    uint32_t qh;
+    memcpy(&qh, b->qh, sizeof qh);
+    for (int l = 0; l < QK5_0 / 2; l++) {
+        c[l] = (int8_t)(((b->qs[l] & 0xF) | (int)((qh >> l) & 1) << 4) - 16);
+        c[l + QK5_0 / 2] = (int8_t)(((b->qs[l] >> 4) | (int)((qh >> (l + 16)) & 1) << 4) - 16);
     }
-    return (float)qmax * absf(ds[j]);
 }
 
-int pack_row_q8_0_scalar(const void *row, int K, int8_t *q, float *scale) {
-    if (K <= 0 || K % QK8_0) return PACK_E_TYPE;
-    if (K > PACK_MAX_K) return PACK_E_SHAPE;
-    const struct block_q8_0 *x = row;
-    const int nb = K / QK8_0;
-    float ds[PACK_MAX_K / QK8_0], bound[PACK_MAX_K / QK8_0];
-    for (int i = 0; i < nb; i++) {
-        if (!pack_fp16_finite(x[i].d)) return PACK_E_VALUE;
-        ds[i] = fp16_to_f32(x[i].d);
-        bound[i] = 128.0f * absf(ds[i]);
+/* A block's max |w| = max |c| * |d|: the product rounds alike for either sign. */
+static inline __attribute__((always_inline)) float d32_block_amax(d32_codes_fn codes, size_t block_bytes,
+                                                                  const void *row, const float *ds, int j) {
+    int8_t c[32];
+    codes((const char *)row + (size_t)j * block_bytes, c);
+    int cmax = 0;
+    for (int l = 0; l < 32; l++) {
+        const int a = c[l] < 0 ? -c[l] : c[l];
+        cmax = a > cmax ? a : cmax;
     }
-    const float s = w8a8_scale(pack_refine_amax(bound, nb, q80_block_amax, x, ds, NULL));
+    return (float)cmax * absf(ds[j]);
+}
+
+static float q80_block_amax(const void *row, const float *ds, const float *unused, int j) {
+    (void)unused;
+    return d32_block_amax(q80_codes, sizeof(struct block_q8_0), row, ds, j);
+}
+
+static float q50_block_amax(const void *row, const float *ds, const float *unused, int j) {
+    (void)unused;
+    return d32_block_amax(q50_codes, sizeof(struct block_q5_0), row, ds, j);
+}
+
+static inline __attribute__((always_inline)) int pack_row_d32(const void *row, int K, size_t block_bytes, float cmax,
+                                                              d32_codes_fn codes, pack_subblock_amax_fn block_amax,
+                                                              int8_t *q, float *scale) {
+    if (K <= 0 || K % 32) return PACK_E_TYPE;
+    if (K > PACK_MAX_K) return PACK_E_SHAPE;
+    const char *x = row;
+    const int nb = K / 32;
+    float ds[PACK_MAX_K / 32], bound[PACK_MAX_K / 32];
     for (int i = 0; i < nb; i++) {
-        float values[QK8_0];
-        for (int l = 0; l < QK8_0; l++) values[l] = (float)x[i].qs[l] * ds[i];
-        w8a8_quantize(values, QK8_0, s, q + (size_t)i * QK8_0);
+        uint16_t d;
+        memcpy(&d, x + (size_t)i * block_bytes, sizeof d);
+        if (!pack_fp16_finite(d)) return PACK_E_VALUE;
+        ds[i] = fp16_to_f32(d);
+        bound[i] = cmax * absf(ds[i]);
+    }
+    const float s = w8a8_scale(pack_refine_amax(bound, nb, block_amax, x, ds, NULL));
+    /* GENERIC_CHUNK values per quantizer call: its SIMD loop wants long runs */
+    for (int i0 = 0; i0 < nb; i0 += GENERIC_CHUNK / 32) {
+        const int n = nb - i0 < GENERIC_CHUNK / 32 ? nb - i0 : GENERIC_CHUNK / 32;
+        float values[GENERIC_CHUNK];
+        for (int i = 0; i < n; i++) {
+            int8_t c[32];
+            codes(x + (size_t)(i0 + i) * block_bytes, c);
+            for (int l = 0; l < 32; l++) values[32 * i + l] = (float)c[l] * ds[i0 + i];
+        }
+        w8a8_quantize(values, (int64_t)n * 32, s, q + (size_t)i0 * 32);
     }
     *scale = s;
     return PACK_OK;
+}
+
+int pack_row_q8_0_scalar(const void *row, int K, int8_t *q, float *scale) {
+    return pack_row_d32(row, K, sizeof(struct block_q8_0), 128.0f, q80_codes, q80_block_amax, q, scale);
+}
+
+int pack_row_q5_0_scalar(const void *row, int K, int8_t *q, float *scale) {
+    return pack_row_d32(row, K, sizeof(struct block_q5_0), 16.0f, q50_codes, q50_block_amax, q, scale);
 }

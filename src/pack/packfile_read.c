@@ -490,9 +490,13 @@ uint64_t packfile_entry_hash(const int8_t *codes, size_t code_bytes, const float
 int packfile_verify_entry(const struct packfile *pf, int i) {
     const struct packfile_entry *e = packfile_entry(pf, i);
     if (!e) return moex_errorf("%s: no entry %d", pf->path, i), PACKFILE_E_ARG;
-    uint64_t sum = packfile_entry_hash(e->codes, pack_bytes(pf->info.layout, e->K, e->N), e->scales, e->N);
+    size_t code_bytes = pack_bytes(pf->info.layout, e->K, e->N);
+    uint64_t sum = packfile_entry_hash(e->codes, code_bytes, e->scales, e->N);
     if (sum != e->checksum)
         return refuse(pf->path, PACKFILE_E_CHECKSUM, "bad checksum in section data: layer %d expert %d %s",
+                      e->layer, e->expert, packfile_matrix_name(e->matrix));
+    if (!pack_codes_in_range(e->codes, code_bytes))
+        return refuse(pf->path, PACKFILE_E_CORRUPT, "layer %d expert %d %s holds the code -128 (codes are -127..127)",
                       e->layer, e->expert, packfile_matrix_name(e->matrix));
     return PACKFILE_OK;
 }

@@ -34,8 +34,8 @@ void matmul(struct threadpool *pool, const struct matrix *w, const float *x, int
             void *scratch);
 
 /* The same with activations already in w's vec_dot type, act_stride bytes
- * apart (used by the expert executor, which quantizes once for gate and up).
- * y rows are y_stride floats apart. */
+ * apart (used by the attention block, which quantizes its input once for q,
+ * k and v). y rows are y_stride floats apart. */
 void matmul_preq(struct threadpool *pool, const struct matrix *w, const void *xq, size_t act_stride,
                  int M, float *y, size_t y_stride);
 

@@ -30,7 +30,11 @@ static const struct type_row type_rows[QT_MAX] = {
     [QT_F16] = {"F16", 1, 2, QT_F16, from_float_f16},
     [QT_BF16] = {"BF16", 1, 2, QT_BF16, from_float_bf16},
     [QT_Q4_0] = {"Q4_0", QK4_0, sizeof(struct block_q4_0), QT_Q8_0, quantize_row_q4_0_ref},
+    [QT_Q4_1] = {"Q4_1", QK4_1, sizeof(struct block_q4_1), QT_Q8_1, quantize_row_q4_1_ref},
+    [QT_Q5_0] = {"Q5_0", QK5_0, sizeof(struct block_q5_0), QT_Q8_0, quantize_row_q5_0_ref},
+    [QT_Q5_1] = {"Q5_1", QK5_1, sizeof(struct block_q5_1), QT_Q8_1, quantize_row_q5_1_ref},
     [QT_Q8_0] = {"Q8_0", QK8_0, sizeof(struct block_q8_0), QT_Q8_0, quantize_row_q8_0_ref},
+    [QT_Q8_1] = {"Q8_1", QK8_1, sizeof(struct block_q8_1), QT_Q8_1, quantize_row_q8_1_ref},
     [QT_Q4_K] = {"Q4_K", QK_K, sizeof(struct block_q4_K), QT_Q8_K, quantize_row_q4_K_ref},
     [QT_Q5_K] = {"Q5_K", QK_K, sizeof(struct block_q5_K), QT_Q8_K, quantize_row_q5_K_ref},
     [QT_Q6_K] = {"Q6_K", QK_K, sizeof(struct block_q6_K), QT_Q8_K, quantize_row_q6_K_ref},
@@ -39,7 +43,7 @@ static const struct type_row type_rows[QT_MAX] = {
 
 /* GGUF type names of the ids moex does not compute with, for messages. */
 static const char *const other_names[QT_MAX] = {
-    [3] = "Q4_1", [6] = "Q5_0", [7] = "Q5_1", [9] = "Q8_1", [10] = "Q2_K", [11] = "Q3_K",
+    [10] = "Q2_K", [11] = "Q3_K",
     [16] = "IQ2_XXS", [17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S", [20] = "IQ4_NL",
     [21] = "IQ3_S", [22] = "IQ2_S", [23] = "IQ4_XS", [24] = "I8", [25] = "I16", [26] = "I32",
     [27] = "I64", [28] = "F64", [29] = "IQ1_M", [34] = "TQ1_0", [35] = "TQ2_0", [39] = "MXFP4",

@@ -184,7 +184,7 @@ static void vec_dot_q6_K_q8_K(int n, float *s, const void *vx, const void *vy) {
     *s = hsum_ps(acc);
 }
 
-/* ---------------------------------------------------------------- Q8_0 / Q4_0 */
+/* ---------------------------------------------------------------- Q8_0 */
 
 /* int32 pair sums of x*y for signed bytes: |x| * (y with x's sign). */
 static inline __m256i mul_sum_i8_pairs(__m256i x, __m256i y) {
@@ -209,31 +209,6 @@ static void vec_dot_q8_0_q8_0(int n, float *s, const void *vx, const void *vy) {
     for (; i < nb; i++) {
         const __m256i p0 = mul_sum_i8_pairs(_mm256_loadu_si256((const __m256i *)x[i].qs),
                                             _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
-static inline __m256i q4_0_bytes(const uint8_t *qs) {
-    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    const __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-    return _mm256_sub_epi8(_mm256_and_si256(b, _mm256_set1_epi8(0xF)), _mm256_set1_epi8(8));
-}
-
-static void vec_dot_q4_0_q8_0(int n, float *s, const void *vx, const void *vy) {
-    const struct block_q4_0 *x = vx;
-    const struct block_q8_0 *y = vy;
-    const int nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 1 < nb; i += 2) {
-        const __m256i p0 = mul_sum_i8_pairs(q4_0_bytes(x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m256i p1 = mul_sum_i8_pairs(q4_0_bytes(x[i + 1].qs), _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256i p0 = mul_sum_i8_pairs(q4_0_bytes(x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
     }
     *s = hsum_ps(_mm256_add_ps(acc0, acc1));
@@ -357,32 +332,50 @@ static void quantize_row_q8_K(const float *x, void *dst, int64_t n) {
     }
 }
 
-/* Same bytes as quantize_row_q8_0_ref: roundf, i.e. halves away from zero. */
+/* One Q8_0 block with the bytes of quantize_row_q8_0_ref (roundf: halves
+ * away from zero); returns d before its fp16 rounding. */
+static inline float quantize_block_q8_0(const float *x, uint16_t *d16, int8_t *qs) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    __m256 v[4];
+    __m256 vmax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        vmax = _mm256_max_ps(vmax, abs_ps(v[k]));
+    }
+    const float amax = hmax_ps(vmax);
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    *d16 = f32_to_fp16(d);
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; k++) {
+        const __m256 s = _mm256_mul_ps(v[k], vid);
+        const __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __m256 frac = abs_ps(_mm256_sub_ps(s, t));
+        const __m256 step = _mm256_or_ps(_mm256_and_ps(s, sign), one);
+        const __m256 r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), step));
+        q[k] = _mm256_cvttps_epi32(r);
+    }
+    _mm256_storeu_si256((__m256i *)qs, pack_i32x32_to_i8(q[0], q[1], q[2], q[3]));
+    return d;
+}
+
 static void quantize_row_q8_0(const float *x, void *dst, int64_t n) {
     struct block_q8_0 *y = dst;
-    const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
-        __m256 v[4];
-        __m256 vmax = _mm256_setzero_ps();
-        for (int k = 0; k < 4; k++) {
-            v[k] = _mm256_loadu_ps(x + 8 * k);
-            vmax = _mm256_max_ps(vmax, abs_ps(v[k]));
-        }
-        const float amax = hmax_ps(vmax);
-        const float d = amax / ((1 << 7) - 1);
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = f32_to_fp16(d);
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int k = 0; k < 4; k++) {
-            const __m256 s = _mm256_mul_ps(v[k], vid);
-            const __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-            const __m256 frac = abs_ps(_mm256_sub_ps(s, t));
-            const __m256 step = _mm256_or_ps(_mm256_and_ps(s, sign), one);
-            const __m256 r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), step));
-            q[k] = _mm256_cvttps_epi32(r);
-        }
-        _mm256_storeu_si256((__m256i *)y[i].qs, pack_i32x32_to_i8(q[0], q[1], q[2], q[3]));
+    for (int64_t i = 0; i < n / QK8_0; i++) quantize_block_q8_0(x + i * QK8_0, &y[i].d, y[i].qs);
+}
+
+/* Same bytes as quantize_row_q8_1_ref: Q8_0 plus s = fp16(d * sum(q)). */
+static void quantize_row_q8_1(const float *x, void *dst, int64_t n) {
+    struct block_q8_1 *y = dst;
+    for (int64_t i = 0; i < n / QK8_1; i++) {
+        const float d = quantize_block_q8_0(x + i * QK8_1, &y[i].d, y[i].qs);
+        const __m256i q = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+        s = _mm_hadd_epi32(s, s);
+        s = _mm_hadd_epi32(s, s);
+        y[i].s = f32_to_fp16((float)_mm_cvtsi128_si32(s) * d);
     }
 }
 
@@ -636,7 +629,25 @@ static void gemm_q8_0(int n, const void *w, size_t w_stride, int n_w_rows, const
     }
 }
 
-QUANT_GEMM_FROM_VEC_DOT(gemm_q4_0, vec_dot_q4_0_q8_0)
+/* ---------------------------------------------------------------- Q4_0 / Q5_0 / Q4_1 / Q5_1 */
+
+static inline __m256i b32_dot_u8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+static inline __m256i b32_fifth_bits(const uint8_t qh[4]) {
+    int32_t h;
+    memcpy(&h, qh, sizeof h);
+    /* byte j of the vector takes byte j / 8 of qh (in each 128-bit lane) */
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(h), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                               3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+#include "quant/quant_b32_x86.h"
+
 QUANT_GEMM_FROM_VEC_DOT(gemm_f16, vec_dot_f16)
 QUANT_GEMM_FROM_VEC_DOT(gemm_bf16, vec_dot_bf16)
 QUANT_GEMM_FROM_VEC_DOT(gemm_f32, vec_dot_f32)
@@ -646,12 +657,13 @@ void quant_fill_avx2(struct quant_isa_table *t) {
     k[QT_F32] = (struct qtype_kernels){vec_dot_f32, gemm_f32, NULL, NULL};
     k[QT_F16] = (struct qtype_kernels){vec_dot_f16, gemm_f16, quantize_f16, f16_to_float};
     k[QT_BF16] = (struct qtype_kernels){vec_dot_bf16, gemm_bf16, quantize_bf16, bf16_to_float};
-    k[QT_Q4_0] = (struct qtype_kernels){vec_dot_q4_0_q8_0, gemm_q4_0, NULL, NULL};
     k[QT_Q8_0] = (struct qtype_kernels){vec_dot_q8_0_q8_0, gemm_q8_0, quantize_row_q8_0, NULL};
     k[QT_Q4_K] = (struct qtype_kernels){vec_dot_q4_K_q8_K, gemm_q4_K, NULL, NULL};
     k[QT_Q5_K] = (struct qtype_kernels){vec_dot_q5_K_q8_K, gemm_q5_K, NULL, NULL};
     k[QT_Q6_K] = (struct qtype_kernels){vec_dot_q6_K_q8_K, gemm_q6_K, NULL, NULL};
     k[QT_Q8_K] = (struct qtype_kernels){NULL, NULL, quantize_row_q8_K, NULL};
+    k[QT_Q8_1].quantize_act = quantize_row_q8_1;
+    b32_fill(k);
     t->fp16_to_f32_row = f16_to_f32_row;
     t->f32_to_fp16_row = f32_to_f16_row;
 }

@@ -2,7 +2,9 @@
  * reports AVX-512 F/BW/VL and VNNI). They keep the structure of
  * quant_avx2.c on 256-bit vectors and change two things:
  *  - vpdpwssd folds "madd by the sub-block scale, then add" into one
- *    instruction, vpdpbusd folds Q8_0's "maddubs, madd by ones, add";
+ *    instruction, vpdpbusd folds Q8_0's "maddubs, madd by ones, add" (and
+ *    that of Q4_0, Q5_0, Q4_1, Q5_1, whose kernels quant_b32_x86.h shares
+ *    with AVX2);
  *  - with 32 vector registers the gemm tile's register block is 4 weight
  *    rows x 4 activation rows instead of 4 x 2. */
 #include "quant/quant_impl.h"
@@ -391,10 +393,24 @@ static void gemm_q8_0(int n, const void *w, size_t w_stride, int n_w_rows, const
     }
 }
 
+/* ---------------------------------------------------------------- Q4_0 / Q5_0 / Q4_1 / Q5_1 */
+
+static inline __m256i b32_dot_u8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+
+/* the 32 bits are a byte mask as they are */
+static inline __m256i b32_fifth_bits(const uint8_t qh[4]) {
+    uint32_t h;
+    memcpy(&h, qh, sizeof h);
+    return _mm256_movm_epi8((__mmask32)h);
+}
+
+#include "quant/quant_b32_x86.h"
+
 void quant_fill_avx512(struct quant_isa_table *t) {
     struct qtype_kernels *k = t->k;
     k[QT_Q8_0] = (struct qtype_kernels){vec_dot_q8_0_q8_0, gemm_q8_0, NULL, NULL};
     k[QT_Q4_K] = (struct qtype_kernels){vec_dot_q4_K_q8_K, gemm_q4_K, NULL, NULL};
     k[QT_Q5_K] = (struct qtype_kernels){vec_dot_q5_K_q8_K, gemm_q5_K, NULL, NULL};
     k[QT_Q6_K] = (struct qtype_kernels){vec_dot_q6_K_q8_K, gemm_q6_K, NULL, NULL};
+    b32_fill(k);
 }

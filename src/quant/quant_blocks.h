@@ -8,7 +8,11 @@
 #include <stdint.h>
 
 #define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK5_1 32
 #define QK8_0 32
+#define QK8_1 32
 #define QK_K 256
 #define K_SCALE_SIZE 12
 
@@ -19,11 +23,46 @@ struct block_q4_0 {
 };
 static_assert(sizeof(struct block_q4_0) == 18, "block_q4_0 layout");
 
+/* y = d*q + m, q = 0..15; nibbles ordered as in Q4_0. */
+struct block_q4_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qs[QK4_1 / 2];
+};
+static_assert(sizeof(struct block_q4_1) == 20, "block_q4_1 layout");
+
+/* y = d*(q - 16), q = 0..31: low four bits as Q4_0's nibbles, bit j of the
+ * little-endian 32-bit qh is the fifth bit of value j. */
+struct block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[QK5_0 / 2];
+};
+static_assert(sizeof(struct block_q5_0) == 22, "block_q5_0 layout");
+
+/* y = d*q + m, q = 0..31, bits as in Q5_0. */
+struct block_q5_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[QK5_1 / 2];
+};
+static_assert(sizeof(struct block_q5_1) == 24, "block_q5_1 layout");
+
 struct block_q8_0 {
     uint16_t d;
     int8_t qs[QK8_0];
 };
 static_assert(sizeof(struct block_q8_0) == 34, "block_q8_0 layout");
+
+/* Activations for Q4_1/Q5_1: Q8_0 with s = fp16(d * sum(qs)), d before its
+ * fp16 rounding, so that a block's min term is m*s. */
+struct block_q8_1 {
+    uint16_t d;
+    uint16_t s;
+    int8_t qs[QK8_1];
+};
+static_assert(sizeof(struct block_q8_1) == 36, "block_q8_1 layout");
 
 /* 8 sub-blocks of 32 with 6-bit scales and mins: y = d*sc*q - dmin*m. */
 struct block_q4_K {

@@ -28,13 +28,21 @@ void quant_fill_neon(struct quant_isa_table *t);
 
 /* Scalar kernels (quant_ref.c, quant_kquants.c, quant_fp16.c). */
 void dequantize_row_q4_0(const void *src, float *dst, int64_t n);
+void dequantize_row_q4_1(const void *src, float *dst, int64_t n);
+void dequantize_row_q5_0(const void *src, float *dst, int64_t n);
+void dequantize_row_q5_1(const void *src, float *dst, int64_t n);
 void dequantize_row_q8_0(const void *src, float *dst, int64_t n);
+void dequantize_row_q8_1(const void *src, float *dst, int64_t n);
 void dequantize_row_q4_K(const void *src, float *dst, int64_t n);
 void dequantize_row_q5_K(const void *src, float *dst, int64_t n);
 void dequantize_row_q6_K(const void *src, float *dst, int64_t n);
 void dequantize_row_q8_K(const void *src, float *dst, int64_t n);
 void quantize_row_q4_0_ref(const float *src, void *dst, int64_t n);
+void quantize_row_q4_1_ref(const float *src, void *dst, int64_t n);
+void quantize_row_q5_0_ref(const float *src, void *dst, int64_t n);
+void quantize_row_q5_1_ref(const float *src, void *dst, int64_t n);
 void quantize_row_q8_0_ref(const float *src, void *dst, int64_t n);
+void quantize_row_q8_1_ref(const float *src, void *dst, int64_t n);
 void quantize_row_q8_K_ref(const float *src, void *dst, int64_t n);
 void quantize_row_q4_K_ref(const float *src, void *dst, int64_t n);
 void quantize_row_q5_K_ref(const float *src, void *dst, int64_t n);

@@ -1,8 +1,10 @@
-/* aarch64 NEON + dotprod kernels for the hot types. The structure mirrors
+/* aarch64 NEON + dotprod kernels for the hot types (and the 32-value types
+ * Q4_0, Q5_0, Q4_1, Q5_1). The structure mirrors
  * quant_avx2.c: sdot (vdotq_s32) sums four int8 products per lane; the
  * sub-block scale multiplies the int32 lanes (mla); the Q4_K/Q5_K mins and
  * the Q6_K -32 offset come from the Q8_K block sums. The gemm tiles unpack a
  * weight block of 4 rows once and reuse it for every activation row. */
+#include "quant/quant_b32.h"
 #include "quant/quant_impl.h"
 
 #include <arm_neon.h>
@@ -308,6 +310,111 @@ static void gemm_q8_0(int n, const void *w, size_t w_stride, int n_w_rows, const
     }
 }
 
+/* ---------------------------------------------------------------- Q4_0 / Q5_0 / Q4_1 / Q5_1 */
+
+/* d, and m (weights) or s (Q8_1): the first two fp16 fields of every block. */
+static inline float b32_half(const void *blk, int field) {
+    uint16_t h;
+    memcpy(&h, (const char *)blk + 2 * field, 2);
+    return h2f(h);
+}
+
+/* 0xFF in lane j where bit j (hi: bit 16 + j) of the block's qh is set. */
+static inline uint8x16_t b32_fifth_bits(const uint8_t qh[4], int hi) {
+    static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t bytes = vcombine_u8(vdup_n_u8(qh[2 * hi]), vdup_n_u8(qh[2 * hi + 1]));
+    return vtstq_u8(bytes, vld1q_u8(bit));
+}
+
+/* The block's 32 codes as bytes in value order: lo = values 0..15, hi = 16..31. */
+static inline __attribute__((always_inline)) void b32_codes(enum b32_kind k, const void *blk, int8x16_t *lo,
+                                                            int8x16_t *hi) {
+    const uint8_t *qh = (const uint8_t *)blk + (k == B32_Q5_0 ? 2 : 4);
+    const uint8_t *qs = k == B32_Q4_0 ? (const uint8_t *)blk + 2 : k == B32_Q4_1 ? qh : qh + 4;
+    const uint8x16_t bytes = vld1q_u8(qs);
+    uint8x16_t l = vandq_u8(bytes, vdupq_n_u8(0xF)), h = vshrq_n_u8(bytes, 4);
+    if (k == B32_Q5_0) { /* q - 16: the nibble with 0xF0 (-16) where the fifth bit is clear */
+        l = vorrq_u8(l, vbicq_u8(vdupq_n_u8(0xF0), b32_fifth_bits(qh, 0)));
+        h = vorrq_u8(h, vbicq_u8(vdupq_n_u8(0xF0), b32_fifth_bits(qh, 1)));
+    } else if (k == B32_Q5_1) {
+        l = vorrq_u8(l, vandq_u8(vdupq_n_u8(0x10), b32_fifth_bits(qh, 0)));
+        h = vorrq_u8(h, vandq_u8(vdupq_n_u8(0x10), b32_fifth_bits(qh, 1)));
+    }
+    *lo = vreinterpretq_s8_u8(l);
+    *hi = vreinterpretq_s8_u8(h);
+    if (k == B32_Q4_0) {
+        *lo = vsubq_s8(*lo, vdupq_n_s8(8));
+        *hi = vsubq_s8(*hi, vdupq_n_s8(8));
+    }
+}
+
+static inline __attribute__((always_inline)) void b32_vec_dot(enum b32_kind k, int n, float *s, const void *vx,
+                                                              const void *vy) {
+    const char *x = vx, *y = vy;
+    const size_t xb = b32_block_bytes(k), yb = b32_act_bytes(k), qs_at = b32_act_qs_offset(k);
+    float32x4_t acc = vdupq_n_f32(0);
+    float acc_m = 0.0f;
+    for (int i = 0; i < n / 32; i++, x += xb, y += yb) {
+        int8x16_t lo, hi;
+        b32_codes(k, x, &lo, &hi);
+        const int32x4_t p = dot32(lo, hi, vld1q_s8((const int8_t *)(y + qs_at)), vld1q_s8((const int8_t *)(y + qs_at + 16)));
+        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), b32_half(x, 0) * b32_half(y, 0));
+        if (b32_has_min(k)) acc_m += b32_half(x, 1) * b32_half(y, 1);
+    }
+    *s = vaddvq_f32(acc) + acc_m;
+}
+
+/* The codes of 4 weight rows' block are unpacked once for all activation
+ * rows; the min terms of the 4 rows take one 4-wide multiply-add per column. */
+static inline __attribute__((always_inline)) void b32_gemm(enum b32_kind k, int n, const void *w, size_t w_stride,
+                                                           int n_w_rows, const void *a, size_t a_stride, int n_a_rows,
+                                                           float *out, size_t out_stride) {
+    const int nb = n / 32;
+    const size_t xb = b32_block_bytes(k), yb = b32_act_bytes(k), qs_at = b32_act_qs_offset(k);
+    float32x4_t facc[TILE_COLS][TILE_ROWS], macc[TILE_COLS];
+    for (int c0 = 0; c0 < n_a_rows; c0 += TILE_COLS) {
+        const int nc = n_a_rows - c0 < TILE_COLS ? n_a_rows - c0 : TILE_COLS;
+        for (int r0 = 0; r0 < n_w_rows; r0 += TILE_ROWS) {
+            const int nr = n_w_rows - r0 < TILE_ROWS ? n_w_rows - r0 : TILE_ROWS;
+            /* missing rows of a short tile repeat the last one; their results are dropped */
+            const char *wr[TILE_ROWS];
+            for (int r = 0; r < TILE_ROWS; r++) wr[r] = (const char *)w + (size_t)(r0 + (r < nr ? r : nr - 1)) * w_stride;
+            for (int c = 0; c < nc; c++) {
+                for (int r = 0; r < TILE_ROWS; r++) facc[c][r] = vdupq_n_f32(0);
+                macc[c] = vdupq_n_f32(0);
+            }
+            for (int b = 0; b < nb; b++) {
+                int8x16_t lo[TILE_ROWS], hi[TILE_ROWS];
+                float wd[TILE_ROWS], wm[TILE_ROWS] = {0};
+                for (int r = 0; r < TILE_ROWS; r++) {
+                    const char *blk = wr[r] + (size_t)b * xb;
+                    if (b + 4 < nb) __builtin_prefetch(blk + 4 * xb);
+                    b32_codes(k, blk, &lo[r], &hi[r]);
+                    wd[r] = b32_half(blk, 0);
+                    if (b32_has_min(k)) wm[r] = b32_half(blk, 1);
+                }
+                const float32x4_t wmins = vld1q_f32(wm);
+                for (int c = 0; c < nc; c++) {
+                    const char *y = (const char *)a + (size_t)(c0 + c) * a_stride + (size_t)b * yb;
+                    const int8x16_t y0 = vld1q_s8((const int8_t *)(y + qs_at)), y1 = vld1q_s8((const int8_t *)(y + qs_at + 16));
+                    const float yd = b32_half(y, 0);
+                    for (int r = 0; r < TILE_ROWS; r++)
+                        facc[c][r] = vmlaq_n_f32(facc[c][r], vcvtq_f32_s32(dot32(lo[r], hi[r], y0, y1)), wd[r] * yd);
+                    if (b32_has_min(k)) macc[c] = vmlaq_n_f32(macc[c], wmins, b32_half(y, 1));
+                }
+            }
+            for (int c = 0; c < nc; c++) {
+                float mins[TILE_ROWS];
+                vst1q_f32(mins, macc[c]);
+                for (int r = 0; r < nr; r++)
+                    out[(size_t)(c0 + c) * out_stride + (size_t)(r0 + r)] = vaddvq_f32(facc[c][r]) + mins[r];
+            }
+        }
+    }
+}
+
+B32_DEFINE_KERNELS
+
 /* ---------------------------------------------------------------- fp16 rows */
 
 static void f16_to_f32_row(const uint16_t *src, float *dst, int64_t n) {
@@ -325,5 +432,6 @@ void quant_fill_neon(struct quant_isa_table *t) {
     k[QT_Q5_K] = (struct qtype_kernels){vec_dot_q5_K_q8_K, gemm_q5_K, NULL, NULL};
     k[QT_Q6_K] = (struct qtype_kernels){vec_dot_q6_K_q8_K, gemm_q6_K, NULL, NULL};
     k[QT_F16] = (struct qtype_kernels){NULL, NULL, NULL, f16_to_float};
+    b32_fill(k);
     t->fp16_to_f32_row = f16_to_f32_row;
 }

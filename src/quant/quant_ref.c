@@ -1,8 +1,10 @@
 /* Scalar reference kernels: dequantization bit identical to ggml's
- * dequantize_row_*, the simple quantizers (Q4_0, Q8_0, Q8_K as ggml's *_ref),
- * and the dot products every SIMD kernel is tested against. */
+ * dequantize_row_*, the simple quantizers (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q8_1, Q8_K as ggml's *_ref), and the dot products every SIMD kernel is
+ * tested against. */
 #include "quant/quant_impl.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -30,6 +32,60 @@ void dequantize_row_q4_0(const void *src, float *y, int64_t n) {
             y[i * QK4_0 + j] = (float)x0 * d;
             y[i * QK4_0 + j + QK4_0 / 2] = (float)x1 * d;
         }
+    }
+}
+
+/* The fifth bits of a Q5_0/Q5_1 block: bit j belongs to value j. */
+static inline uint32_t q5_high_bits(const uint8_t qh[4]) {
+    uint32_t h;
+    memcpy(&h, qh, sizeof h);
+    return h;
+}
+
+void dequantize_row_q4_1(const void *src, float *y, int64_t n) {
+    const struct block_q4_1 *x = src;
+    for (int64_t i = 0; i < n / QK4_1; i++) {
+        const float d = fp16_to_f32(x[i].d), m = fp16_to_f32(x[i].m);
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            y[i * QK4_1 + j] = (float)(x[i].qs[j] & 0x0F) * d + m;
+            y[i * QK4_1 + j + QK4_1 / 2] = (float)(x[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+void dequantize_row_q5_0(const void *src, float *y, int64_t n) {
+    const struct block_q5_0 *x = src;
+    for (int64_t i = 0; i < n / QK5_0; i++) {
+        const float d = fp16_to_f32(x[i].d);
+        const uint32_t qh = q5_high_bits(x[i].qh);
+        for (int j = 0; j < QK5_0 / 2; j++) {
+            const int x0 = ((x[i].qs[j] & 0x0F) | (int)((qh >> j) & 1) << 4) - 16;
+            const int x1 = ((x[i].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) - 16;
+            y[i * QK5_0 + j] = (float)x0 * d;
+            y[i * QK5_0 + j + QK5_0 / 2] = (float)x1 * d;
+        }
+    }
+}
+
+void dequantize_row_q5_1(const void *src, float *y, int64_t n) {
+    const struct block_q5_1 *x = src;
+    for (int64_t i = 0; i < n / QK5_1; i++) {
+        const float d = fp16_to_f32(x[i].d), m = fp16_to_f32(x[i].m);
+        const uint32_t qh = q5_high_bits(x[i].qh);
+        for (int j = 0; j < QK5_1 / 2; j++) {
+            const int x0 = (x[i].qs[j] & 0x0F) | (int)((qh >> j) & 1) << 4;
+            const int x1 = (x[i].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+            y[i * QK5_1 + j] = (float)x0 * d + m;
+            y[i * QK5_1 + j + QK5_1 / 2] = (float)x1 * d + m;
+        }
+    }
+}
+
+void dequantize_row_q8_1(const void *src, float *y, int64_t n) {
+    const struct block_q8_1 *x = src;
+    for (int64_t i = 0; i < n / QK8_1; i++) {
+        const float d = fp16_to_f32(x[i].d);
+        for (int j = 0; j < QK8_1; j++) y[i * QK8_1 + j] = (float)x[i].qs[j] * d;
     }
 }
 
@@ -129,17 +185,34 @@ static void f32_to_float(const void *src, float *dst, int64_t n) { memcpy(dst, s
 
 /* ---- simple quantizers ---- */
 
+/* Q4_0 / Q5_0: the first value of largest magnitude in a block of 32; it
+ * maps to the most negative code. */
+static float block_signed_max(const float *x) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; j++) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    return max;
+}
+
+/* Q4_1 / Q5_1: the block's min and max; q = (x - min) / d rounded half up. */
+static void block_min_max(const float *x, float *min, float *max) {
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
+    }
+    *min = lo;
+    *max = hi;
+}
+
 void quantize_row_q4_0_ref(const float *x, void *dst, int64_t n) {
     struct block_q4_0 *y = dst;
     for (int64_t i = 0; i < n / QK4_0; i++, x += QK4_0) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK4_0; j++) {
-            if (amax < fabsf(x[j])) {
-                amax = fabsf(x[j]);
-                max = x[j];
-            }
-        }
-        const float d = max / -8;
+        const float d = block_signed_max(x) / -8;
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = f32_to_fp16(d);
         for (int j = 0; j < QK4_0 / 2; j++) {
@@ -150,6 +223,67 @@ void quantize_row_q4_0_ref(const float *x, void *dst, int64_t n) {
             if (xi1 > 15) xi1 = 15;
             y[i].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
         }
+    }
+}
+
+void quantize_row_q4_1_ref(const float *x, void *dst, int64_t n) {
+    struct block_q4_1 *y = dst;
+    for (int64_t i = 0; i < n / QK4_1; i++, x += QK4_1) {
+        float min, max;
+        block_min_max(x, &min, &max);
+        const float d = (max - min) / ((1 << 4) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = f32_to_fp16(d);
+        y[i].m = f32_to_fp16(min);
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            const float x0 = (x[j] - min) * id;
+            const float x1 = (x[QK4_1 / 2 + j] - min) * id;
+            int xi0 = (int8_t)(x0 + 0.5f), xi1 = (int8_t)(x1 + 0.5f);
+            if (xi0 > 15) xi0 = 15;
+            if (xi1 > 15) xi1 = 15;
+            y[i].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
+        }
+    }
+}
+
+/* The fifth bits of 32 codes, bit j for code j. */
+static void q5_store(const uint8_t codes[32], uint8_t qs[16], uint8_t qh[4]) {
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((codes[j] & 0x0F) | ((codes[j + 16] & 0x0F) << 4));
+        h |= (uint32_t)(codes[j] >> 4 & 1) << j;
+        h |= (uint32_t)(codes[j + 16] >> 4 & 1) << (j + 16);
+    }
+    memcpy(qh, &h, sizeof h);
+}
+
+void quantize_row_q5_0_ref(const float *x, void *dst, int64_t n) {
+    struct block_q5_0 *y = dst;
+    for (int64_t i = 0; i < n / QK5_0; i++, x += QK5_0) {
+        const float d = block_signed_max(x) / -16;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = f32_to_fp16(d);
+        uint8_t codes[QK5_0];
+        for (int j = 0; j < QK5_0; j++) {
+            const int c = (int8_t)(x[j] * id + 16.5f);
+            codes[j] = (uint8_t)(c > 31 ? 31 : c);
+        }
+        q5_store(codes, y[i].qs, y[i].qh);
+    }
+}
+
+void quantize_row_q5_1_ref(const float *x, void *dst, int64_t n) {
+    struct block_q5_1 *y = dst;
+    for (int64_t i = 0; i < n / QK5_1; i++, x += QK5_1) {
+        float min, max;
+        block_min_max(x, &min, &max);
+        const float d = (max - min) / ((1 << 5) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = f32_to_fp16(d);
+        y[i].m = f32_to_fp16(min);
+        uint8_t codes[QK5_1];
+        for (int j = 0; j < QK5_1; j++) codes[j] = (uint8_t)((x[j] - min) * id + 0.5f);
+        q5_store(codes, y[i].qs, y[i].qh);
     }
 }
 
@@ -165,6 +299,21 @@ void quantize_block_q8_0_scalar(const float *x, struct block_q8_0 *y) {
 void quantize_row_q8_0_ref(const float *x, void *dst, int64_t n) {
     struct block_q8_0 *y = dst;
     for (int64_t i = 0; i < n / QK8_0; i++) quantize_block_q8_0_scalar(x + i * QK8_0, &y[i]);
+}
+
+void quantize_row_q8_1_ref(const float *x, void *dst, int64_t n) {
+    struct block_q8_1 *y = dst;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        struct block_q8_0 b;
+        quantize_block_q8_0_scalar(x, &b);
+        float amax = 0.0f; /* d again, before its fp16 rounding */
+        for (int j = 0; j < QK8_1; j++) amax = fmaxf(amax, fabsf(x[j]));
+        int sum = 0;
+        for (int j = 0; j < QK8_1; j++) sum += b.qs[j];
+        y[i].d = b.d;
+        y[i].s = f32_to_fp16((float)sum * (amax / ((1 << 7) - 1)));
+        memcpy(y[i].qs, b.qs, QK8_1);
+    }
 }
 
 void quantize_row_q8_K_ref(const float *x, void *dst, int64_t n) {
@@ -216,6 +365,56 @@ static void vec_dot_q4_0_q8_0(int n, float *s, const void *vx, const void *vy) {
             sumi += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + QK4_0 / 2];
         }
         sum += (double)sumi * (fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
+    }
+    *s = (float)sum;
+}
+
+static void vec_dot_q5_0_q8_0(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q5_0 *x = vx;
+    const struct block_q8_0 *y = vy;
+    double sum = 0;
+    for (int i = 0; i < n / QK8_0; i++) {
+        const uint32_t qh = q5_high_bits(x[i].qh);
+        int sumi = 0;
+        for (int j = 0; j < QK5_0 / 2; j++) {
+            sumi += (((x[i].qs[j] & 0xF) | (int)((qh >> j) & 1) << 4) - 16) * y[i].qs[j];
+            sumi += (((x[i].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) - 16) * y[i].qs[j + QK5_0 / 2];
+        }
+        sum += (double)sumi * (fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
+    }
+    *s = (float)sum;
+}
+
+/* Q4_1 / Q5_1: d_x d_y sum(q_x q_y) + m_x s_y per block (s_y = d_y sum(q_y)). */
+static void vec_dot_q4_1_q8_1(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q4_1 *x = vx;
+    const struct block_q8_1 *y = vy;
+    double sum = 0;
+    for (int i = 0; i < n / QK8_1; i++) {
+        int sumi = 0;
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            sumi += (x[i].qs[j] & 0xF) * y[i].qs[j];
+            sumi += (x[i].qs[j] >> 4) * y[i].qs[j + QK4_1 / 2];
+        }
+        sum += (double)sumi * (fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)) +
+               (double)fp16_to_f32(x[i].m) * fp16_to_f32(y[i].s);
+    }
+    *s = (float)sum;
+}
+
+static void vec_dot_q5_1_q8_1(int n, float *s, const void *vx, const void *vy) {
+    const struct block_q5_1 *x = vx;
+    const struct block_q8_1 *y = vy;
+    double sum = 0;
+    for (int i = 0; i < n / QK8_1; i++) {
+        const uint32_t qh = q5_high_bits(x[i].qh);
+        int sumi = 0;
+        for (int j = 0; j < QK5_1 / 2; j++) {
+            sumi += ((x[i].qs[j] & 0xF) | (int)((qh >> j) & 1) << 4) * y[i].qs[j];
+            sumi += ((x[i].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) * y[i].qs[j + QK5_1 / 2];
+        }
+        sum += (double)sumi * (fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)) +
+               (double)fp16_to_f32(x[i].m) * fp16_to_f32(y[i].s);
     }
     *s = (float)sum;
 }
@@ -328,6 +527,9 @@ static void vec_dot_f32(int n, float *s, const void *vx, const void *vy) {
 }
 
 QUANT_GEMM_FROM_VEC_DOT(gemm_q4_0, vec_dot_q4_0_q8_0)
+QUANT_GEMM_FROM_VEC_DOT(gemm_q4_1, vec_dot_q4_1_q8_1)
+QUANT_GEMM_FROM_VEC_DOT(gemm_q5_0, vec_dot_q5_0_q8_0)
+QUANT_GEMM_FROM_VEC_DOT(gemm_q5_1, vec_dot_q5_1_q8_1)
 QUANT_GEMM_FROM_VEC_DOT(gemm_q8_0, vec_dot_q8_0_q8_0)
 QUANT_GEMM_FROM_VEC_DOT(gemm_q4_K, vec_dot_q4_K_q8_K)
 QUANT_GEMM_FROM_VEC_DOT(gemm_q5_K, vec_dot_q5_K_q8_K)
@@ -342,7 +544,11 @@ void quant_fill_scalar(struct quant_isa_table *t) {
     k[QT_F16] = (struct qtype_kernels){vec_dot_f16, gemm_f16, quantize_f16, f16_to_float};
     k[QT_BF16] = (struct qtype_kernels){vec_dot_bf16, gemm_bf16, quantize_bf16, bf16_to_float};
     k[QT_Q4_0] = (struct qtype_kernels){vec_dot_q4_0_q8_0, gemm_q4_0, NULL, dequantize_row_q4_0};
+    k[QT_Q4_1] = (struct qtype_kernels){vec_dot_q4_1_q8_1, gemm_q4_1, NULL, dequantize_row_q4_1};
+    k[QT_Q5_0] = (struct qtype_kernels){vec_dot_q5_0_q8_0, gemm_q5_0, NULL, dequantize_row_q5_0};
+    k[QT_Q5_1] = (struct qtype_kernels){vec_dot_q5_1_q8_1, gemm_q5_1, NULL, dequantize_row_q5_1};
     k[QT_Q8_0] = (struct qtype_kernels){vec_dot_q8_0_q8_0, gemm_q8_0, quantize_row_q8_0_ref, dequantize_row_q8_0};
+    k[QT_Q8_1] = (struct qtype_kernels){NULL, NULL, quantize_row_q8_1_ref, dequantize_row_q8_1};
     k[QT_Q4_K] = (struct qtype_kernels){vec_dot_q4_K_q8_K, gemm_q4_K, NULL, dequantize_row_q4_K};
     k[QT_Q5_K] = (struct qtype_kernels){vec_dot_q5_K_q8_K, gemm_q5_K, NULL, dequantize_row_q5_K};
     k[QT_Q6_K] = (struct qtype_kernels){vec_dot_q6_K_q8_K, gemm_q6_K, NULL, dequantize_row_q6_K};

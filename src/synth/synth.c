@@ -13,10 +13,12 @@
 #include <string.h>
 
 extern const struct synth_arch synth_qwen3moe;
+extern const struct synth_arch synth_qwen35moe;
 
 /* One row per architecture moex synth writes. */
 static const struct synth_arch *const synth_archs[] = {
     &synth_qwen3moe,
+    &synth_qwen35moe,
 };
 
 static const struct synth_arch *find_arch(const char *name) {
@@ -70,7 +72,8 @@ int synth_preset(const char *name, struct synth_params *p) {
         int rc = synth_archs[i]->preset ? synth_archs[i]->preset(name, p) : 1;
         if (rc <= 0) return rc;
     }
-    return moex_errorf("synth: unknown preset '%s' (tiny, small, q30b, q30b-l8)", name);
+    return moex_errorf("synth: unknown preset '%s' (tiny, small, q30b, q30b-l8, qwen35-tiny, qwen35-35b-a3b, "
+                       "qwen35-a3b-l8)", name);
 }
 
 int synth_parse_type(const char *s, enum synth_type *t) {
@@ -97,7 +100,9 @@ static uint32_t q4_k_m_type(const struct synth_params *p, const char *name) {
     if (sscanf(name, "blk.%d.", &layer) != 1) layer = 0;
     bool eight = p->n_expert == 8; /* llama.cpp special-cases 8-expert models */
     if (!strcmp(name, "output.weight")) return QT_Q6_K;
-    if (strstr(name, "attn_v.weight")) return eight ? QT_Q8_0 : use_more_bits(layer, p->n_layers) ? QT_Q6_K : QT_Q4_K;
+    /* attn_qkv (a delta net's input) counts as attn_v: one of them per layer */
+    if (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight"))
+        return eight ? QT_Q8_0 : use_more_bits(layer, p->n_layers) ? QT_Q6_K : QT_Q4_K;
     if (strstr(name, "attn_k.weight")) return eight ? QT_Q8_0 : QT_Q4_K;
     if (strstr(name, "attn_output.weight")) return eight ? QT_Q5_K : QT_Q4_K;
     if (strstr(name, "ffn_down")) return use_more_bits(layer, p->n_layers) ? QT_Q6_K : QT_Q4_K;
@@ -106,19 +111,24 @@ static uint32_t q4_k_m_type(const struct synth_params *p, const char *name) {
 
 uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64_t ne0) {
     if (strstr(name, "_norm.weight") || strstr(name, "ffn_gate_inp")) return QT_F32;
+    /* llama-quantize keeps conv kernels and vectors (delta-net decay, bias) */
+    size_t len = strlen(name);
+    if (strstr(name, "ssm_conv1d") || strstr(name, "ssm_dt.bias") || (len > 6 && !strcmp(name + len - 6, ".ssm_a")))
+        return QT_F32;
     uint32_t t;
     switch (p->type) {
     case SYNTH_Q8_0: t = QT_Q8_0; break;
     case SYNTH_Q4_K: t = QT_Q4_K; break;
     case SYNTH_Q6_K: /* llama.cpp's Q6_K: 8-expert models keep attn_k and attn_v in Q8_0 */
-        t = p->n_expert == 8 && (strstr(name, "attn_k.weight") || strstr(name, "attn_v.weight")) ? QT_Q8_0 : QT_Q6_K;
+        t = p->n_expert == 8 && (strstr(name, "attn_k.weight") || strstr(name, "attn_v.weight") ||
+                                 strstr(name, "attn_qkv.weight")) ? QT_Q8_0 : QT_Q6_K;
         break;
     case SYNTH_Q4_K_M: t = q4_k_m_type(p, name); break;
     default: t = QT_F16; break;
     }
-    /* Rows a block cannot tile: llama.cpp moves k-quants to Q5_0/Q5_1/Q8_0,
-     * moex (which has no Q5_0) to Q8_0, then to F16. */
-    if (quant_row_size((enum qtype)t, ne0) == 0) t = QT_Q8_0;
+    /* Rows a block cannot tile: llama-quantize's fallback moves Q4_K to
+     * Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; what still does not tile to F16. */
+    if (quant_row_size((enum qtype)t, ne0) == 0) t = t == QT_Q4_K ? QT_Q5_0 : t == QT_Q5_K ? QT_Q5_1 : QT_Q8_0;
     if (quant_row_size((enum qtype)t, ne0) == 0) t = QT_F16;
     return t;
 }

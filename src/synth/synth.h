@@ -28,6 +28,11 @@ struct synth_params {
     int n_vocab;              /* 0: the vocabulary's own size; else cut or padded to this */
     int n_ctx;                /* context_length written to the file */
     float rope_base, rms_eps;
+    /* qwen35moe: gated delta-net layers except every attn_interval-th; the
+     * first n_rot dims of a head rotate; a shared expert of n_ff_shexp. */
+    int attn_interval, n_rot;
+    int ssm_conv, ssm_state, ssm_k_heads, ssm_v_heads;
+    int n_ff_shexp;
     enum synth_type type;
     double skew;              /* Zipf exponent of per-layer expert popularity; 0 = uniform */
     double locality;          /* 0..1: share of the router's variation that moves slowly
@@ -61,7 +66,8 @@ uint32_t synth_file_type(enum synth_type t);
  * the types llama-quantize gives for that file type (Q6_K keeps attn_k/attn_v
  * of 8-expert models in Q8_0), q4_k_m follows llama.cpp's Q4_K_M mix, q4_k is
  * Q4_K throughout (for kernel tests; no llama.cpp file type is exactly that).
- * Rows whose length the chosen type cannot tile fall back to Q8_0, then F16. */
+ * Rows whose length the chosen type cannot tile fall back as llama-quantize's
+ * do: Q4_K to Q5_0, Q5_K to Q5_1, others to Q8_0, then F16. */
 uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64_t ne0);
 
 /* Checks the shape (positive sizes, head_dim even, top-k <= experts, ...).

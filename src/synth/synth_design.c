@@ -560,6 +560,11 @@ static void fill(struct rng *r, float scale, float *out, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = scale * rng_gauss(r);
 }
 
+void synth_noise_row(const struct synth_design *d, uint64_t stream, int64_t row, float scale, float *out, int64_t n) {
+    struct rng r = rng_at(d->p.seed, stream, (uint64_t)row);
+    fill(&r, scale, out, n);
+}
+
 void synth_design_row(const struct synth_design *d, enum synth_kind k, int layer, int64_t row, float *out) {
     struct rng r = rng_at(d->p.seed, tensor_stream(k, layer), (uint64_t)row);
     const struct layer_design *ld = k >= SK_FIRST_LAYER_KIND ? &d->layer[layer] : NULL;

@@ -44,6 +44,12 @@ int synth_kind_shape(const struct synth_params *p, int n_vocab, enum synth_kind 
 /* Writes row `row` (of ne[1] * ne[2] rows) of the tensor to out[0..ne[0]). */
 void synth_design_row(const struct synth_design *d, enum synth_kind k, int layer, int64_t row, float *out);
 
+/* n Gaussian values times scale, from (seed, stream, row) alone: rows of the
+ * tensors an architecture has beyond the design's (streams from
+ * SYNTH_STREAM_EXTRA on, distinct per tensor and layer). */
+#define SYNTH_STREAM_EXTRA (1ull << 40)
+void synth_noise_row(const struct synth_design *d, uint64_t stream, int64_t row, float scale, float *out, int64_t n);
+
 /* The static router logit of each popularity rank (units of the router's
  * noise), as calibrated; for tests and docs. */
 const float *synth_design_rank_logits(const struct synth_design *d);

@@ -12,16 +12,22 @@
 #define IM_END "<|im_end|>"
 #define EMPTY_THINK "<think>\n\n</think>\n\n"
 #define GENERATION_PROMPT IM_START "assistant\n"
+#define OPEN_THINK "<think>\n"
+/* Qwen3.5's generation prompt opens the think block by default: the line
+ * that does it, as it stands in the Jinja source. */
+#define QWEN35_MARK "{{- '<think>\\n' }}"
 
 enum chat_format chat_format_detect(const char *tmpl) {
     if (!tmpl || !strstr(tmpl, IM_START)) return CHAT_FORMAT_UNKNOWN;
-    return strstr(tmpl, "</think>") ? CHAT_FORMAT_QWEN3 : CHAT_FORMAT_CHATML;
+    if (!strstr(tmpl, "</think>")) return CHAT_FORMAT_CHATML;
+    return strstr(tmpl, QWEN35_MARK) ? CHAT_FORMAT_QWEN35 : CHAT_FORMAT_QWEN3;
 }
 
 const char *chat_format_name(enum chat_format fmt) {
     switch (fmt) {
     case CHAT_FORMAT_CHATML: return "chatml";
     case CHAT_FORMAT_QWEN3: return "qwen3";
+    case CHAT_FORMAT_QWEN35: return "qwen3.5";
     default: return "unknown";
     }
 }
@@ -67,6 +73,24 @@ static const char *find_last(const char *s, size_t n, const char *needle) {
     return NULL;
 }
 
+static const char *find_first(const char *s, size_t n, const char *needle) {
+    size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(s + i, needle, k) == 0) return s + i;
+    return NULL;
+}
+
+static bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* Jinja's |trim. */
+static struct span trim_span(struct span x) {
+    while (x.n > 0 && is_space(x.s[0])) { x.s++; x.n--; }
+    while (x.n > 0 && is_space(x.s[x.n - 1])) x.n--;
+    return x;
+}
+
+static struct span trim(const char *s) { return trim_span((struct span){ s, strlen(s) }); }
+
 static struct span lstrip_nl(struct span x) {
     while (x.n > 0 && x.s[0] == '\n') { x.s++; x.n--; }
     return x;
@@ -80,9 +104,8 @@ static struct span rstrip_nl(struct span x) {
 /* Qwen3 splits an assistant message at "</think>": the answer is what follows
  * the last one, the reasoning what precedes the first, after its last
  * "<think>". Without "</think>" the whole message is the answer. */
-static void split_reply(const char *content, struct span *answer, struct span *reasoning) {
-    size_t n = strlen(content);
-    const char *first_end = strstr(content, "</think>");
+static void split_span(const char *content, size_t n, struct span *answer, struct span *reasoning) {
+    const char *first_end = find_first(content, n, "</think>");
     *answer = (struct span){content, n};
     *reasoning = (struct span){content, 0};
     if (!first_end) return;
@@ -96,6 +119,10 @@ static void split_reply(const char *content, struct span *answer, struct span *r
         before = (struct span){r, (size_t)(before.s + before.n - r)};
     }
     *reasoning = lstrip_nl(before);
+}
+
+static void split_reply(const char *content, struct span *answer, struct span *reasoning) {
+    split_span(content, strlen(content), answer, reasoning);
 }
 
 static bool starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
@@ -160,10 +187,78 @@ static int render_qwen3(struct chat_text *t, const struct chat_message *m, int n
     return 0;
 }
 
+/* <|im_start|>role\n{content|trim}<|im_end|>\n */
+static int put_trimmed_turn(struct chat_text *t, const char *role, const char *content) {
+    struct span c = trim(content);
+    if (put(t, IM_START) || put(t, role) || put(t, "\n") || put_n(t, c.s, c.n) || put(t, IM_END "\n")) return -1;
+    return 0;
+}
+
+/* Qwen3.5: like Qwen3, but every content is trimmed, replies after the last
+ * query always show their (trimmed) reasoning, and the generation prompt
+ * opens a think block unless thinking is off. */
+static int render_qwen35_assistant(struct chat_text *t, const char *content, bool with_thinking) {
+    struct span c = trim(content), answer, reasoning;
+    split_span(c.s, c.n, &answer, &reasoning);
+    reasoning = trim_span(reasoning);
+    if (put(t, GENERATION_PROMPT)) return -1;
+    if (with_thinking && (put(t, OPEN_THINK) || put_n(t, reasoning.s, reasoning.n) || put(t, "\n</think>\n\n")))
+        return -1;
+    if (put_n(t, answer.s, answer.n) || put(t, IM_END "\n")) return -1;
+    return 0;
+}
+
+static bool is_query_trimmed(const struct chat_message *m) {
+    if (strcmp(m->role, "user") != 0) return false;
+    struct span c = trim(m->content);
+    return !(c.n >= strlen("<tool_response>") && starts_with(c.s, "<tool_response>") &&
+             ends_with(c.s, c.n, "</tool_response>"));
+}
+
+static int render_qwen35(struct chat_text *t, const struct chat_message *m, int n) {
+    int last_query = -1;
+    for (int i = n - 1; i >= 0 && last_query < 0; i--)
+        if (is_query_trimmed(&m[i])) last_query = i;
+    if (last_query < 0) return moex_errorf("chat: no user query found in the messages");
+    for (int i = 0; i < n; i++) {
+        const char *role = m[i].role;
+        int rc;
+        if (strcmp(role, "system") == 0) {
+            if (i != 0) return moex_errorf("chat: a system message must be the first (message %d)", i);
+            rc = put_trimmed_turn(t, role, m[i].content);
+        } else if (strcmp(role, "user") == 0) {
+            rc = put_trimmed_turn(t, role, m[i].content);
+        } else if (strcmp(role, "assistant") == 0) {
+            rc = render_qwen35_assistant(t, m[i].content, i > last_query);
+        } else if (strcmp(role, "tool") == 0) {
+            struct span c = trim(m[i].content);
+            bool open = i > 0 && strcmp(m[i - 1].role, "tool") != 0;
+            bool close = i == n - 1 || strcmp(m[i + 1].role, "tool") != 0;
+            rc = (open && put(t, IM_START "user")) || put(t, "\n<tool_response>\n") || put_n(t, c.s, c.n) ||
+                 put(t, "\n</tool_response>") || (close && put(t, IM_END "\n"));
+        } else {
+            return moex_errorf("chat: message %d has role \"%s\" (system, user, assistant, tool)", i, role);
+        }
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* What the generation prompt adds after "<|im_start|>assistant\n". */
+static const char *think_prompt(enum chat_format fmt, bool enable_thinking) {
+    if (fmt == CHAT_FORMAT_QWEN35) return enable_thinking ? OPEN_THINK : EMPTY_THINK;
+    if (fmt == CHAT_FORMAT_QWEN3 && !enable_thinking) return EMPTY_THINK;
+    return "";
+}
+
+static bool renders(enum chat_format fmt) {
+    return fmt == CHAT_FORMAT_CHATML || fmt == CHAT_FORMAT_QWEN3 || fmt == CHAT_FORMAT_QWEN35;
+}
+
 char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
                   bool add_generation_prompt, bool enable_thinking, size_t *len) {
     struct chat_text t = {0};
-    if (fmt != CHAT_FORMAT_CHATML && fmt != CHAT_FORMAT_QWEN3) {
+    if (!renders(fmt)) {
         moex_errorf("chat: the model's chat template is not one moex can render");
         return NULL;
     }
@@ -180,12 +275,14 @@ char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
     int rc = put(&t, "");
     if (rc == 0 && fmt == CHAT_FORMAT_QWEN3) {
         rc = render_qwen3(&t, msgs, n);
+    } else if (rc == 0 && fmt == CHAT_FORMAT_QWEN35) {
+        rc = render_qwen35(&t, msgs, n);
     } else {
         for (int i = 0; i < n && rc == 0; i++) rc = put_turn(&t, msgs[i].role, msgs[i].content);
     }
     if (rc == 0 && add_generation_prompt) {
         rc = put(&t, GENERATION_PROMPT);
-        if (rc == 0 && fmt == CHAT_FORMAT_QWEN3 && !enable_thinking) rc = put(&t, EMPTY_THINK);
+        if (rc == 0) rc = put(&t, think_prompt(fmt, enable_thinking));
     }
     if (rc) {
         chat_text_free(&t);
@@ -197,15 +294,17 @@ char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
 
 int chat_append_user(struct chat_text *t, enum chat_format fmt, const char *system,
                      const char *user, bool enable_thinking) {
-    if (fmt != CHAT_FORMAT_CHATML && fmt != CHAT_FORMAT_QWEN3)
+    if (!renders(fmt))
         return moex_errorf("chat: the model's chat template is not one moex can render");
     if (!user) return moex_errorf("chat: no user message");
     size_t old_len = t->len;
     int rc = 0;
-    if (system) rc = put_turn(t, "system", system);
-    if (rc == 0) rc = put_turn(t, "user", user);
+    int (*turn)(struct chat_text *, const char *, const char *) =
+        fmt == CHAT_FORMAT_QWEN35 ? put_trimmed_turn : put_turn;
+    if (system) rc = turn(t, "system", system);
+    if (rc == 0) rc = turn(t, "user", user);
     if (rc == 0) rc = put(t, GENERATION_PROMPT);
-    if (rc == 0 && fmt == CHAT_FORMAT_QWEN3 && !enable_thinking) rc = put(t, EMPTY_THINK);
+    if (rc == 0) rc = put(t, think_prompt(fmt, enable_thinking));
     if (rc) {
         t->len = old_len;   /* all or nothing */
         if (t->data) t->data[old_len] = 0;
@@ -213,13 +312,19 @@ int chat_append_user(struct chat_text *t, enum chat_format fmt, const char *syst
     return rc;
 }
 
+size_t chat_generation_prompt_len(enum chat_format fmt, bool enable_thinking) {
+    return strlen(GENERATION_PROMPT) + strlen(think_prompt(fmt, enable_thinking));
+}
+
 int chat_append_reply(struct chat_text *t, enum chat_format fmt, const char *reply) {
-    if (fmt != CHAT_FORMAT_CHATML && fmt != CHAT_FORMAT_QWEN3)
+    if (!renders(fmt))
         return moex_errorf("chat: the model's chat template is not one moex can render");
     if (!reply) return moex_errorf("chat: no reply");
     size_t keep = t->len;
-    if (fmt == CHAT_FORMAT_QWEN3 && t->data && ends_with(t->data, keep, GENERATION_PROMPT EMPTY_THINK))
+    if (fmt != CHAT_FORMAT_CHATML && t->data && ends_with(t->data, keep, GENERATION_PROMPT EMPTY_THINK))
         keep -= strlen(EMPTY_THINK);
+    else if (fmt == CHAT_FORMAT_QWEN35 && t->data && ends_with(t->data, keep, GENERATION_PROMPT OPEN_THINK))
+        keep -= strlen(OPEN_THINK);
     if (!t->data || !ends_with(t->data, keep, GENERATION_PROMPT))
         return moex_errorf("chat: a reply must follow a user turn");
     /* Rendered apart first, so that a failure leaves the text as it was. */
@@ -230,6 +335,9 @@ int chat_append_reply(struct chat_text *t, enum chat_format fmt, const char *rep
          * the text is used again. */
         keep -= strlen(GENERATION_PROMPT);
         rc = render_qwen3_assistant(&turn, reply, false);
+    } else if (fmt == CHAT_FORMAT_QWEN35) {
+        keep -= strlen(GENERATION_PROMPT);
+        rc = render_qwen35_assistant(&turn, reply, false);
     } else {
         rc = put(&turn, reply);
         if (rc == 0) rc = put(&turn, IM_END "\n");

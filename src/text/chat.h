@@ -26,6 +26,9 @@ enum chat_format {
     CHAT_FORMAT_UNKNOWN = 0,   /* not a template moex can render */
     CHAT_FORMAT_CHATML,        /* <|im_start|>role\n...<|im_end|>\n, no thinking rules */
     CHAT_FORMAT_QWEN3,         /* ChatML plus Qwen3's <think> rules */
+    CHAT_FORMAT_QWEN35,        /* Qwen3.5/3.6: Qwen3's rules, contents trimmed, the
+                                * generation prompt opens "<think>\n" unless thinking
+                                * is off; tools not rendered */
 };
 
 /* The family of a Jinja template (NULL or "" -> UNKNOWN). Templates that add
@@ -56,6 +59,10 @@ void chat_text_free(struct chat_text *t);
  * are a whole <tool_response> block, which the template treats as tool output). */
 int chat_append_user(struct chat_text *t, enum chat_format fmt, const char *system,
                      const char *user, bool enable_thinking);
+/* Bytes of the generation prompt chat_append_user ends the text with
+ * ("<|im_start|>assistant\n" and the format's think block, if any): what
+ * precedes it is the part of the text that later turns keep as it is. */
+size_t chat_generation_prompt_len(enum chat_format fmt, bool enable_thinking);
 /* Adds the model's reply (its text without the end-of-turn token) in the form
  * the template gives earlier turns, and "<|im_end|>\n". For Qwen3 this rewrites
  * the end of the text: the reply's thinking and the prompt's empty think block

@@ -6,7 +6,11 @@
 
 /* Past the end of the text: a class that no regex class matches, so that
  * every "followed by" test fails there as it does for a real regex. */
-#define CLS_END 4
+#define CLS_END 5
+
+/* Sets of classes, as bit masks: what a regex class takes. */
+#define IN(cls, set) (((1u << (cls)) & (set)) != 0)
+#define SET(cls) (1u << (cls))
 
 struct cp_at {
     uint32_t cp;
@@ -23,11 +27,11 @@ static struct cp_at cp_at(const uint8_t *s, size_t n, size_t pos) {
     return c;
 }
 
-/* End of the run of code points of class cls starting at pos. */
-static size_t run_of(const uint8_t *s, size_t n, size_t pos, int cls) {
+/* End of the run of code points of the classes in set starting at pos. */
+static size_t run_of(const uint8_t *s, size_t n, size_t pos, unsigned set) {
     for (;;) {
         struct cp_at c = cp_at(s, n, pos);
-        if (c.cls != cls) return pos;
+        if (!IN(c.cls, set)) return pos;
         pos += c.len;
     }
 }
@@ -67,8 +71,13 @@ static size_t whitespace(const uint8_t *s, size_t n, size_t pos, int newline_rul
     return p;
 }
 
-/* One match of the Qwen2 / Llama 3 regex at pos; returns its end. */
-static size_t match_qwen2(const uint8_t *s, size_t n, size_t pos, int max_digits) {
+/* One match of the Qwen2 / Llama 3 regex at pos; returns its end. With
+ * letter_marks (Qwen3.5) the letter runs take marks too ([\p{L}\p{M}]+ and
+ * [^\s\p{L}\p{M}\p{N}]+); the optional lead of a letter run may then be a
+ * mark as well, which ends at the same place as the run starting at it. */
+static size_t match_qwen2(const uint8_t *s, size_t n, size_t pos, int max_digits, int letter_marks) {
+    unsigned letters = SET(UCLS_LETTER) | (letter_marks ? SET(UCLS_MARK) : 0);
+    unsigned others = SET(UCLS_OTHER) | (letter_marks ? 0 : SET(UCLS_MARK));
     struct cp_at c = cp_at(s, n, pos);
     if (c.cp == '\'') {
         size_t k = contraction(s, n, pos, 1);
@@ -76,9 +85,9 @@ static size_t match_qwen2(const uint8_t *s, size_t n, size_t pos, int max_digits
     }
     /* [^\r\n\p{L}\p{N}]?\p{L}+ */
     if (c.cp != '\r' && c.cp != '\n' && c.cls != UCLS_NUMBER) {
-        if (c.cls == UCLS_LETTER) return run_of(s, n, pos, UCLS_LETTER);
-        if (cp_at(s, n, pos + c.len).cls == UCLS_LETTER)
-            return run_of(s, n, pos + c.len, UCLS_LETTER);
+        if (IN(c.cls, letters)) return run_of(s, n, pos, letters);
+        if (IN(cp_at(s, n, pos + c.len).cls, letters))
+            return run_of(s, n, pos + c.len, letters);
     }
     /* \p{N}{1,max_digits} */
     if (c.cls == UCLS_NUMBER) {
@@ -92,8 +101,8 @@ static size_t match_qwen2(const uint8_t *s, size_t n, size_t pos, int max_digits
     }
     /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
     size_t start = pos + (c.cp == ' ' ? 1 : 0);
-    if (cp_at(s, n, start).cls == UCLS_OTHER) {
-        size_t p = run_of(s, n, start, UCLS_OTHER);
+    if (IN(cp_at(s, n, start).cls, others)) {
+        size_t p = run_of(s, n, start, others);
         while (p < n && (s[p] == '\r' || s[p] == '\n')) p++;
         return p;
     }
@@ -112,8 +121,8 @@ static size_t match_gpt2(const uint8_t *s, size_t n, size_t pos) {
     /* ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+' */
     size_t start = pos + (c.cp == ' ' ? 1 : 0);
     int cls = cp_at(s, n, start).cls;
-    if (cls == UCLS_LETTER || cls == UCLS_NUMBER || cls == UCLS_OTHER)
-        return run_of(s, n, start, cls);
+    if (cls == UCLS_LETTER || cls == UCLS_NUMBER) return run_of(s, n, start, SET(cls));
+    if (cls == UCLS_OTHER || cls == UCLS_MARK) return run_of(s, n, start, SET(UCLS_OTHER) | SET(UCLS_MARK));
     size_t end = whitespace(s, n, pos, 0);
     if (end > pos) return end;
     return pos + c.len;
@@ -126,10 +135,11 @@ int pretok_split(enum pretok_kind kind, const char *text, size_t len,
     while (pos < len) {
         size_t end;
         switch (kind) {
-        case PRETOK_LLAMA3: end = match_qwen2(s, len, pos, 3); break;
+        case PRETOK_LLAMA3: end = match_qwen2(s, len, pos, 3, 0); break;
         case PRETOK_GPT2: end = match_gpt2(s, len, pos); break;
+        case PRETOK_QWEN35: end = match_qwen2(s, len, pos, 1, 1); break;
         case PRETOK_QWEN2:
-        default: end = match_qwen2(s, len, pos, 1); break;
+        default: end = match_qwen2(s, len, pos, 1, 0); break;
         }
         int rc = emit(ctx, text + pos, end - pos);
         if (rc) return rc;

@@ -12,6 +12,9 @@ enum pretok_kind {
     PRETOK_QWEN2,
     /* The same with \p{N}{1,3} (Llama 3). */
     PRETOK_LLAMA3,
+    /* The Qwen2 regex with marks in the letter runs (Qwen3.5, Qwen3.6):
+     *   ...|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|... */
+    PRETOK_QWEN35,
     /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
     PRETOK_GPT2,
 };

@@ -104,13 +104,15 @@ static int load_pretok(struct tokenizer *t, const struct gguf_file *f) {
     int rc = 0;
     if (strcmp(pre, "qwen2") == 0) {
         t->pretok = PRETOK_QWEN2;
+    } else if (strcmp(pre, "qwen35") == 0) {
+        t->pretok = PRETOK_QWEN35;
     } else if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0) {
         t->pretok = PRETOK_LLAMA3;
         t->ignore_merges = true;
     } else if (strcmp(pre, "gpt-2") == 0 || strcmp(pre, "gpt2") == 0) {
         t->pretok = PRETOK_GPT2;
     } else {
-        rc = moex_errorf("tokenizer: pre-tokenizer \"%s\" is not supported (qwen2, llama-bpe, gpt-2)", pre);
+        rc = moex_errorf("tokenizer: pre-tokenizer \"%s\" is not supported (qwen2, qwen35, llama-bpe, gpt-2)", pre);
     }
     free(pre);
     return rc;
@@ -365,23 +367,29 @@ static int load_special_ids(struct tokenizer *t, const struct gguf_file *f) {
     return 0;
 }
 
-struct tokenizer *tokenizer_load(const struct gguf_file *f) {
-    if (!f) { moex_errorf("tokenizer: no file"); return NULL; }
-    struct tokenizer *t = calloc(1, sizeof *t);
-    if (!t) { moex_errorf("tokenizer: out of memory"); return NULL; }
-    if (load_pretok(t, f) || load_tokens(t, f) || build_text_index(t) || load_merges(t, f) ||
-        build_specials(t) || load_special_ids(t, f)) {
-        tokenizer_free(t);
-        return NULL;
-    }
+static int load_all(struct tokenizer *t, const struct gguf_file *f) {
+    if (load_pretok(t, f) || load_tokens(t, f) || build_text_index(t) || load_merges(t, f) || build_specials(t) ||
+        load_special_ids(t, f))
+        return -1;
     build_pieces(t);
     if (gguf_find_kv(f, "tokenizer.chat_template")) {
         t->chat_template = gguf_get_str(f, "tokenizer.chat_template");
-        if (!t->chat_template) {
-            moex_errorf("tokenizer: tokenizer.chat_template is not a string");
-            tokenizer_free(t);
-            return NULL;
-        }
+        if (!t->chat_template) return moex_errorf("tokenizer: tokenizer.chat_template is not a string");
+    }
+    return 0;
+}
+
+struct tokenizer *tokenizer_load(const struct gguf_file *f) {
+    if (!f) { moex_errorf("tokenizer: no file"); return NULL; }
+    struct tokenizer *t = calloc(1, sizeof *t);
+    if (!t) { moex_errorf("%s: tokenizer: out of memory", f->path ? f->path : "GGUF"); return NULL; }
+    if (load_all(t, f) != 0) {
+        /* The message names the file (copied first: it is its own argument). */
+        char why[768];
+        snprintf(why, sizeof why, "%s", moex_error());
+        moex_errorf("%s: %s", f->path ? f->path : "GGUF", why);
+        tokenizer_free(t);
+        return NULL;
     }
     return t;
 }

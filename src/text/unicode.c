@@ -15,10 +15,10 @@ enum ucls unicode_class(uint32_t cp) {
     size_t lo = 0, hi = unicode_class_ranges_count;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if ((unicode_class_ranges[mid] >> 2) <= cp) lo = mid;
+        if ((unicode_class_ranges[mid] >> UCLS_BITS) <= cp) lo = mid;
         else hi = mid;
     }
-    return (enum ucls)(unicode_class_ranges[lo] & 3);
+    return (enum ucls)(unicode_class_ranges[lo] & ((1u << UCLS_BITS) - 1));
 }
 
 int utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {

@@ -1,5 +1,5 @@
 /* The few Unicode facts a byte-level BPE tokenizer needs: the class of a code
- * point (letter, number, whitespace, other), a UTF-8 decoder that never fails,
+ * point (letter, mark, number, whitespace, other), a UTF-8 decoder that never fails,
  * and GPT-2's byte <-> code point mapping. */
 #ifndef MOEX_TEXT_UNICODE_H
 #define MOEX_TEXT_UNICODE_H
@@ -7,14 +7,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum ucls { UCLS_OTHER = 0, UCLS_LETTER = 1, UCLS_NUMBER = 2, UCLS_SPACE = 3 };
+enum ucls { UCLS_OTHER = 0, UCLS_LETTER = 1, UCLS_NUMBER = 2, UCLS_SPACE = 3, UCLS_MARK = 4 };
+#define UCLS_BITS 3
 
-/* Generated (unicode_tables.c): sorted (first code point << 2) | class. */
+/* Generated (unicode_tables.c): sorted (first code point << UCLS_BITS) | class. */
 extern const uint32_t unicode_class_ranges[];
 extern const size_t unicode_class_ranges_count;
 extern const char unicode_tables_version[];
 
-/* \p{L} -> LETTER, \p{N} -> NUMBER, White_Space -> SPACE, anything else
+/* \p{L} -> LETTER, \p{M} -> MARK, \p{N} -> NUMBER, White_Space -> SPACE, anything else
  * (including values past U+10FFFF) -> OTHER. */
 enum ucls unicode_class(uint32_t cp);
 
