@@ -111,6 +111,17 @@ static void test_generate(moex_model *m) {
     CHECK(r.n_evaluated == 1 && b.n == 12 && !memcmp(a.ids, b.ids, sizeof a.ids[0] * 12));
     moex_sampler_free(s);
 
+    /* A checkpoint inside the prompt splits its prefill: the same tokens. */
+    moex_truncate(c, 0);
+    s = moex_sampler_new(m, &sp);
+    struct collected split = { 0 };
+    gp.user = &split;
+    gp.checkpoint_at = n_prompt / 2;
+    CHECK(moex_generate(c, s, prompt, n_prompt, &gp, &r) == 0);
+    CHECK(r.n_evaluated == n_prompt && split.n == 12 && !memcmp(a.ids, split.ids, sizeof a.ids[0] * 12));
+    gp.checkpoint_at = 0;
+    moex_sampler_free(s);
+
     /* Step by step: prefill, sample, eval gives the same tokens. */
     s = moex_sampler_new(m, &sp);
     CHECK(moex_prefill(c, prompt, n_prompt) == 0 && moex_n_past(c) == n_prompt);
