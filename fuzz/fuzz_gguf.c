@@ -105,7 +105,9 @@ static void rewrite_and_compare(const struct gguf_file *f) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!devnull) {
         devnull = fopen("/dev/null", "w");
-        snprintf(rewrite_path, sizeof rewrite_path, "/tmp/moex-fuzz-gguf-%ld.gguf", (long)getpid());
+        /* tmpfs where there is one: the writer fsyncs every file it commits. */
+        snprintf(rewrite_path, sizeof rewrite_path, "%s/moex-fuzz-gguf-%ld.gguf",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (long)getpid());
         atexit(remove_rewrite);
     }
     struct gguf_file *f = gguf_open_memory(data, size, "fuzz.gguf");

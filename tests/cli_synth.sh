@@ -30,6 +30,11 @@ printf 'The morning was cold and clear.\nShe made a cup of tea.\n\n' > "$tmp/pro
 check "profile -f" 0 "$MOEX_BIN" profile -m "$model" -f "$tmp/prompts.txt" -o "$tmp/stats2" -q
 check "same seed, same bytes" 0 "$MOEX_BIN" synth --preset tiny --layers 3 --experts 16 --top-k 4 --type q8_0 --seed 7 -o "$tmp/again.gguf" -q
 cmp -s "$model" "$tmp/again.gguf" || { echo "FAIL: same options gave different files"; fail=1; }
+check "--arch qwen3moe is the default" 0 "$MOEX_BIN" synth --arch qwen3moe --preset tiny --layers 3 --experts 16 --top-k 4 \
+    --type q8_0 --seed 7 -o "$tmp/arch.gguf" -q
+cmp -s "$model" "$tmp/arch.gguf" || { echo "FAIL: --arch qwen3moe gave another file"; fail=1; }
+check "synth bad --arch" 2 "$MOEX_BIN" synth --arch gpt9 -o "$tmp/x.gguf"
+grep -q "\-\-arch: invalid value 'gpt9'" "$tmp/err" || { echo "FAIL: --arch message: $(cat "$tmp/err")"; fail=1; }
 
 check "synth without -o" 2 "$MOEX_BIN" synth --preset tiny
 check "synth bad preset" 2 "$MOEX_BIN" synth --preset huge -o "$tmp/x.gguf"

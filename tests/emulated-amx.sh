@@ -5,8 +5,9 @@
 # device: test_amx (tile boundaries, Qwen3 expert shapes, many jobs, 1-3
 # threads, the tile unit's state), test_dev (every device against the cpu
 # reference), test_executor, test_packfile (AMX-tiled pack files load bit
-# for bit), test_oracle_qwen35moe (amx logits = cpu's on qwen35moe), the
-# executor's and qwen35moe's command line tests, and a model
+# for bit), test_oracle_qwen35moe and test_oracle_lfm2moe (amx logits = cpu's
+# on qwen35moe and lfm2moe), the executor's, qwen35moe's and lfm2moe's command
+# line tests, and a model
 # evaluation whose logits must equal the cpu device's bit for bit with every
 # expert resident.
 # The oracle-based parts are skipped without the oracle models. Needs SIMDe
@@ -20,7 +21,7 @@ build=${1:-$src/build-amx-emu}
 oracle=${MOEX_ORACLE:-$src/../shared/oracle}
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOEX_EMULATE_AMX=ON -DMOEX_WERROR=ON "$@" >/dev/null
 build=$(cd "$build" && pwd)
-tests="test_amx test_dev test_executor test_packfile test_oracle_qwen35moe"
+tests="test_amx test_dev test_executor test_packfile test_oracle_qwen35moe test_oracle_lfm2moe"
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $tests moex
 tmp=$build/test-tmp
 mkdir -p "$tmp"
@@ -45,6 +46,10 @@ echo "== cli_qwen35moe.sh (AMX emulated: amx gives the other devices' tokens)"
 rc=0
 sh "$src/tests/cli_qwen35moe.sh" || rc=$?
 report cli_qwen35moe "$rc"
+echo "== cli_lfm2moe.sh (AMX emulated: amx gives the cpu device's tokens)"
+rc=0
+sh "$src/tests/cli_lfm2moe.sh" || rc=$?
+report cli_lfm2moe "$rc"
 
 echo "== logits: amx = cpu device, every expert resident (AMX emulated)"
 model=$oracle/models/qwen3moe-o1-Q4_K_M.gguf

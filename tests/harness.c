@@ -1,5 +1,8 @@
 #include "harness.h"
 
+#include "text/sampler.h"
+
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,4 +55,57 @@ int test_finish(void) {
     /* A test that checked nothing proved nothing: it fails. */
     if (test_checks == 0) fprintf(stderr, "FAIL: the test made no checks\n");
     return test_failures || test_checks == 0 ? 1 : 0;
+}
+
+int read_ids_file(const char *path, int32_t *ids, int max) {
+    char *text = read_whole_file(path, NULL);
+    int n = 0;
+    for (char *p = text; p && *p && n < max;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) { p++; continue; }
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    free(text);
+    return n;
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+struct logit_measures compare_logits(const float *ref, const float *ours, int n, int V) {
+    struct logit_measures m = { 0, 0, 0, 0 };
+    float *maxdiff = malloc(sizeof(float) * (size_t)n);
+    if (!maxdiff || n <= 0) { free(maxdiff); m.max_maxdiff = INFINITY; return m; }
+    for (int t = 0; t < n; t++) {
+        const float *r = ref + (size_t)t * V, *o = ours + (size_t)t * V;
+        m.argmax_agree += argmax(r, V) == argmax(o, V);
+        double rmax = r[0], omax = o[0];
+        float md = 0;
+        for (int i = 0; i < V; i++) {
+            if (r[i] > rmax) rmax = r[i];
+            if (o[i] > omax) omax = o[i];
+            float d = fabsf(r[i] - o[i]);
+            if (!(d <= md)) md = d;   /* a NaN sticks */
+        }
+        maxdiff[t] = md;
+        if (!(md <= m.max_maxdiff)) m.max_maxdiff = md;
+        double rs = 0, os = 0;
+        for (int i = 0; i < V; i++) { rs += exp(r[i] - rmax); os += exp(o[i] - omax); }
+        double kl = 0;
+        for (int i = 0; i < V; i++) {
+            double lp = r[i] - rmax - log(rs), lq = o[i] - omax - log(os);
+            kl += exp(lp) * (lp - lq);
+        }
+        m.mean_kl += kl;
+    }
+    qsort(maxdiff, (size_t)n, sizeof(float), cmp_float);
+    m.median_maxdiff = n % 2 ? maxdiff[n / 2] : 0.5 * (maxdiff[n / 2 - 1] + maxdiff[n / 2]);
+    m.argmax_agree /= n;
+    m.mean_kl /= n;
+    free(maxdiff);
+    return m;
 }

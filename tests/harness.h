@@ -3,6 +3,7 @@
 #ifndef MOEX_TEST_HARNESS_H
 #define MOEX_TEST_HARNESS_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 extern int test_failures;
@@ -24,5 +25,15 @@ const char *test_tmpdir(void);
 void *read_whole_file(const char *path, size_t *size);
 /* 0 when every check passed; 1 when one failed or none was made. */
 int test_finish(void);
+
+/* Space- or newline-separated integers from a file (oracle id lists); the
+ * count read, at most max (0 if the file cannot be read). */
+int read_ids_file(const char *path, int32_t *ids, int max);
+
+/* Logits of n positions (n, V) against reference ones: the share of
+ * positions whose argmax agrees, the mean KL(ref || ours), the median and
+ * the largest over positions of max|diff|. */
+struct logit_measures { double argmax_agree, mean_kl, median_maxdiff, max_maxdiff; };
+struct logit_measures compare_logits(const float *ref, const float *ours, int n, int V);
 
 #endif

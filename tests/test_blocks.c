@@ -69,6 +69,12 @@ static void test_sigmoid_router(void) {
     struct moe_router no_norm = { .gating = MOE_GATING_SIGMOID };
     moe_route(&no_norm, E, K, plain, 1, ids, w);
     CHECK(ids[0] == 0 && ids[1] == 1 && fabs(w[0] - s3) < 1e-6 && fabs(w[1] - 1 / (1 + exp(-1.0))) < 1e-6);
+    /* All sigmoids tiny: the weight sum is kept off zero (llama.cpp's clamp
+     * at the smallest normal f16), so the weights stay finite and small. */
+    float tiny[E] = { -30.0f, -31.0f, -32.0f, -33.0f };
+    struct moe_router norm = { .gating = MOE_GATING_SIGMOID, .renormalise = true };
+    moe_route(&norm, E, K, tiny, 1, ids, w);
+    CHECK(isfinite(w[0]) && isfinite(w[1]) && w[0] + w[1] < 1e-3f);
 }
 
 static void test_ffn(struct threadpool *pool) {

@@ -16,10 +16,12 @@
 enum { D = 4, V = 8, N_TOKENS = 20 };
 
 static float embd[V * D];
+static bool fail_on_last_token; /* the pass fails at token V-1, after moving the state of those before it */
 
 /* Token by token, so any batching gives the same numbers. */
 static int toy_forward(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits) {
     for (int t = 0; t < n; t++) {
+        if (fail_on_last_token && tokens[t] == V - 1) return -1;
         int pos = c->n_past + t;
         float x[D], y[D];
         memcpy(x, embd + tokens[t] * D, sizeof x);
@@ -156,6 +158,16 @@ int main(void) {
     CHECK(context_eval(c, ids + 8, N_TOKENS - 8, got, true) == 0);
     CHECK(context_replayed(c) == before);
     CHECK(memcmp(got, ref + 8 * V, sizeof(float) * (N_TOKENS - 8) * V) == 0);
+
+    /* A pass that fails half way leaves no moved state behind. */
+    context_truncate(c, 10);
+    fail_on_last_token = true;
+    const int32_t bad[3] = { 1, 2, V - 1 };
+    CHECK(context_eval(c, bad, 3, NULL, false) == -1);
+    fail_on_last_token = false;
+    CHECK(context_n_past(c) == 10);
+    CHECK(context_eval(c, ids + 10, N_TOKENS - 10, got, true) == 0);
+    CHECK(memcmp(got, ref + 10 * V, sizeof(float) * (N_TOKENS - 10) * V) == 0);
 
     /* The last token's logits alone, after a truncation. */
     context_truncate(c, 15);

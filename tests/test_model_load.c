@@ -7,7 +7,8 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
-#include "model/model.h"
+#include "arch/arch.h"
+#include "model/model_load.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -107,6 +108,39 @@ static void expect_key_error(const struct gguf_file *src, const struct key_value
 
 #define KEY(k) "qwen3moe." k
 
+/* The per-layer array getter: arrays of any integer type, a scalar
+ * repeated, and refusals of the wrong length, type or range. */
+static void test_int_array(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/arrays.gguf", test_tmpdir());
+    struct gguf_writer *w = gguf_writer_new();
+    const uint32_t kv[3] = { 0, 8, 8 };
+    const int16_t neg[3] = { 1, -1, 1 };
+    const float fl[3] = { 1, 2, 3 };
+    gguf_set_str(w, "general.architecture", "qwen3moe");
+    gguf_set_arr(w, KEY("kv"), GGUF_U32, kv, 3);
+    gguf_set_u32(w, KEY("scalar"), 4);
+    gguf_set_arr(w, KEY("neg"), GGUF_I16, neg, 3);
+    gguf_set_arr(w, KEY("floats"), GGUF_F32, fl, 3);
+    CHECK(gguf_writer_begin(w, path) == 0 && gguf_writer_finish(w) == 0);
+    gguf_writer_free(w);
+    struct model m = { 0 };
+    m.arch = arch_find("qwen3moe");
+    m.file = gguf_open(path);
+    CHECK(m.arch && m.file);
+    if (!m.arch || !m.file) return;
+    int out[3] = { -7, -7, -7 };
+    CHECK(model_get_int_array(&m, "kv", 0, 64, 3, out) == 0 && out[0] == 0 && out[1] == 8 && out[2] == 8);
+    CHECK(model_get_int_array(&m, "scalar", 0, 64, 3, out) == 0 && out[0] == 4 && out[1] == 4 && out[2] == 4);
+    CHECK(model_get_int_array(&m, "kv", 0, 64, 2, out) == -1 && strstr(moex_error(), "has 3 values, expected 2"));
+    CHECK(model_get_int_array(&m, "kv", 1, 64, 3, out) == -1 && strstr(moex_error(), "'qwen3moe.kv' is 0, expected 1..64"));
+    CHECK(model_get_int_array(&m, "neg", 0, 64, 3, out) == -1 && strstr(moex_error(), "is -1, expected 0..64"));
+    CHECK(model_get_int_array(&m, "floats", 0, 64, 3, out) == -1 && strstr(moex_error(), "expected integers"));
+    CHECK(model_get_int_array(&m, "none", 0, 64, 3, out) == -1 && strstr(moex_error(), "'qwen3moe.none' is missing"));
+    gguf_close(m.file);
+    remove(path);
+}
+
 static void test_hparams(const struct gguf_file *src) {
     /* D1: 2^22 heads of 1024 wrap an int product to 0. */
     const struct key_value huge[] = { { KEY("attention.head_count"), GGUF_U32, 1u << 22, 0 },
@@ -114,9 +148,12 @@ static void test_hparams(const struct gguf_file *src) {
                                       { KEY("attention.key_length"), GGUF_U32, 1024, 0 },
                                       { KEY("attention.value_length"), GGUF_U32, 1024, 0 } };
     expect_key_error(src, huge, 4, "head_count x key_length = 4194304 x 1024 = 4294967296 is more than");
-    const struct key_value experts[] = { { KEY("expert_count"), GGUF_U32, 1u << 24, 0 },
-                                         { KEY("expert_feed_forward_length"), GGUF_U32, 1u << 24, 0 } };
-    expect_key_error(src, experts, 2, "is more than");
+    const struct key_value ffn[] = { { KEY("expert_count"), GGUF_U32, 4096, 0 },
+                                     { KEY("expert_feed_forward_length"), GGUF_U32, 1u << 24, 0 } };
+    expect_key_error(src, ffn, 2, "expert_count x expert_feed_forward_length = 4096 x 16777216");
+    /* batch x top-k pairs are ints in the executor */
+    struct key_value experts = { KEY("expert_count"), GGUF_U32, 1u << 24, 0 };
+    expect_key_error(src, &experts, 1, "key 'qwen3moe.expert_count' is 16777216, expected 1..4096");
     /* D11: floats that are not usable. */
     static const float bad_eps[] = { NAN, -1e-6f, 0.0f, INFINITY };
     for (size_t i = 0; i < sizeof bad_eps / sizeof *bad_eps; i++) {
@@ -147,7 +184,47 @@ static void test_hparams(const struct gguf_file *src) {
     expect_key_error(src, &three, 1, "tensor 'blk.2.attn_norm.weight' is missing");
 }
 
+/* lfm2moe: its own keys and tensors (the oracle's lfm2moe-o2 F32 file). */
+static void test_lfm2moe(void) {
+    struct gguf_file *src = gguf_open(oracle_path("lfm2moe-o2/models/lfm2moe-o2-F32.gguf"));
+    CHECK(src != NULL);
+    if (!src) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/same-lfm2.gguf", test_tmpdir());
+    CHECK(write_variant(src, path, NONE, "") == 0);
+    struct model *m = model_load(path);
+    CHECKF(m != NULL, "unchanged lfm2moe copy loads: %s", moex_error());
+    if (m) {
+        CHECK(m->hp.n_layers == 4 && m->hp.n_head_kv == 2 && m->hp.head_dim == 64 && m->hp.n_ff == 512);
+        CHECK(m->moe.n_layers == 3 && m->moe_layers[0].layer == 1 && m->moe_layers[2].layer == 3);
+        CHECK(m->state[0].kind == LAYER_SHORTCONV && m->state[0].conv_floats == 2 * 256 && m->state[0].kv_k == 0);
+        CHECK(m->state[2].kind == LAYER_ATTENTION && m->state[2].kv_k == 128 && m->state[2].conv_floats == 0);
+        CHECK(m->output.data == m->token_embd.data);   /* tied */
+    }
+    model_free(m);
+    remove(path);
+    expect_error(src, DROP_TENSOR, "blk.1.shortconv.in_proj.weight", "'blk.1.shortconv.in_proj.weight' is missing");
+    expect_error(src, DROP_TENSOR, "blk.2.exp_probs_b.bias", "'blk.2.exp_probs_b.bias' is missing");
+    expect_error(src, DROP_TENSOR, "token_embd_norm.weight", "'token_embd_norm.weight' is missing");
+    expect_error(src, DROP_TENSOR, "blk.0.ffn_gate.weight", "'blk.0.ffn_gate.weight' is missing");
+    expect_error(src, RESHAPE_TENSOR, "blk.3.shortconv.conv.weight", "'blk.3.shortconv.conv.weight' has shape");
+    expect_error(src, DROP_KEY, "lfm2moe.shortconv.l_cache", "lfm2moe.shortconv.l_cache");
+    struct key_value gating = { "lfm2moe.expert_gating_func", GGUF_U32, 3, 0 };
+    expect_key_error(src, &gating, 1, "key 'lfm2moe.expert_gating_func' is 3, expected 1..2");
+    struct key_value l_cache = { "lfm2moe.shortconv.l_cache", GGUF_U32, 99, 0 };
+    expect_key_error(src, &l_cache, 1, "key 'lfm2moe.shortconv.l_cache' is 99");
+    struct key_value vocab = { "lfm2moe.vocab_size", GGUF_U32, 1000, 0 };
+    expect_key_error(src, &vocab, 1, "vocab_size is 1000 but token_embd.weight has 2048 rows");
+    struct key_value dense = { "lfm2moe.leading_dense_block_count", GGUF_U32, 4, 0 };
+    expect_key_error(src, &dense, 1, "all 4 layers are dense");
+    /* One head_count_kv for all layers means every layer has attention. */
+    struct key_value all_attn = { "lfm2moe.attention.head_count_kv", GGUF_U32, 2, 0 };
+    expect_key_error(src, &all_attn, 1, "'blk.0.attn_q.weight' is missing");
+    gguf_close(src);
+}
+
 int main(void) {
+    test_lfm2moe();
     struct gguf_file *src = gguf_open(oracle_path("models/qwen3moe-o1-F32.gguf"));
     CHECK(src != NULL);
     if (!src) return test_finish();
@@ -172,6 +249,7 @@ int main(void) {
     expect_error(src, WRONG_ARCH, "", "architecture 'llama' is not supported");
     expect_error(src, HEADS_KV, "qwen3moe.attention.head_count_kv", "not a multiple of head_count_kv");
     test_hparams(src);
+    test_int_array();
     gguf_close(src);
 
     /* qwen35moe: delta-net and gated-attention tensors, ssm keys, and the

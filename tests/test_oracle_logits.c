@@ -9,9 +9,7 @@
 
 #include "core/threadpool.h"
 #include "model/model.h"
-#include "text/sampler.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +29,7 @@ int main(void) {
         int total = 0;
         for (int si = 0; si < 2; si++) {
             snprintf(path, sizeof path, "logits/ids-%s.txt", sets[si]);
-            int n = read_ids(oracle_path(path), ids, 512);
+            int n = read_ids_file(oracle_path(path), ids, 512);
             CHECK(n > 0 && total + n <= 264);
             snprintf(path, sizeof path, "logits/o1-%s.ids-%s.f32", types[ti], sets[si]);
             size_t size = 0;
@@ -43,7 +41,7 @@ int main(void) {
             float *ours = all_ours + (size_t)total * V;
             CHECK(context_eval(c, ids, n, ours, true) == 0);
             memcpy(all_ref + (size_t)total * V, ref, sizeof(float) * (size_t)n * V);
-            struct measures r = compare(ref, ours, n, V);
+            struct logit_measures r = compare_logits(ref, ours, n, V);
             printf("%-7s ids-%s: argmax agreement %.4f  mean KL %.2e  median max|diff| %.4f\n", types[ti],
                    sets[si], r.argmax_agree, r.mean_kl, r.median_maxdiff);
             if (!strcmp(types[ti], "F32")) {
@@ -54,7 +52,7 @@ int main(void) {
             free(ref);
             context_free(c);
         }
-        struct measures r = compare(all_ref, all_ours, total, V);
+        struct logit_measures r = compare_logits(all_ref, all_ours, total, V);
         printf("%-7s both:  argmax agreement %.4f  mean KL %.2e  median max|diff| %.4f\n", types[ti],
                r.argmax_agree, r.mean_kl, r.median_maxdiff);
         CHECKF(r.argmax_agree >= 0.95, "%s argmax %.4f", types[ti], r.argmax_agree);

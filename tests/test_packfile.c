@@ -6,6 +6,7 @@
  * models. */
 #include "harness.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "core/xxh64.h"
@@ -100,7 +101,8 @@ static struct moe_exec_options cpu_options(double fraction, const char *pack) {
 
 static int pack_model(struct model *m, const struct moe_exec_options *o, bool all, const char *path) {
     struct moe_pack_result r;
-    int rc = moe_pack_experts(&m->moe, o, pool, all, path, NULL, NULL, &r);
+    struct atomic_file *f = atomic_file_create(path);
+    int rc = f ? moe_pack_experts(&m->moe, o, pool, all, f, NULL, NULL, &r) : -1;
     if (rc != 0) fprintf(stderr, "pack %s: %s\n", path, moex_error());
     return rc;
 }
@@ -250,7 +252,7 @@ static void test_amx_layout_file(void) {
     struct packfile_writer *w = NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s", tmp("amx.mxpk"));
-    CHECK(packfile_writer_begin(path, &info, pinned, extra, 1, &w) == PACKFILE_OK);
+    CHECK(packfile_writer_begin(atomic_file_create(path), &info, pinned, extra, 1, &w) == PACKFILE_OK);
     int8_t *codes[2][3];
     float *scales[2][3];
     for (int e = 0; e < 2 && w; e++) {
@@ -288,7 +290,7 @@ static void test_amx_layout_file(void) {
     }
     /* A code of -128 with checksums that hold: refused when the data is checked. */
     codes[1][2][5] = -128;
-    CHECK(packfile_writer_begin(path, &info, pinned, extra, 1, &w) == PACKFILE_OK);
+    CHECK(packfile_writer_begin(atomic_file_create(path), &info, pinned, extra, 1, &w) == PACKFILE_OK);
     for (int e = 0; e < 2 && w; e++)
         for (int i = 0; i < 3; i++) {
             int key = e ? extra[0] : pinned[0];
@@ -524,7 +526,7 @@ static void test_admissions_load(void) {
     /* A budget that pins nothing without statistics cannot be packed, unless all. */
     struct moe_exec_options half = cpu_options(0.5, NULL);
     struct moe_pack_result r;
-    CHECK(moe_pack_experts(&m->moe, &half, pool, false, tmp("none.mxpk"), NULL, NULL, &r) == -1 &&
+    CHECK(moe_pack_experts(&m->moe, &half, pool, false, atomic_file_create(tmp("none.mxpk")), NULL, NULL, &r) == -1 &&
           strstr(moex_error(), "pins no expert"));
     struct stat st;
     CHECK(stat(tmp("none.mxpk"), &st) != 0);

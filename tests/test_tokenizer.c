@@ -7,6 +7,7 @@
 #include "text/chat.h"
 #include "text/pretok.h"
 #include "text/tokenizer.h"
+#include "text/tokenizer_impl.h"   /* which split a pre-tokenizer name selects */
 
 #include <stdlib.h>
 #include <string.h>
@@ -496,8 +497,20 @@ static void test_hostile_vocab(void) {
     CHECKF(t != NULL, "%s", moex_error());
     tokenizer_free(t);
     s = good_spec(); s.pre = "default";
-    expect_error(&s, "pre", "pre-tokenizer");
-    CHECK(strstr(moex_error(), "\"default\" is not supported") != NULL);
+    expect_error(&s, "pre", "pre-tokenizer \"default\" is not supported");
+    /* LFM2's name: the Llama 3 split (digits in threes), BOS added by default. */
+    s = good_spec(); s.pre = "lfm2";
+    t = load_spec(&s, "pre-lfm2");
+    CHECKF(t != NULL, "%s", moex_error());
+    if (t) {
+        CHECK(tokenizer_add_bos(t));
+        CHECK(t->pretok == PRETOK_LLAMA3 && t->ignore_merges);
+        tokenizer_free(t);
+    }
+    s = good_spec();
+    t = load_spec(&s, "pre-qwen2");
+    CHECK(t && !tokenizer_add_bos(t) && t->pretok == PRETOK_QWEN2);
+    tokenizer_free(t);
     s = good_spec(); s.tokens_as_ints = 1;
     expect_error(&s, "tokens-ints", "not an array of strings");
     s = good_spec(); s.n_types = s.n_tokens - 1;
@@ -648,6 +661,22 @@ static void test_chat(void) {
                          "<think>kept</think>r<|im_end|>\n") == 0);
     chat_text_free(&c);
     CHECK(chat_append_user(&c, CHAT_FORMAT_UNKNOWN, NULL, "u", true) == -1);
+
+    /* LFM2: bos_token once, then ChatML; detected by its tool-list markers. */
+    CHECK(chat_format_detect("{{- bos_token -}}{{'<|im_start|>' + m}}List of tools: <|tool_list_start|>[") ==
+          CHAT_FORMAT_LFM2);
+    CHECK(strcmp(chat_format_name(CHAT_FORMAT_LFM2), "lfm2") == 0);
+    const char *lfm2_want = "<|startoftext|><|im_start|>system\ns<|im_end|>\n<|im_start|>user\nu<|im_end|>\n"
+                            "<|im_start|>assistant\nr<|im_end|>\n<|im_start|>user\nv<|im_end|>\n<|im_start|>assistant\n";
+    struct chat_message lfm2_msgs[4] = {{"system", "s"}, {"user", "u"}, {"assistant", "r"}, {"user", "v"}};
+    s = chat_render(CHAT_FORMAT_LFM2, lfm2_msgs, 4, true, true, NULL);
+    CHECKF(s && strcmp(s, lfm2_want) == 0, "lfm2 render: \"%s\"", s ? s : moex_error());
+    free(s);
+    CHECK(chat_append_user(&c, CHAT_FORMAT_LFM2, "s", "u", true) == 0);
+    CHECK(chat_append_reply(&c, CHAT_FORMAT_LFM2, "r") == 0);
+    CHECK(chat_append_user(&c, CHAT_FORMAT_LFM2, NULL, "v", true) == 0);
+    CHECKF(strcmp(c.data, lfm2_want) == 0, "lfm2 growing text: \"%s\"", c.data);
+    chat_text_free(&c);
     tokenizer_free(t);
 }
 

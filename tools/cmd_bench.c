@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "session.h"
 
+#include "arch/arch.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -35,13 +36,18 @@ static void model_label(const struct model *m, char *out, size_t cap) {
     if (gguf_get_u32(m->file, "general.file_type", &ftype) == 0 && ftype < sizeof names / sizeof names[0] &&
         names[ftype])
         type = names[ftype];
-    if (m->n_params >= 1000000000) snprintf(out, cap, "qwen3moe %.1fB %s", (double)m->n_params / 1e9, type);
-    else snprintf(out, cap, "qwen3moe %.0fM %s", (double)m->n_params / 1e6, type);
+    if (m->n_params >= 1000000000) snprintf(out, cap, "%s %.1fB %s", m->arch->name, (double)m->n_params / 1e9, type);
+    else snprintf(out, cap, "%s %.0fM %s", m->arch->name, (double)m->n_params / 1e6, type);
 }
 
 static void print_ops(const char *test, const struct op_times *t, int runs) {
-    double total = (double)(t->attn_matmul + t->attention + t->router + t->experts + t->lm_head + t->other);
+    double total = (double)(t->attn_matmul + t->attention + t->router + t->experts + t->lm_head + t->other +
+                            t->shortconv + t->dense_ffn);
     if (total <= 0) return;
+    if (t->shortconv || t->dense_ffn)
+        fprintf(stderr, "%s per run: short conv %.1f ms (%.0f%%), dense ffn %.1f ms (%.0f%%)\n", test,
+                t->shortconv / 1e6 / runs, 100 * t->shortconv / total, t->dense_ffn / 1e6 / runs,
+                100 * t->dense_ffn / total);
     fprintf(stderr, "%s per run: attention matmuls %.1f ms (%.0f%%), attention %.1f ms (%.0f%%), router %.1f ms "
             "(%.0f%%), experts %.1f ms (%.0f%%), lm head %.1f ms (%.0f%%), other %.1f ms\n", test,
             t->attn_matmul / 1e6 / runs, 100 * t->attn_matmul / total, t->attention / 1e6 / runs,
@@ -88,7 +94,8 @@ int cmd_bench(int argc, char **argv) {
     if (!so.n_ctx) so.n_ctx = (int)longest;
     if (!so.n_batch) so.n_batch = (int)(longest < 512 ? longest : 512);
     struct session s;
-    if (session_open(&s, &so)) { free(pp); free(tg); return 1; }
+    int opened = session_open(&s, &so);
+    if (opened) { free(pp); free(tg); return opened; }
 
     char label[128];
     model_label(s.model, label, sizeof label);
@@ -155,6 +162,6 @@ int cmd_bench(int argc, char **argv) {
     free(tokens);
     free(pp);
     free(tg);
-    session_close(&s);
+    if (session_close(&s)) rc = 1;
     return rc ? 1 : 0;
 }

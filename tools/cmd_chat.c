@@ -86,7 +86,8 @@ int cmd_chat(int argc, char **argv) {
     }
     if (session_opts_finish(&so)) return 2;
     struct session s;
-    if (session_open(&s, &so)) return 1;
+    int opened = session_open(&s, &so);
+    if (opened) return opened;
     int rc = 1;
     if (!moex_model_has_tokenizer(s.mm)) {
         cli_fail("chat: -m %s: the model has no tokenizer", so.model_path ? so.model_path : default_model_path());
@@ -161,6 +162,6 @@ done:
     free(conv.msgs);
     free(reply_ids);
     moex_sampler_free(smp);
-    session_close(&s);
+    if (session_close(&s)) rc = 1;
     return rc;
 }

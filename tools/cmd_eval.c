@@ -1,8 +1,10 @@
 /* moex eval: teacher-forced evaluation of token ids as one batch; writes the
  * logits of every position. */
 #include "cli.h"
+#include "outputs.h"
 #include "session.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <stdbool.h>
@@ -69,6 +71,12 @@ int cmd_eval(int argc, char **argv) {
     }
     if (tokens_arg && tokens_file) return cli_fail("eval: give only one of --tokens and --tokens-file"), 2;
     if (session_opts_finish(&so)) return 2;
+    int refused = outputs_check_session(&so, "--logits", out_path);
+    if (!refused) refused = outputs_check("--logits", out_path, "--tokens-file", tokens_file);
+    if (refused) return refused;
+    /* Opened before the work: a bad path fails now, and the logits appear whole or not at all. */
+    struct atomic_file *out = atomic_file_create(out_path);
+    if (!out) return cli_fail("eval: %s", moex_error());
     int64_t *ids64 = NULL;
     int n;
     if (tokens_arg) {
@@ -76,15 +84,16 @@ int cmd_eval(int argc, char **argv) {
     } else {
         char *text;
         size_t len;
-        if (cli_read_input("--tokens-file", tokens_file, &text, &len)) return 1;
+        if (cli_read_input("--tokens-file", tokens_file, &text, &len)) { atomic_file_discard(out); return 1; }
         n = parse_ids_text(tokens_file, text, len, &ids64);
         free(text);
     }
-    if (n < 0) return 2;
+    if (n < 0) { atomic_file_discard(out); return 2; }
     if (!so.n_batch) so.n_batch = n;
     if (!so.n_ctx) so.n_ctx = n;
     struct session s;
-    if (session_open(&s, &so)) { free(ids64); return 1; }
+    int opened = session_open(&s, &so);
+    if (opened) { atomic_file_discard(out); free(ids64); return opened; }
     int32_t *ids = malloc(sizeof *ids * (size_t)n);
     int n_vocab = moex_model_n_vocab(s.mm);
     for (int i = 0; i < n; i++) {
@@ -93,6 +102,7 @@ int cmd_eval(int argc, char **argv) {
                  (long long)ids64[i], n_vocab - 1);
         free(ids);
         free(ids64);
+        atomic_file_discard(out);
         session_close(&s);
         return 2;
     }
@@ -103,10 +113,14 @@ int cmd_eval(int argc, char **argv) {
         if (context_eval(s.ctx, ids, n, logits, true) != 0) {
             cli_fail("eval: %s", moex_error());
         } else {
-            FILE *f = fopen(out_path, "wb");
-            if (!f || fwrite(logits, sizeof(float) * n_vocab, (size_t)n, f) != (size_t)n || fclose(f) != 0)
-                cli_fail("eval: cannot write %s", out_path);
-            else {
+            struct atomic_file *f = out;
+            out = NULL;
+            if (atomic_file_write(f, logits, sizeof(float) * (size_t)n_vocab * (size_t)n) != 0) {
+                atomic_file_discard(f);
+                cli_fail("eval: %s", moex_error());
+            } else if (atomic_file_commit(f) != 0) {
+                cli_fail("eval: %s", moex_error());
+            } else {
                 fprintf(stderr, "moex: wrote %d x %d logits to %s\n", n, n_vocab, out_path);
                 rc = 0;
             }
@@ -117,6 +131,7 @@ int cmd_eval(int argc, char **argv) {
     free(ids);
     free(ids64);
     free(logits);
-    session_close(&s);
+    atomic_file_discard(out);
+    if (session_close(&s)) rc = 1;
     return rc;
 }

@@ -2,8 +2,10 @@
  * into a device layout once, and write them to a pack file that later runs
  * load instead of packing (docs/pack-format.md, src/moe/pack_experts.h). */
 #include "cli.h"
+#include "outputs.h"
 #include "session.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/threadpool.h"
@@ -71,28 +73,36 @@ int cmd_pack(int argc, char **argv) {
             cli_fail("pack: --device is required (cpu, amx, sim or auto): a pack file holds one device's layout");
         return 2;
     }
-    const char *model_path = o.model_path;
-    if (!model_path) {
-        model_path = default_model_path();
-        struct stat st;
-        if (stat(model_path, &st) != 0 && make_default_model(model_path) != 0) return 1;
-    }
+    const char *model_path = o.model_path ? o.model_path : default_model_path();
     char default_out[4096];
     if (!out_path) {
         if (moex_pack_path_for(model_path, default_out, sizeof default_out) != 0) return cli_fail("pack: model path too long");
         out_path = default_out;
     }
+    int refused = outputs_check(out_path == default_out ? "the pack file" : "-o", out_path,
+                                o.model_path ? "-m" : "the default model", model_path);
+    if (!refused) refused = outputs_check("-o", out_path, "--stats", o.experts.stats_path);
+    if (refused) return refused;
+    /* Opened before the work: a bad path fails now, and the file appears whole or not at all. */
+    struct atomic_file *out = atomic_file_create(out_path);
+    if (!out) return cli_fail("pack: %s", moex_error());
+    struct stat st;
+    if (!o.model_path && stat(model_path, &st) != 0 && make_default_model(model_path) != 0) {
+        atomic_file_discard(out);
+        return 1;
+    }
     struct model *m = model_load(model_path);
-    if (!m) return cli_fail("%s", moex_error());
-    struct threadpool *pool = threadpool_new(o.threads, o.pin);
+    struct threadpool *pool = m ? threadpool_new(o.threads, o.pin) : NULL;
     if (!pool) {
+        cli_fail("%s", moex_error());
+        atomic_file_discard(out);
         model_free(m);
-        return cli_fail("%s", moex_error());
+        return 1;
     }
     struct progress bar;
     progress_begin(&bar, "packing experts", (uint64_t)m->moe.n_layers * (uint64_t)m->hp.n_expert);
     struct moe_pack_result r;
-    int rc = moe_pack_experts(&m->moe, &o.experts, pool, all, out_path, quiet ? NULL : show_progress, &bar, &r);
+    int rc = moe_pack_experts(&m->moe, &o.experts, pool, all, out, quiet ? NULL : show_progress, &bar, &r);
     if (rc == 0) {
         if (!quiet) progress_end(&bar);
         double secs = r.total_ns * 1e-9, pack_secs = r.pack_ns * 1e-9;

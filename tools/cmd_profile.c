@@ -1,8 +1,10 @@
 /* moex profile: run a model over text or random tokens and record its
  * routing statistics (docs/stats-format.md). */
 #include "cli.h"
+#include "outputs.h"
 #include "session.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "gguf/gguf.h"
@@ -167,17 +169,25 @@ int cmd_profile(int argc, char **argv) {
     if (file && n_random) return cli_fail("profile: -f FILE and --random-tokens N exclude each other"), 2;
     if (!file && !n_random) n_random = 4096;
     if (session_opts_finish(&so)) return 2;
+    int refused = outputs_check_session(&so, "-o", out);
+    if (!refused) refused = outputs_check("-o", out, "-f", file);
+    if (refused) return refused;
+    /* Opened before the work: a bad path fails now, and the file appears whole or not at all. */
+    struct atomic_file *out_file = atomic_file_create(out);
+    if (!out_file) return cli_fail("profile: %s", moex_error());
     char *text = NULL;
     size_t text_len = 0;
-    if (file && cli_read_input("-f", file, &text, &text_len)) return 1;
+    if (file && cli_read_input("-f", file, &text, &text_len)) { atomic_file_discard(out_file); return 1; }
     struct session s;
-    if (session_open(&s, &so)) { free(text); return 1; }
+    int opened = session_open(&s, &so);
+    if (opened) { atomic_file_discard(out_file); free(text); return opened; }
     struct model *m = s.model;
     if (seq_len > context_n_ctx(s.ctx)) {
         if (seq_given) {
             cli_fail("profile: --seq %lld is longer than the context of %d tokens (--ctx)", (long long)seq_len,
                      context_n_ctx(s.ctx));
             free(text);
+            atomic_file_discard(out_file);
             session_close(&s);
             return 2;
         }
@@ -222,11 +232,16 @@ int cmd_profile(int argc, char **argv) {
         if (show) progress_end(&bar);
         context_set_route_observer(s.ctx, NULL, NULL);
     }
-    if (rc == 0 && routing_stats_write(st, out)) rc = cli_fail("%s", moex_error());
+    if (rc == 0) {
+        struct atomic_file *f = out_file;
+        out_file = NULL;
+        if (routing_stats_write_file(st, f)) rc = cli_fail("%s", moex_error());
+    }
+    atomic_file_discard(out_file);
     if (rc == 0 && !quiet) print_summary(m, st);
     routing_stats_free(st);
     free(seqs.ids);
     free(seqs.starts);
-    session_close(&s);
+    if (session_close(&s)) rc = 1;
     return rc ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 /* moex run: generate text from a prompt. */
 #include "cli.h"
 #include "generate.h"
+#include "outputs.h"
 #include "session.h"
 
 #include <stdio.h>
@@ -74,6 +75,8 @@ int cmd_run(int argc, char **argv) {
     }
     if (!!prompt + !!file + !!tokens > 1) return cli_fail("run: give only one of -p, -f and --tokens"), 2;
     if (session_opts_finish(&so)) return 2;
+    int refused = outputs_check("--trace", so.trace_path, "-f", file);
+    if (refused) return refused;
     /* The prompt file is read before the model loads: a bad one costs nothing. */
     char *text = NULL;
     size_t text_len = 0;
@@ -81,7 +84,8 @@ int cmd_run(int argc, char **argv) {
     if (file && text_len == 0) { free(text); return cli_fail("-f %s: the prompt is empty", file), 2; }
 
     struct session s;
-    if (session_open(&s, &so)) { free(text); return 1; }
+    int opened = session_open(&s, &so);
+    if (opened) { free(text); return opened; }
     int rc = 1, n_prompt = 0;
     int32_t *ids = NULL;
     if (tokens) {
@@ -123,6 +127,6 @@ int cmd_run(int argc, char **argv) {
 done:
     free(ids);
     free(text);
-    session_close(&s);
+    if (session_close(&s)) rc = 1;
     return rc;
 }

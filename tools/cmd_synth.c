@@ -1,6 +1,8 @@
 /* moex synth: make a synthetic GGUF model (qwen3moe by default). */
 #include "cli.h"
+#include "outputs.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "synth/synth.h"
@@ -20,7 +22,7 @@ static void help(FILE *out) {
             "  -o, --output FILE     the model to write\n"
             "  --arch A              architecture (default qwen3moe; its default preset)\n"
             "  --preset NAME         tiny | small (default) | q30b | q30b-l8 | qwen35-tiny |\n"
-            "                        qwen35-35b-a3b | qwen35-a3b-l8\n"
+            "                        qwen35-35b-a3b | qwen35-a3b-l8 | lfm2-tiny | lfm2-8b-a1b\n"
             "  --type T              f16 | q8_0 | q4_k | q6_k | q4_k_m (default: the preset's)\n"
             "  --layers N --dim D --experts E --top-k K --expert-ffn F\n"
             "  --heads H --kv-heads KV --head-dim HD --vocab V --ctx C --rope-base B\n"
@@ -43,7 +45,12 @@ static void help(FILE *out) {
             "                8 experts top-2 and a shared expert, built-in vocab (f16)\n"
             "         qwen35-35b-a3b  Qwen3.5/3.6-35B-A3B: 40 layers, dim 2048, 256 experts top-8,\n"
             "                expert and shared ffn 512, vocab 248320 (q4_k_m)\n"
-            "         qwen35-a3b-l8  the same with 8 layers\n",
+            "         qwen35-a3b-l8  the same with 8 layers\n"
+            "         lfm2-tiny    lfm2moe, 4 layers (conv, conv, attention, conv; 1 dense), dim 256,\n"
+            "                      8 experts top-2, vocab 512 (f16); --arch lfm2moe's default\n"
+            "         lfm2-8b-a1b  LFM2-8B-A1B: 24 layers (attention at 2, 6, 10, 14, 18, 21; 2 dense,\n"
+            "                      ffn 7168), dim 2048, 32 experts top-4, expert ffn 1792, 32/8 heads of 64,\n"
+            "                      vocab 65536 (q4_k_m, ~5 GB)\n",
             SYNTH_DEFAULT_SKEW, SYNTH_DEFAULT_LOCALITY);
 }
 
@@ -104,6 +111,12 @@ int cmd_synth(int argc, char **argv) {
     }
     if (!out) return cli_usage("synth", "-o OUT.gguf is required");
     if (cli_check_env()) return 2;
+    int refused = outputs_check("-o", out, "--vocab-from", vocab_from);
+    if (refused) return refused;
+    /* Fail now, not after the model's design: -o's directory must take a new file. */
+    struct atomic_file *probe = atomic_file_create(out);
+    if (!probe) return cli_fail("synth: %s", moex_error());
+    atomic_file_discard(probe);
 
     if (arch && !preset && !(preset = synth_arch_default_preset(arch))) {
         char names[128];

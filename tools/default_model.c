@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 /* mkdir -p of the directory part of path. */
 static int make_parents(const char *path) {
@@ -30,15 +29,9 @@ int make_default_model(const char *path) {
     if (synth_preset("small", &p) != 0) return cli_fail("%s", moex_error());
     p.progress = true;
     if (make_parents(path) != 0) return cli_fail("cannot create the directory of %s: %s", path, strerror(errno));
-    /* Written under a temporary name and renamed, so an interrupted run never
-     * leaves a half model where the next run would find it. */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    /* synth_write renames a finished file into place: an interrupted run
+     * never leaves a half model where the next run would find it. */
     fprintf(stderr, "moex: making the built-in default model (synth preset 'small') in %s\n", path);
-    if (synth_write(&p, tmp) != 0) return cli_fail("%s", moex_error());
-    if (rename(tmp, path) != 0) {
-        unlink(tmp);
-        return cli_fail("cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    }
+    if (synth_write(&p, path) != 0) return cli_fail("%s", moex_error());
     return 0;
 }

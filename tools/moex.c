@@ -1,5 +1,6 @@
 /* moex: the command line. Each command lives in its own cmd_*.c. */
 #include "cli.h"
+#include "outputs.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +18,7 @@ static const struct command commands[] = {
     { "tokenize", cmd_tokenize, "print the token ids of a text" },
     { "bench", cmd_bench, "prompt processing and generation throughput (llama-bench style)" },
     { "info", cmd_info, "describe a GGUF file (default: the built-in model): metadata and tensors" },
-    { "synth", cmd_synth, "make a synthetic qwen3moe GGUF model" },
+    { "synth", cmd_synth, "make a synthetic GGUF model (--arch)" },
     { "profile", cmd_profile, "record routing statistics of a model" },
     { "probe", cmd_probe, "microbenchmark CPU vs device matmuls per rows M" },
     { "pack", cmd_pack, "pack experts into a device layout file" },
@@ -31,6 +32,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    outputs_install_signal_handlers();
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -40,7 +42,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) return outputs_flush_stdout(commands[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "moex: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -1,8 +1,11 @@
 #include "session.h"
 
 #include "cli.h"
+#include "outputs.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "api/api_impl.h"
 #include "core/progress.h"
 
@@ -293,21 +296,32 @@ int session_open(struct session *s, const struct session_opts *o) {
     struct session_opts finished;
     if (!o->finished) { /* a caller that forgot: the environment still counts */
         finished = *o;
-        if (session_opts_finish(&finished)) return -1;
+        if (session_opts_finish(&finished)) return 2;
         o = &finished;
     }
     note_unused(o);
+    /* The output is opened first: a bad path fails now, not after the run. */
+    int refused = outputs_check_session(o, "--trace", o->trace_path);
+    if (refused) return refused;
+    if (o->trace_path && !(s->trace_file = atomic_file_create(o->trace_path))) {
+        cli_fail("%s", moex_error());
+        return 1;
+    }
     struct moex_model_params mp;
     struct moex_context_params cp;
     session_model_params(o, &mp);
     session_context_params(o, &cp);
-    if (!(mp.path = session_model_path(o))) return -1;
+    if (!(mp.path = session_model_path(o))) {
+        session_close(s);
+        return 1;
+    }
     int64_t t0 = time_ns();
     s->mm = moex_model_load(&mp);
     int64_t t_model = time_ns();
     if (!s->mm) {
         cli_fail("%s", moex_last_error());
-        return -1;
+        session_close(s);
+        return 1;
     }
     s->model = s->mm->model;
     s->pool = s->mm->pool;
@@ -316,7 +330,7 @@ int session_open(struct session *s, const struct session_opts *o) {
     if (!(s->mc = moex_context_new(s->mm, &cp))) {
         cli_fail("%s", moex_last_error());
         session_close(s);
-        return -1;
+        return 1;
     }
     s->ctx = s->mc->ctx;
     check_ctx(o, s);
@@ -332,17 +346,22 @@ int session_open(struct session *s, const struct session_opts *o) {
     return 0;
 }
 
-void session_close(struct session *s) {
+int session_close(struct session *s) {
+    int rc = 0;
     if (s->ctx) {
         struct moe_executor *e = context_executor(s->ctx);
         if (s->profile) moe_executor_print(e, stderr);
         else if (!s->mm->note_said && moe_executor_note(e)[0]) fprintf(stderr, "moex: note: %s\n", moe_executor_note(e));
     }
-    if (s->mc && s->trace_path) {
-        if (moex_context_write_trace(s->mc, s->trace_path) != 0) cli_fail("%s", moex_last_error());
+    if (s->trace_file && s->mc && s->mc->trace) {
+        struct atomic_file *f = s->trace_file;
+        s->trace_file = NULL;
+        if (trace_write_file(s->mc->trace, f) != 0) rc = cli_fail("%s", moex_error());
         else fprintf(stderr, "moex: wrote the timeline to %s\n", s->trace_path);
     }
+    atomic_file_discard(s->trace_file);
     moex_context_free(s->mc);
     moex_model_free(s->mm);
     memset(s, 0, sizeof *s);
+    return rc;
 }

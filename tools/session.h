@@ -8,6 +8,8 @@
 #include "model/model.h"
 #include "moe/executor.h"
 
+struct atomic_file;
+
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -47,6 +49,7 @@ struct session {
     struct model *model;             /* what they wrap, for the commands that reach inside */
     struct threadpool *pool;
     struct context *ctx;
+    struct atomic_file *trace_file;  /* --trace, opened before the run */
     bool profile;
     const char *trace_path;
 };
@@ -73,13 +76,16 @@ void session_progress(void *user, const char *label, uint64_t done, uint64_t tot
 /* The model's path: -m, or the built-in default model, made on first use;
  * NULL after printing the error. */
 const char *session_model_path(const struct session_opts *o);
-/* Loads the model (making the default one first if needed), starts the
- * threads and makes a context; says at once why a device is not used.
- * Prints the error and returns -1 on failure. */
+/* Opens the --trace output (refusing one that is an input), loads the model
+ * (making the default one first if needed), starts the threads and makes a
+ * context; says at once why a device is not used. 0, or the exit status
+ * after printing the error: 2 for a refused output or a bad setting, 1 for
+ * other failures. */
 int session_open(struct session *s, const struct session_opts *o);
 /* Prints the --profile counters, writes the --trace file and reports a
- * device failure that happened while running; then frees everything. */
-void session_close(struct session *s);
+ * device failure that happened while running; then frees everything. 0, or
+ * 1 after printing why the trace could not be written. */
+int session_close(struct session *s);
 /* Path of the built-in default model (made on first use). */
 const char *default_model_path(void);
 /* Makes the default model at path (default_model.c); 0, or 1 after printing the error. */

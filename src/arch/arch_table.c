@@ -6,10 +6,12 @@
 
 extern const struct arch arch_qwen3moe;
 extern const struct arch arch_qwen35moe;
+extern const struct arch arch_lfm2moe;
 
 static const struct arch *const archs[] = {
     &arch_qwen3moe,
     &arch_qwen35moe,
+    &arch_lfm2moe,
 };
 
 const struct arch *arch_find(const char *name) {

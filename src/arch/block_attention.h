@@ -12,6 +12,7 @@
 
 struct context;
 struct layer_slice;
+struct model;
 
 struct attn_weights {
     struct matrix wq;                  /* (n_head*head_dim, n_embd); with an output gate (2*n_head*head_dim,
@@ -31,6 +32,11 @@ struct attn_shape {
     const int *imrope_sections;        /* (4) */
     bool output_gate;                  /* out = attention * sigmoid(gate) before the output projection */
 };
+
+/* Binds layer l's attn_q, attn_k, attn_v, attn_output, attn_q_norm and
+ * attn_k_norm for n_head_kv KV heads, shapes from m->hp. 0, or -1 with
+ * moex_error() naming the tensor. */
+int attn_bind(struct model *m, struct attn_weights *w, int layer, int n_head_kv);
 
 /* Buffers for batches of n_batch tokens over a cache of n_ctx positions. */
 struct attn_scratch;

@@ -7,6 +7,12 @@
 
 struct context;
 struct matrix;
+struct model;
+
+/* Binds token_embd.weight (m->token_embd; sets m->hp.n_vocab from its
+ * rows), the final norm of that name (m->output_norm), and output.weight,
+ * or the embedding when the file has none (tied). 0, or -1 with moex_error(). */
+int io_bind(struct model *m, const char *final_norm);
 
 /* x[t] = row tokens[t] of the embedding, dequantized: (n, cols). */
 void embed_tokens(const struct matrix *embd, const int32_t *tokens, int n, float *x);

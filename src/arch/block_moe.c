@@ -2,11 +2,26 @@
 
 #include "core/timer.h"
 #include "model/context_impl.h"
+#include "model/model_load.h"
 #include "moe/executor.h"
 #include "moe/experts.h"
 
 #include <math.h>
 #include <stdlib.h>
+
+int moe_bind(struct model *m, struct moe_router *r, int l, int moe_index) {
+    const struct model_hparams *hp = &m->hp;
+    int D = hp->n_embd;
+    struct moe_layer_desc *E = &m->moe_layers[moe_index];
+    *E = (struct moe_layer_desc){ .layer = l, .n_expert = hp->n_expert, .n_used = hp->n_expert_used,
+                                  .n_ff = hp->n_ff_exp, .n_embd = D };
+    if (model_want_matrix(m, &r->gate_inp, D, hp->n_expert, "blk.%d.ffn_gate_inp.weight", l) ||
+        model_want_experts(m, &E->gate, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_gate_exps.weight", l) ||
+        model_want_experts(m, &E->up, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_up_exps.weight", l) ||
+        model_want_experts(m, &E->down, hp->n_ff_exp, D, hp->n_expert, "blk.%d.ffn_down_exps.weight", l))
+        return -1;
+    return 0;
+}
 
 struct moe_block_scratch {
     float *probs;               /* (n_batch, n_expert) router logits, then probabilities */
@@ -73,6 +88,9 @@ void moe_route(const struct moe_router *r, int E, int K, float *logits, int n, i
         if (r->renormalise) {
             float wsum = 0;
             for (int k = 0; k < K; k++) wsum += w[k];
+            /* Kept off zero as llama.cpp does (the smallest normal f16):
+             * sigmoid weights can all be tiny. */
+            if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
             for (int k = 0; k < K; k++) w[k] /= wsum;
         }
         if (r->weight_scale != 0 && r->weight_scale != 1)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 struct context;
+struct model;
 struct moe_layer_desc;
 
 enum moe_gating {
@@ -24,6 +25,11 @@ struct moe_router {
     bool renormalise;               /* the chosen weights are divided by their sum */
     float weight_scale;             /* the weights are multiplied by it; 0 means 1 */
 };
+
+/* Binds layer l's ffn_gate_inp into r->gate_inp and its expert stacks
+ * (ffn_gate_exps, ffn_up_exps, ffn_down_exps) as MoE layer moe_index
+ * (m->moe_layers[moe_index], shape from m->hp). 0, or -1 with moex_error(). */
+int moe_bind(struct model *m, struct moe_router *r, int layer, int moe_index);
 
 /* Buffers for batches of n_batch tokens through layers of this shape. */
 struct moe_block_scratch;

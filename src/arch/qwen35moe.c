@@ -216,7 +216,7 @@ static int bind_mtp(struct model *m, struct qwen35moe *q, int l) {
 static int bind(struct model *m) {
     struct model_hparams *hp = &m->hp;
     struct qwen35moe *q = m->weights;
-    if (model_bind_ends(m)) return -1;
+    if (io_bind(m, "output_norm.weight")) return -1;
     if (model_alloc_moe(m, hp->n_layers)) return -1;
     for (int l = 0; l < hp->n_layers; l++) {
         struct qwen35moe_layer *L = &q->layers[l];

@@ -12,7 +12,6 @@
 #include "arch/block_moe.h"
 #include "arch/block_norm.h"
 #include "core/threadpool.h"
-#include "core/timer.h"
 #include "gguf/gguf.h"
 #include "model/context_impl.h"
 #include "model/model_load.h"
@@ -36,8 +35,8 @@ static int load_hparams(struct model *m) {
         model_get_int(m, "embedding_length", 1, max, &hp->n_embd) ||
         model_get_int(m, "attention.head_count", 1, max, &hp->n_head) ||
         model_get_int(m, "attention.head_count_kv", 1, max, &hp->n_head_kv) ||
-        model_get_int(m, "expert_count", 1, max, &hp->n_expert) ||
-        model_get_int(m, "expert_used_count", 1, max, &hp->n_expert_used) ||
+        model_get_int(m, "expert_count", 1, MODEL_EXPERTS_MAX, &hp->n_expert) ||
+        model_get_int(m, "expert_used_count", 1, MODEL_EXPERTS_MAX, &hp->n_expert_used) ||
         model_get_int(m, "expert_feed_forward_length", 1, max, &hp->n_ff_exp) ||
         model_get_int(m, "context_length", 1, max, &hp->n_ctx_train) ||
         model_get_int_or(m, "attention.key_length", 1, max, hp->n_embd / hp->n_head, &hp->head_dim) ||
@@ -59,29 +58,18 @@ static void layer_state(const struct model *m, int layer, struct layer_state *ou
 
 static int bind(struct model *m) {
     const struct model_hparams *hp = &m->hp;
-    if (model_bind_ends(m)) return -1;
+    if (io_bind(m, "output_norm.weight")) return -1;
     struct qwen3moe_layer *layers = calloc((size_t)hp->n_layers, sizeof *layers);
     m->weights = layers;
     if (!layers || model_alloc_moe(m, hp->n_layers)) return moex_errorf("out of memory");
-    int D = hp->n_embd, hd = hp->head_dim, q_dim = hp->n_head * hd, kv_dim = hp->n_head_kv * hd;
+    int D = hp->n_embd;
     for (int l = 0; l < hp->n_layers; l++) {
         struct qwen3moe_layer *L = &layers[l];
-        struct moe_layer_desc *E = &m->moe_layers[l];
-        *E = (struct moe_layer_desc){ .layer = l, .n_expert = hp->n_expert, .n_used = hp->n_expert_used,
-                                      .n_ff = hp->n_ff_exp, .n_embd = D };
         L->router = (struct moe_router){ .gating = MOE_GATING_SOFTMAX, .renormalise = true };
         if (!(L->attn_norm = model_want_vector(m, D, "blk.%d.attn_norm.weight", l)) ||
-            model_want_matrix(m, &L->attn.wq, D, q_dim, "blk.%d.attn_q.weight", l) ||
-            model_want_matrix(m, &L->attn.wk, D, kv_dim, "blk.%d.attn_k.weight", l) ||
-            model_want_matrix(m, &L->attn.wv, D, kv_dim, "blk.%d.attn_v.weight", l) ||
-            model_want_matrix(m, &L->attn.wo, q_dim, D, "blk.%d.attn_output.weight", l) ||
-            !(L->attn.q_norm = model_want_vector(m, hd, "blk.%d.attn_q_norm.weight", l)) ||
-            !(L->attn.k_norm = model_want_vector(m, hd, "blk.%d.attn_k_norm.weight", l)) ||
+            attn_bind(m, &L->attn, l, hp->n_head_kv) ||
             !(L->ffn_norm = model_want_vector(m, D, "blk.%d.ffn_norm.weight", l)) ||
-            model_want_matrix(m, &L->router.gate_inp, D, hp->n_expert, "blk.%d.ffn_gate_inp.weight", l) ||
-            model_want_experts(m, &E->gate, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_gate_exps.weight", l) ||
-            model_want_experts(m, &E->up, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_up_exps.weight", l) ||
-            model_want_experts(m, &E->down, hp->n_ff_exp, D, hp->n_expert, "blk.%d.ffn_down_exps.weight", l))
+            moe_bind(m, &L->router, l, l))
             return -1;
     }
     return 0;
@@ -124,10 +112,8 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     const struct qwen3moe_layer *layers = m->weights;
     struct workspace *ws = c->ws;
     int D = hp->n_embd;
-    int64_t t0 = time_ns();
     embed_tokens(&m->token_embd, tokens, n, c->x);
     attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
-    c->times.other += time_ns() - t0;
     for (int l = 0; l < hp->n_layers; l++) {
         const struct qwen3moe_layer *L = &layers[l];
         rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);

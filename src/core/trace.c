@@ -1,7 +1,9 @@
 #include "core/trace.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,9 +68,12 @@ static void put_json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-int trace_write(const struct trace *t, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) return moex_errorf("%s: cannot open for writing", path);
+int trace_write_file(const struct trace *t, struct atomic_file *out) {
+    FILE *f = atomic_file_stream(out);
+    if (!f) {
+        atomic_file_discard(out);
+        return -1;
+    }
     int64_t n = atomic_load(&((struct trace *)t)->used);
     if (n > t->capacity) n = t->capacity;
     int64_t origin = INT64_MAX;
@@ -91,7 +96,15 @@ int trace_write(const struct trace *t, const char *path) {
         fputc('}', f);
         first = 0;
     }
-    fputs("\n]}\n", f);
-    if (fclose(f) != 0) return moex_errorf("%s: write failed", path);
-    return 0;
+    if (fputs("\n]}\n", f) < 0 || ferror(f)) {
+        moex_errorf("%s: write failed: %s", atomic_file_path(out), strerror(errno));
+        atomic_file_discard(out);
+        return -1;
+    }
+    return atomic_file_commit(out);
+}
+
+int trace_write(const struct trace *t, const char *path) {
+    struct atomic_file *out = atomic_file_create(path);
+    return out ? trace_write_file(t, out) : -1;
 }

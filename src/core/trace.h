@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+struct atomic_file;
 struct trace;
 
 /* NULL when out of memory. Events past `capacity` are counted and dropped. */
@@ -16,8 +17,11 @@ void trace_lane(struct trace *t, int lane, const char *name);
 /* A complete event: [start_ns, end_ns) on a lane. name must outlive t
  * (a string literal or other static text). Thread-safe. */
 void trace_event(struct trace *t, int lane, const char *name, int64_t start_ns, int64_t end_ns);
-/* Writes the JSON file; -1 with moex_error() on failure. */
+/* Writes the JSON file, whole or not at all; -1 with moex_error(). */
 int trace_write(const struct trace *t, const char *path);
+/* The same into an output opened earlier (src/core/atomic_file.h): writes,
+ * then commits or discards it. */
+int trace_write_file(const struct trace *t, struct atomic_file *out);
 int64_t trace_dropped(const struct trace *t);
 
 #endif

@@ -122,12 +122,15 @@ void gguf_set_arr_str(struct gguf_writer *w, const char *key, const char *const 
 void gguf_copy_kv(struct gguf_writer *w, const struct gguf_kv *kv);
 /* Declares a tensor; its bytes come later through gguf_writer_write_data. */
 int gguf_add_tensor(struct gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne);
-/* Opens path and writes header, metadata and tensor infos. */
+/* Starts a temporary next to path (src/core/atomic_file.h) and writes
+ * header, metadata and tensor infos to it. */
 int gguf_writer_begin(struct gguf_writer *w, const char *path);
 /* Appends bytes of the tensors in declaration order; padding between tensors
  * is inserted automatically once a tensor's bytes are complete. */
 int gguf_writer_write_data(struct gguf_writer *w, const void *data, size_t n);
-/* Checks that every tensor got its bytes, and closes the file. */
+/* Checks that every tensor got its bytes, then flushes, syncs and renames
+ * the file into place; on any failure (or gguf_writer_free without finish)
+ * the temporary is removed and a file already at path stays as it was. */
 int gguf_writer_finish(struct gguf_writer *w);
 
 #endif

@@ -5,6 +5,7 @@
  * nothing, so their failures are kept and reported by gguf_writer_begin. */
 #include "gguf/gguf.h"
 #include "gguf/gguf_types.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -34,7 +35,8 @@ struct gguf_writer {
     struct wtensor *tensors;
     size_t n_tensors, cap_tensors;
     char error[512];      /* first setter failure, reported by begin */
-    FILE *fp;
+    struct atomic_file *out; /* the file appears at path only when finished */
+    FILE *fp;             /* out's stream */
     char *path;
     uint64_t alignment;
     size_t current;       /* tensor receiving bytes */
@@ -273,7 +275,7 @@ void gguf_writer_free(struct gguf_writer *w) {
     for (size_t i = 0; i < w->n_tensors; i++) free(w->tensors[i].name);
     free(w->kv);
     free(w->tensors);
-    if (w->fp) fclose(w->fp);
+    atomic_file_discard(w->out);
     free(w->path);
     free(w);
 }
@@ -349,8 +351,9 @@ int gguf_writer_begin(struct gguf_writer *w, const char *path) {
     }
     if (b.oom) { free(b.p); return moex_errorf("%s: out of memory", path); }
 
-    w->fp = fopen(path, "wb");
-    if (!w->fp) { free(b.p); return moex_errorf("%s: cannot create: %s", path, strerror(errno)); }
+    w->out = atomic_file_create(path);
+    w->fp = w->out ? atomic_file_stream(w->out) : NULL;
+    if (!w->fp) { free(b.p); return -1; }
     w->begun = true;
     size_t header_len = b.len;
     size_t written = fwrite(b.p, 1, b.len, w->fp);
@@ -394,8 +397,10 @@ int gguf_writer_finish(struct gguf_writer *w) {
         rc = moex_errorf("%s: tensor '%.80s' got %" PRIu64 " of its %" PRIu64 " bytes (%zu of %zu tensors complete)",
                          w->path, t->name, w->current_done, t->nbytes, w->current, w->n_tensors);
     }
-    FILE *fp = w->fp;
+    struct atomic_file *out = w->out;
+    w->out = NULL;
     w->fp = NULL;
-    if (fclose(fp) != 0 && rc == 0) rc = moex_errorf("%s: write failed: %s", w->path, strerror(errno));
+    if (rc == 0) return atomic_file_commit(out);
+    atomic_file_discard(out);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include "arch/arch.h"
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "core/timer.h"
 #include "moe/executor.h"
 
 #include <stdlib.h>
@@ -152,6 +153,20 @@ void context_checkpoint(struct context *c) {
     else save_checkpoint(c);
 }
 
+/* Recurrent state cannot be rolled back: it goes back to the checkpoint when
+ * that is at or before n_kept, else to the start; the next eval replays. */
+static void rewind_state(struct context *c) {
+    /* A checkpoint past the kept tokens describes a history that is gone. */
+    if (c->checkpoint_pos > c->n_kept) c->checkpoint_pos = -1;
+    if (c->checkpoint_pos >= 0) {
+        memcpy(c->recurrent_mem, c->checkpoint, c->recurrent_total * sizeof(float));
+        c->n_past = c->checkpoint_pos;
+    } else {
+        memset(c->recurrent_mem, 0, c->recurrent_total * sizeof(float));
+        c->n_past = 0;
+    }
+}
+
 void context_truncate(struct context *c, int n_past) {
     if (n_past < 0) n_past = 0;
     if (n_past >= c->n_kept) return;
@@ -164,20 +179,30 @@ void context_truncate(struct context *c, int n_past) {
         if (c->checkpoint_pos > n_past) c->checkpoint_pos = -1;
         return;
     }
-    /* A checkpoint past the kept tokens describes a history that is gone. */
-    if (c->checkpoint_pos > n_past) c->checkpoint_pos = -1;
-    if (c->checkpoint_pos >= 0) {
-        memcpy(c->recurrent_mem, c->checkpoint, c->recurrent_total * sizeof(float));
-        c->n_past = c->checkpoint_pos;
-    } else {
-        memset(c->recurrent_mem, 0, c->recurrent_total * sizeof(float));
-        c->n_past = 0;
-    }
+    rewind_state(c);
 }
 
-/* n tokens (at most n_batch) at n_past, then kept. */
+/* The sum of every op time: the struct is int64_t fields only, whatever
+ * fields architectures add to it. */
+static int64_t timed_ops(const struct op_times *t) {
+    int64_t f[sizeof *t / sizeof(int64_t)], sum = 0;
+    _Static_assert(sizeof *t % sizeof(int64_t) == 0, "struct op_times holds int64_t fields only");
+    memcpy(f, t, sizeof f);
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) sum += f[i];
+    return sum;
+}
+
+/* n tokens (at most n_batch) at n_past, then kept. The forward pass's time
+ * that its blocks do not count goes to `other`. */
 static int eval_batch(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits) {
-    if (c->m->arch->forward(c, tokens, n, logits, all_logits)) return -1;
+    int64_t t0 = time_ns(), counted = timed_ops(&c->times);
+    if (c->m->arch->forward(c, tokens, n, logits, all_logits)) {
+        /* A pass that stopped half way may have moved recurrent state. */
+        if (c->recurrent_total) rewind_state(c);
+        return -1;
+    }
+    int64_t rest = time_ns() - t0 - (timed_ops(&c->times) - counted);
+    if (rest > 0) c->times.other += rest;
     if (tokens != c->tokens + c->n_past) memcpy(c->tokens + c->n_past, tokens, sizeof *tokens * (size_t)n);
     c->n_past += n;
     if (c->n_kept < c->n_past) c->n_kept = c->n_past;

@@ -64,9 +64,13 @@ void context_memory(const struct context *c, struct context_memory *out);
 /* Positions evaluated again after truncations (replays), in total. */
 int64_t context_replayed(const struct context *c);
 
-/* Where the time goes, accumulated over evals (nanoseconds). */
+/* Where the time goes, accumulated over evals (nanoseconds); `other` is the
+ * rest of the forward passes' time (embedding, norms, residuals, ...).
+ * int64_t fields only: the context sums them. */
 struct op_times {
     int64_t attn_matmul, attention, router, experts, lm_head, other;
+    int64_t shortconv;          /* short-convolution blocks, their matmuls included (lfm2moe) */
+    int64_t dense_ffn;          /* dense FFN layers (lfm2moe's leading layers) */
 };
 const struct op_times *context_op_times(const struct context *c);
 void context_reset_op_times(struct context *c);

@@ -58,7 +58,8 @@ struct model {
     void *weights;                     /* the architecture's per-layer weights (its own struct; freed with free) */
     struct moe_layer_desc *moe_layers; /* (moe.n_layers) */
     struct moe_model_desc moe;         /* the MoE layers, for the executor */
-    const struct matrix **matrices;    /* (n_matrices) every 2-D weight bound: scratch sizing */
+    struct matrix **matrices;          /* (n_matrices) every 2-D weight bound (the embedding too):
+                                          scratch sizing, CPU-layout copies; expert stacks: moe_layers */
     int n_matrices, cap_matrices;
     struct tokenizer *tok;             /* NULL when the file has no tokenizer */
     uint64_t n_params, weight_bytes;

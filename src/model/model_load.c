@@ -160,18 +160,31 @@ static const struct gguf_tensor *want(const struct model *m, const char *name, i
     return t;
 }
 
+static const float *want_f32(const struct model *m, const char *name, int64_t ne0, int64_t ne1) {
+    const struct gguf_tensor *t = want(m, name, ne0, ne1, -1);
+    if (t && t->type != QT_F32) {
+        moex_errorf("%s: tensor '%s' must be F32, it is %s", m->file->path, name, quant_type_name((enum qtype)t->type));
+        return NULL;
+    }
+    return t ? (const float *)t->data : NULL;
+}
+
 const float *model_want_vector(struct model *m, int64_t n, const char *fmt, ...) {
     char name[128];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
-    const struct gguf_tensor *t = want(m, name, n, -1, -1);
-    if (t && t->type != QT_F32) {
-        moex_errorf("%s: tensor '%s' must be F32, it is %s", m->file->path, name, quant_type_name((enum qtype)t->type));
-        return NULL;
-    }
-    return t ? (const float *)t->data : NULL;
+    return want_f32(m, name, n, -1);
+}
+
+const float *model_want_floats(struct model *m, int64_t ne0, int64_t ne1, const char *fmt, ...) {
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return want_f32(m, name, ne0, ne1);
 }
 
 static int bind_matrix(struct model *m, const char *name, int64_t cols, int64_t rows, int64_t n_expert,
@@ -198,7 +211,7 @@ int model_want_matrix(struct model *m, struct matrix *out, int64_t cols, int64_t
     if (bind_matrix(m, name, cols, rows, 0, out)) return -1;
     if (m->n_matrices == m->cap_matrices) {
         int cap = m->cap_matrices ? 2 * m->cap_matrices : 64;
-        const struct matrix **mats = realloc(m->matrices, sizeof *mats * (size_t)cap);
+        struct matrix **mats = realloc(m->matrices, sizeof *mats * (size_t)cap);
         if (!mats) return moex_errorf("out of memory");
         m->matrices = mats;
         m->cap_matrices = cap;
@@ -232,23 +245,6 @@ int model_check_attention_moe(const struct model *m) {
         return moex_errorf("%s: attention.value_length %d differs from key_length %d; moex's %s needs them equal",
                            path, hp->value_dim, hp->head_dim, m->arch->name);
     return 0;
-}
-
-int model_bind_ends(struct model *m) {
-    struct model_hparams *hp = &m->hp;
-    const struct gguf_tensor *emb = gguf_find_tensor(m->file, "token_embd.weight");
-    if (!emb) return moex_errorf("%s: tensor 'token_embd.weight' is missing", m->file->path);
-    if (emb->ne[1] <= 0 || emb->ne[1] > MODEL_DIM_MAX)
-        return moex_errorf("%s: tensor 'token_embd.weight' has an invalid vocabulary size", m->file->path);
-    hp->n_vocab = (int)emb->ne[1];
-    if (model_want_matrix(m, &m->token_embd, hp->n_embd, hp->n_vocab, "token_embd.weight") ||
-        !(m->output_norm = model_want_vector(m, hp->n_embd, "output_norm.weight")))
-        return -1;
-    if (!model_has_tensor(m, "output.weight")) {
-        m->output = m->token_embd; /* tied embedding */
-        return 0;
-    }
-    return model_want_matrix(m, &m->output, hp->n_embd, hp->n_vocab, "output.weight");
 }
 
 int model_alloc_moe(struct model *m, int n) {

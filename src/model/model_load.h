@@ -19,6 +19,9 @@ struct gguf_tensor;
 /* The largest size of any dimension, and of any product of hyper-parameters
  * that the forward pass indexes with int. */
 #define MODEL_DIM_MAX (1 << 24)
+/* The most experts a MoE layer may have (llama.cpp allows 512): batch x
+ * top-k pairs must fit in int. */
+#define MODEL_EXPERTS_MAX 4096
 
 /* ARCH.key as an integer in [lo, hi]: required. */
 int model_get_int(const struct model *m, const char *key, int64_t lo, int64_t hi, int *out);
@@ -39,6 +42,9 @@ int model_product(const struct model *m, const char *what, int64_t a, int64_t b,
 bool model_has_tensor(const struct model *m, const char *fmt, ...) MOEX_PRINTF(2, 3);
 /* An F32 vector of n values. */
 const float *model_want_vector(struct model *m, int64_t n, const char *fmt, ...) MOEX_PRINTF(3, 4);
+/* An F32 array of ne1 rows of ne0 values read as plain floats (a conv
+ * kernel), not a matmul weight: it is not registered as a matrix. */
+const float *model_want_floats(struct model *m, int64_t ne0, int64_t ne1, const char *fmt, ...) MOEX_PRINTF(4, 5);
 /* A 2-D weight of rows x cols (ne = [cols, rows]) of a type moex computes with. */
 int model_want_matrix(struct model *m, struct matrix *out, int64_t cols, int64_t rows, const char *fmt, ...)
     MOEX_PRINTF(5, 6);
@@ -50,9 +56,6 @@ int model_want_experts(struct model *m, struct matrix *out, int64_t cols, int64_
  * multiple of KV heads (at most 64 per KV head), top-k <= experts, an even
  * key_length <= 1024 and value_length equal to it. */
 int model_check_attention_moe(const struct model *m);
-/* The two ends of the network: token_embd.weight (its rows set hp.n_vocab),
- * output_norm.weight, and output.weight, or the embedding when it is tied. */
-int model_bind_ends(struct model *m);
 
 /* The MoE layers' descriptions, n of them (m->moe_layers, m->moe). */
 int model_alloc_moe(struct model *m, int n);

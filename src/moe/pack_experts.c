@@ -1,5 +1,6 @@
 #include "moe/pack_experts.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "dev/dev.h"
@@ -47,9 +48,9 @@ static int32_t *extra_experts(const struct moe_model_desc *d, const struct place
     return extra;
 }
 
-static int write_file(const struct moe_model_desc *d, const struct moe_device_plan *dp, struct dev *dev, const int32_t *extra,
-                      int n_extra, bool all, const char *path, moe_pack_progress_fn progress, void *user,
-                      struct moe_pack_result *out) {
+static int write_file(const struct moe_model_desc *d, const struct moe_device_plan *dp, struct dev *dev,
+                      const int32_t *extra, int n_extra, bool all, struct atomic_file **file,
+                      moe_pack_progress_fn progress, void *user, struct moe_pack_result *out) {
     const struct moe_layer_desc *L0 = &d->layers[0];
     struct packfile_info info = {
         .layout = dev_layout(dev), .k_multiple = dp->k_multiple, .n_multiple = dp->n_multiple,
@@ -63,9 +64,12 @@ static int write_file(const struct moe_model_desc *d, const struct moe_device_pl
     };
     snprintf(info.device, sizeof info.device, "%s", dp->device);
     struct packfile_writer *w = NULL;
-    if (packfile_model_identity(d->file, &info.model) != PACKFILE_OK ||
-        packfile_writer_begin(path, &info, dp->plan.pinned, extra, n_extra, &w) != PACKFILE_OK)
-        return -1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", atomic_file_path(*file));
+    if (packfile_model_identity(d->file, &info.model) != PACKFILE_OK) return -1;
+    struct atomic_file *taken = *file;
+    *file = NULL; /* the writer owns it now */
+    if (packfile_writer_begin(taken, &info, dp->plan.pinned, extra, n_extra, &w) != PACKFILE_OK) return -1;
     int n_pinned = dp->plan.n_pinned, n = n_pinned + n_extra;
     for (int i = 0; i < n; i++) {
         int key = i < n_pinned ? dp->plan.pinned[i] : extra[i - n_pinned];
@@ -88,8 +92,9 @@ static int write_file(const struct moe_model_desc *d, const struct moe_device_pl
     return 0;
 }
 
-int moe_pack_experts(const struct moe_model_desc *d, const struct moe_exec_options *o, struct threadpool *pool, bool all,
-                     const char *path, moe_pack_progress_fn progress, void *user, struct moe_pack_result *out) {
+static int pack_experts(const struct moe_model_desc *d, const struct moe_exec_options *o, struct threadpool *pool,
+                        bool all, struct atomic_file **file, moe_pack_progress_fn progress, void *user,
+                        struct moe_pack_result *out) {
     memset(out, 0, sizeof *out);
     int64_t t0 = time_ns();
     struct moe_device_plan dp;
@@ -113,7 +118,7 @@ int moe_pack_experts(const struct moe_model_desc *d, const struct moe_exec_optio
     } else if (dev_open(dp.device, &dopt, &dev) != DEV_OK ||
                dev_pool_alloc(dev, PACKFILE_MATRICES, dp.slot_values, dp.max_n) != DEV_OK) {
         moex_errorf("device %s: %s", dp.device, moex_error());
-    } else if (write_file(d, &dp, dev, extra, n_extra, all, path, progress, user, out) == 0) {
+    } else if (write_file(d, &dp, dev, extra, n_extra, all, file, progress, user, out) == 0) {
         struct dev_counters c;
         dev_get_counters(dev, &c);
         snprintf(out->device, sizeof out->device, "%s", dp.device);
@@ -126,5 +131,13 @@ int moe_pack_experts(const struct moe_model_desc *d, const struct moe_exec_optio
     dev_close(dev);
     free(extra);
     moe_device_plan_free(&dp);
+    return rc;
+}
+
+int moe_pack_experts(const struct moe_model_desc *d, const struct moe_exec_options *o, struct threadpool *pool, bool all,
+                     struct atomic_file *file, moe_pack_progress_fn progress, void *user,
+                     struct moe_pack_result *out) {
+    int rc = pack_experts(d, o, pool, all, &file, progress, user, out);
+    atomic_file_discard(file); /* NULL once the writer took it */
     return rc;
 }

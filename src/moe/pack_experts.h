@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct atomic_file;
 struct moe_model_desc;
 struct threadpool;
 struct moe_exec_options;
@@ -27,11 +28,13 @@ struct moe_pack_result {
 /* Called after each expert. */
 typedef void (*moe_pack_progress_fn)(void *user, int done, int total);
 
-/* Packs for o->device (its budget, statistics, sim figures) into path,
- * using pool's threads. all: every expert, the plan's pinned ones first.
- * -1 with moex_error() when the device cannot be used, the plan pins no
- * expert (and not all), or writing fails (nothing is left at path then). */
+/* Packs for o->device (its budget, statistics, sim figures) into file
+ * (src/core/atomic_file.h; taken over, committed or discarded), using
+ * pool's threads. all: every expert, the plan's pinned ones first. -1 with
+ * moex_error() when the device cannot be used, the plan pins no expert (and
+ * not all), or writing fails (a file already at the path stays as it was). */
 int moe_pack_experts(const struct moe_model_desc *d, const struct moe_exec_options *o, struct threadpool *pool, bool all,
-                     const char *path, moe_pack_progress_fn progress, void *user, struct moe_pack_result *out);
+                     struct atomic_file *file, moe_pack_progress_fn progress, void *user,
+                     struct moe_pack_result *out);
 
 #endif

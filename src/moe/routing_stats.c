@@ -1,7 +1,9 @@
 #include "moe/routing_stats.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,9 +124,12 @@ struct header {
     uint64_t model_hash, model_size;
 };
 
-int routing_stats_write(const struct routing_stats *s, const char *path) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return moex_errorf("%s: cannot create", path);
+int routing_stats_write_file(const struct routing_stats *s, struct atomic_file *out) {
+    FILE *f = atomic_file_stream(out);
+    if (!f) {
+        atomic_file_discard(out);
+        return -1;
+    }
     struct header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, MAGIC, 8);
@@ -146,12 +151,17 @@ int routing_stats_write(const struct routing_stats *s, const char *path) {
              fwrite(s->window_total, sizeof(uint64_t), L, f) == L &&
              fwrite(s->window_hits, sizeof(uint64_t), L, f) == L &&
              fwrite(s->coact, sizeof *s->coact, le * (size_t)s->n_expert, f) == le * (size_t)s->n_expert;
-    if (fclose(f) != 0) ok = 0;
     if (!ok) {
-        remove(path);
-        return moex_errorf("%s: write failed", path);
+        moex_errorf("%s: write failed: %s", atomic_file_path(out), strerror(errno));
+        atomic_file_discard(out);
+        return -1;
     }
-    return 0;
+    return atomic_file_commit(out);
+}
+
+int routing_stats_write(const struct routing_stats *s, const char *path) {
+    struct atomic_file *out = atomic_file_create(path);
+    return out ? routing_stats_write_file(s, out) : -1;
 }
 
 static int read_exact(FILE *f, void *dst, size_t size, size_t n) { return n == 0 || fread(dst, size, n, f) == n; }

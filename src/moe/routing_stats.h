@@ -12,6 +12,8 @@
 /* Locality is measured over this many previous tokens ("within 8"). */
 #define ROUTING_WINDOW 8
 
+struct atomic_file;
+
 struct routing_stats {
     int n_layers, n_expert, top_k;
     uint64_t n_tokens;         /* tokens observed at layer 0 */
@@ -50,8 +52,12 @@ void routing_stats_set_phase(struct routing_stats *s, int phase);
 void routing_stats_observe(void *user, int layer, int n_tokens, int top_k, const int32_t *ids,
                            const float *weights);
 
-/* 0, or -1 with moex_error(). */
+/* 0, or -1 with moex_error(); the file appears whole or not at all (a file
+ * already at path stays as it was on failure). */
 int routing_stats_write(const struct routing_stats *s, const char *path);
+/* The same into an output opened earlier (src/core/atomic_file.h): writes,
+ * then commits or discards it. */
+int routing_stats_write_file(const struct routing_stats *s, struct atomic_file *out);
 /* NULL with moex_error() naming the file and the problem. */
 struct routing_stats *routing_stats_read(const char *path);
 /* 0 when s was gathered on the model of this identity and shape; else -1

@@ -138,13 +138,16 @@ int packfile_hash_file(const char *path, uint64_t *out);
 /* ---------------------------------------------------------------- writing */
 
 struct packfile_writer;
+struct atomic_file;
 
-/* Starts path.tmp: the file appears under path only when finished. The
+/* Starts writing into file (src/core/atomic_file.h), which the writer owns
+ * from here on, also on failure: the file appears at its path only when
+ * finished. The
  * file holds the plan's info->n_pinned pinned experts (layer * n_expert +
  * expert), then the n_extra experts of `extra` (ascending, none pinned).
  * info->n_entries is ignored (3 per expert); code_stride must hold K * N
  * codes and be a multiple of 64 (the device's slot stride). */
-int packfile_writer_begin(const char *path, const struct packfile_info *info, const int32_t *pinned,
+int packfile_writer_begin(struct atomic_file *file, const struct packfile_info *info, const int32_t *pinned,
                           const int32_t *extra, int n_extra, struct packfile_writer **out);
 /* The next weight, in order: pinned then extra experts, for each gate, up,
  * down; codes of pack_bytes(layout, K, N) and N scales with K, N of the
@@ -153,9 +156,10 @@ int packfile_writer_add(struct packfile_writer *w, int layer, int expert, enum p
                         const int8_t *codes, const float *scales);
 /* Bytes written so far. */
 uint64_t packfile_writer_bytes(const struct packfile_writer *w);
-/* Writes index, plan and header, then renames path.tmp to path. Frees w. */
+/* Writes index, plan and header, then commits the file (synced, renamed
+ * into place; removed on failure). Frees w. */
 int packfile_writer_finish(struct packfile_writer *w);
-/* Removes path.tmp. Frees w. */
+/* Removes the temporary; a file already at the path stays. Frees w. */
 void packfile_writer_abort(struct packfile_writer *w);
 
 const char *packfile_status_string(int status);

@@ -1,17 +1,18 @@
-/* The pack file writer: streams entries to path.tmp as they are packed (a
- * large model's packed experts do not fit in memory), hashing each on the
- * way: codes in order, each entry's scales at its place in the scales
- * region (every offset is known from the start). Then it writes the plan,
- * the index and the header and renames the file into place. The file is
- * not synced: a file torn by a crash fails its checksums and is refused. */
+/* The pack file writer: streams entries to a temporary next to the file
+ * (src/core/atomic_file.h) as they are packed (a large model's packed
+ * experts do not fit in memory), hashing each on the way: codes in order,
+ * each entry's scales at its place in the scales region (every offset is
+ * known from the start). Then it writes the plan, the index and the header
+ * and commits the file: synced and renamed into place, or on failure
+ * removed, leaving an older file at the path as it was. */
 #include "pack/packfile.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/xxh64.h"
 #include "pack/packfile_format.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,9 @@
 #include <unistd.h>
 
 struct packfile_writer {
-    char *path, *tmp_path;
-    int fd;
+    char *path;
+    struct atomic_file *out;
+    int fd;                   /* out's */
     struct packfile_info info;
     int32_t *pinned;          /* (n_pinned) */
     int32_t *order;           /* (n_pinned + n_extra) the experts in file order */
@@ -41,7 +43,7 @@ static int write_all(struct packfile_writer *w, const void *data, size_t n) {
     while (n > 0) {
         ssize_t k = write(w->fd, p, n);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return moex_errorf("%s: write failed: %s", w->tmp_path, strerror(errno)), PACKFILE_E_IO;
+        if (k <= 0) return moex_errorf("%s: write failed: %s", w->path, strerror(errno)), PACKFILE_E_IO;
         p += k;
         n -= (size_t)k;
         w->pos += (uint64_t)k;
@@ -64,7 +66,7 @@ static int pwrite_all(struct packfile_writer *w, const void *data, size_t n, uin
     while (n > 0) {
         ssize_t k = pwrite(w->fd, p, n, (off_t)offset);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return moex_errorf("%s: write failed: %s", w->tmp_path, strerror(errno)), PACKFILE_E_IO;
+        if (k <= 0) return moex_errorf("%s: write failed: %s", w->path, strerror(errno)), PACKFILE_E_IO;
         p += k;
         n -= (size_t)k;
         offset += (uint64_t)k;
@@ -75,9 +77,8 @@ static int pwrite_all(struct packfile_writer *w, const void *data, size_t n, uin
 
 static void writer_free(struct packfile_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
+    atomic_file_discard(w->out);
     free(w->path);
-    free(w->tmp_path);
     free(w->pinned);
     free(w->order);
     free(w->index);
@@ -123,38 +124,35 @@ static int check_info(const struct packfile_info *in, const int32_t *pinned, con
     return rc;
 }
 
-int packfile_writer_begin(const char *path, const struct packfile_info *info, const int32_t *pinned,
+int packfile_writer_begin(struct atomic_file *file, const struct packfile_info *info, const int32_t *pinned,
                           const int32_t *extra, int n_extra, struct packfile_writer **out) {
-    if (!out || !path || !info) return moex_errorf("packfile_writer_begin: missing argument"), PACKFILE_E_ARG;
+    if (!out || !file || !info) {
+        atomic_file_discard(file);
+        return moex_errorf("packfile_writer_begin: missing argument"), PACKFILE_E_ARG;
+    }
     *out = NULL;
     int rc = check_info(info, pinned, extra, n_extra);
-    if (rc != PACKFILE_OK) return rc;
-    struct packfile_writer *w = calloc(1, sizeof *w);
-    if (!w) return moex_errorf("out of memory"), PACKFILE_E_NOMEM;
-    w->fd = -1;
+    struct packfile_writer *w = rc == PACKFILE_OK ? calloc(1, sizeof *w) : NULL;
+    if (!w) {
+        atomic_file_discard(file);
+        return rc != PACKFILE_OK ? rc : (moex_errorf("out of memory"), PACKFILE_E_NOMEM);
+    }
+    w->out = file;
+    w->fd = atomic_file_fd(file);
     w->info = *info;
     int n_experts = info->n_pinned + n_extra;
     w->info.n_entries = n_experts * PACKFILE_MATRICES;
-    size_t tmp_len = strlen(path) + 32;
-    w->path = strdup(path);
-    w->tmp_path = malloc(tmp_len);
+    w->path = strdup(atomic_file_path(file));
     w->pinned = malloc(sizeof *w->pinned * (size_t)(info->n_pinned + 1));
     w->order = malloc(sizeof *w->order * (size_t)(n_experts + 1));
     w->index = calloc((size_t)w->info.n_entries + 1, PF_ENTRY_BYTES);
-    if (!w->path || !w->tmp_path || !w->pinned || !w->order || !w->index) {
+    if (!w->path || !w->pinned || !w->order || !w->index) {
         writer_free(w);
         return moex_errorf("out of memory"), PACKFILE_E_NOMEM;
     }
     if (info->n_pinned) memcpy(w->pinned, pinned, sizeof *w->pinned * (size_t)info->n_pinned);
     if (info->n_pinned) memcpy(w->order, pinned, sizeof *w->order * (size_t)info->n_pinned);
     if (n_extra) memcpy(w->order + info->n_pinned, extra, sizeof *w->order * (size_t)n_extra);
-    snprintf(w->tmp_path, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        moex_errorf("%s: cannot create: %s", w->tmp_path, strerror(errno));
-        writer_free(w);
-        return PACKFILE_E_IO;
-    }
     w->plan_offset = PF_ALIGN;
     w->index_offset = round_up(w->plan_offset + 4ull * (uint64_t)info->n_pinned, PF_ALIGN);
     w->data_offset = round_up(w->index_offset + (uint64_t)PF_ENTRY_BYTES * (uint64_t)w->info.n_entries, PF_ALIGN);
@@ -265,7 +263,7 @@ static int write_tables(struct packfile_writer *w) {
     /* The codes' padding up to the scales region, and the last scales'. */
     int rc = pad_to(w, w->scales_offset);
     if (rc == PACKFILE_OK && ftruncate(w->fd, (off_t)w->file_size) != 0)
-        rc = (moex_errorf("%s: cannot size the file: %s", w->tmp_path, strerror(errno)), PACKFILE_E_IO);
+        rc = (moex_errorf("%s: cannot size the file: %s", w->path, strerror(errno)), PACKFILE_E_IO);
     if (rc == PACKFILE_OK) rc = pwrite_all(w, plan, (size_t)plan_bytes, w->plan_offset);
     if (rc == PACKFILE_OK) rc = pwrite_all(w, w->index, (size_t)index_bytes, w->index_offset);
     if (rc == PACKFILE_OK) rc = pwrite_all(w, h, sizeof h, 0);
@@ -280,28 +278,12 @@ int packfile_writer_finish(struct packfile_writer *w) {
         rc = (moex_errorf("%s: %d of %d entries written", w->path, w->next, w->info.n_entries), PACKFILE_E_ARG);
     if (rc == PACKFILE_OK) rc = write_tables(w);
     if (rc == PACKFILE_OK) {
-        int closed = close(w->fd);
-        w->fd = -1;
-        if (closed != 0) rc = (moex_errorf("%s: close failed: %s", w->tmp_path, strerror(errno)), PACKFILE_E_IO);
+        struct atomic_file *file = w->out;
+        w->out = NULL;
+        if (atomic_file_commit(file) != 0) rc = PACKFILE_E_IO;
     }
-    if (rc == PACKFILE_OK && rename(w->tmp_path, w->path) != 0)
-        rc = (moex_errorf("%s: cannot rename %s into place: %s", w->path, w->tmp_path, strerror(errno)),
-              PACKFILE_E_IO);
-    if (rc != PACKFILE_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", moex_error());
-        packfile_writer_abort(w);
-        moex_errorf("%s", msg);
-        return rc;
-    }
-    writer_free(w);
-    return PACKFILE_OK;
+    writer_free(w); /* on failure removes the temporary */
+    return rc;
 }
 
-void packfile_writer_abort(struct packfile_writer *w) {
-    if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    w->fd = -1;
-    unlink(w->tmp_path);
-    writer_free(w);
-}
+void packfile_writer_abort(struct packfile_writer *w) { writer_free(w); }

@@ -14,11 +14,13 @@
 
 extern const struct synth_arch synth_qwen3moe;
 extern const struct synth_arch synth_qwen35moe;
+extern const struct synth_arch synth_lfm2moe;
 
 /* One row per architecture moex synth writes. */
 static const struct synth_arch *const synth_archs[] = {
     &synth_qwen3moe,
     &synth_qwen35moe,
+    &synth_lfm2moe,
 };
 
 static const struct synth_arch *find_arch(const char *name) {
@@ -73,7 +75,7 @@ int synth_preset(const char *name, struct synth_params *p) {
         if (rc <= 0) return rc;
     }
     return moex_errorf("synth: unknown preset '%s' (tiny, small, q30b, q30b-l8, qwen35-tiny, qwen35-35b-a3b, "
-                       "qwen35-a3b-l8)", name);
+                       "qwen35-a3b-l8, lfm2-tiny, lfm2-8b-a1b)", name);
 }
 
 int synth_parse_type(const char *s, enum synth_type *t) {
@@ -95,14 +97,28 @@ uint32_t synth_file_type(enum synth_type t) {
  * every third one between get more bits. */
 static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
+/* llama.cpp counts attn_v tensors, not layers: in a hybrid only the
+ * attention layers have one. */
+static void attn_v_index(const struct synth_params *p, int layer, int *i, int *n) {
+    *i = layer;
+    *n = p->n_layers;
+    if (!p->attention_layers) return;
+    *i = *n = 0;
+    for (int l = 0; l < p->n_layers && l < 64; l++)
+        if (p->attention_layers >> l & 1) { *i += l < layer; ++*n; }
+}
+
 static uint32_t q4_k_m_type(const struct synth_params *p, const char *name) {
     int layer = 0;
     if (sscanf(name, "blk.%d.", &layer) != 1) layer = 0;
     bool eight = p->n_expert == 8; /* llama.cpp special-cases 8-expert models */
     if (!strcmp(name, "output.weight")) return QT_Q6_K;
-    /* attn_qkv (a delta net's input) counts as attn_v: one of them per layer */
-    if (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight"))
-        return eight ? QT_Q8_0 : use_more_bits(layer, p->n_layers) ? QT_Q6_K : QT_Q4_K;
+    /* attn_qkv (a delta net's input) counts as attn_v */
+    if (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight")) {
+        int i, n;
+        attn_v_index(p, layer, &i, &n);
+        return eight ? QT_Q8_0 : use_more_bits(i, n) ? QT_Q6_K : QT_Q4_K;
+    }
     if (strstr(name, "attn_k.weight")) return eight ? QT_Q8_0 : QT_Q4_K;
     if (strstr(name, "attn_output.weight")) return eight ? QT_Q5_K : QT_Q4_K;
     if (strstr(name, "ffn_down")) return use_more_bits(layer, p->n_layers) ? QT_Q6_K : QT_Q4_K;
@@ -110,10 +126,12 @@ static uint32_t q4_k_m_type(const struct synth_params *p, const char *name) {
 }
 
 uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64_t ne0) {
-    if (strstr(name, "_norm.weight") || strstr(name, "ffn_gate_inp")) return QT_F32;
-    /* llama-quantize keeps conv kernels and vectors (delta-net decay, bias) */
+    /* llama-quantize leaves norms, routers, biases, conv kernels and the
+     * delta net's decay vector alone. */
     size_t len = strlen(name);
-    if (strstr(name, "ssm_conv1d") || strstr(name, "ssm_dt.bias") || (len > 6 && !strcmp(name + len - 6, ".ssm_a")))
+    if (strstr(name, "_norm.weight") || strstr(name, "ffn_gate_inp") || strstr(name, ".bias") ||
+        strstr(name, "shortconv.conv.weight") || strstr(name, "ssm_conv1d") ||
+        (len > 6 && !strcmp(name + len - 6, ".ssm_a")))
         return QT_F32;
     uint32_t t;
     switch (p->type) {

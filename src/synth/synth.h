@@ -25,6 +25,10 @@ struct synth_params {
     int n_layers, n_embd;
     int n_head, n_head_kv, head_dim;
     int n_expert, n_expert_used, n_ff_exp;
+    int n_ff;                 /* dense FFN width of the leading dense layers (lfm2moe) */
+    int n_dense;              /* leading layers with a dense FFN instead of experts (lfm2moe) */
+    uint64_t attention_layers;/* hybrids (lfm2moe): bit l set = layer l is attention, the others
+                                 short convolutions; bits at or past n_layers are ignored */
     int n_vocab;              /* 0: the vocabulary's own size; else cut or padded to this */
     int n_ctx;                /* context_length written to the file */
     float rope_base, rms_eps;

@@ -247,22 +247,30 @@ static double silu_sq_mean(double s) {
 }
 
 /* Per-coordinate variances: U 1, F 1, S and J grow by layer_var per layer. */
+/* Whether layer l has attention (the others of a hybrid write no S). */
+static bool attends(const struct synth_design *d, int l) {
+    return !d->p.attention_layers || (l < 64 && (d->p.attention_layers >> l & 1));
+}
+
 static void design_energy(struct synth_design *d) {
-    int L = d->p.n_layers, D = d->D;
+    int L = d->p.n_layers, D = d->D, n_attn = 0;
     double nU = d->n_blk[BLK_U], nF = d->n_blk[BLK_F], nS = d->n_blk[BLK_S], nJ = d->n_blk[BLK_J];
     double inc = L > 4 ? 4.0 / L : 1.0;
+    for (int l = 0; l < L; l++) n_attn += attends(d, l);
+    /* A hybrid's attention layers write the S of the layers they stand for. */
+    double inc_s = n_attn == L || n_attn == 0 ? inc : inc * L / n_attn;
     double var_s = (double)LEAK * LEAK, var_j = EMBD_J_VAR;
     d->layer_var = (float)inc;
     for (int l = 0; l < L; l++) {
         d->layer[l].rho_attn = (float)sqrt((nU + nF + nS * var_s + nJ * var_j) / D);
-        var_s += inc;
+        if (attends(d, l)) var_s += inc_s;
         d->layer[l].rho_ffn = (float)sqrt((nU + nF + nS * var_s + nJ * var_j) / D);
         var_j += inc;
     }
     d->rho_out = (float)sqrt((nU + nF + nS * var_s + nJ * var_j) / D);
     d->out_var_s = (float)var_s;
     d->out_var_j = (float)var_j;
-    d->out_scale = (float)sqrt(inc / ((double)d->n_src * d->hd * d->window_var));
+    d->out_scale = (float)sqrt(inc_s / ((double)d->n_src * d->hd * d->window_var));
     d->down_scale = (float)sqrt(inc / (d->FF * silu_sq_mean(GATE_STD) * UP_STD * UP_STD * d->weight_sq));
 }
 
@@ -304,16 +312,16 @@ static int design_router(struct synth_design *d) {
         struct layer_design *ld = &d->layer[l];
         synth_design_row(d, SK_ATTN_NORM, l, 0, gn_a);
         synth_design_row(d, SK_FFN_NORM, l, 0, gn_f);
-        for (int v = 0; v < nkv; v++) {
+        for (int v = 0; v < nkv && attends(d, l); v++) {
             struct rng r = rng_at(d->p.seed, tensor_stream(SK_ATTN_V, l), value_row_source(d, v));
             for (int c = 0; c < D; c++) row[c] = rng_gauss(&r);
             for (int j = 0; j < nF; j++) G[(size_t)v * nF + j] = row[F[j]] * gn_a[F[j]];
         }
-        for (int i = 0; i < nS; i++) out_draws(d, l, S[i], B + (size_t)i * nkv);
+        for (int i = 0; i < nS && attends(d, l); i++) out_draws(d, l, S[i], B + (size_t)i * nkv);
         /* Channels of groups that copy another group's values are zero in B's
          * use below: out rows read one draw per source channel. */
         float scale = d->out_scale / sqrtf((float)nF);
-        for (int i = 0; i < nS; i++) {
+        for (int i = 0; i < nS && attends(d, l); i++) {
             float *m = M + (size_t)i * nF;
             for (int v = 0; v < nkv; v++) {
                 if (d->value_src[v / hd] != v / hd) continue;
@@ -340,7 +348,9 @@ static int design_router(struct synth_design *d) {
             for (int j = 0; j < nF; j++) slow += y[j] * y[j];
             slow *= d->window_var;
             double rho2 = (double)ld->rho_ffn * ld->rho_ffn;
-            ld->fast_scale[e] = fast > 0 ? (float)(ROUTER_SCALE * sqrt((1 - w) * rho2 / fast)) : 0;
+            /* No attention before this layer (a hybrid's first): no S, all fast. */
+            double fast_share = slow > 0 ? 1 - w : 1;
+            ld->fast_scale[e] = fast > 0 ? (float)(ROUTER_SCALE * sqrt(fast_share * rho2 / fast)) : 0;
             ld->slow_scale[e] = slow > 0 ? (float)(ROUTER_SCALE * sqrt(w * rho2 / slow)) : 0;
         }
     }

@@ -116,6 +116,5 @@ int synth_write_file(const struct synth_params *p, struct gguf_writer *w, const 
     if (gguf_writer_begin(w, path)) return -1;
     int rc = write_tensors(p, row, design, t, n, w);
     if (rc == 0) rc = gguf_writer_finish(w);
-    if (rc) remove(path);
-    return rc;
+    return rc; /* on failure gguf_writer_free removes the temporary; a file at path stays */
 }

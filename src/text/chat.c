@@ -16,9 +16,13 @@
 /* Qwen3.5's generation prompt opens the think block by default: the line
  * that does it, as it stands in the Jinja source. */
 #define QWEN35_MARK "{{- '<think>\\n' }}"
+#define LFM2_BOS "<|startoftext|>"
 
 enum chat_format chat_format_detect(const char *tmpl) {
     if (!tmpl || !strstr(tmpl, IM_START)) return CHAT_FORMAT_UNKNOWN;
+    /* LFM2's templates name their tool-list markers (LFM2.5: plain text). */
+    if (strstr(tmpl, "<|tool_list_start|>") || strstr(tmpl, "List of tools: [") || strstr(tmpl, LFM2_BOS))
+        return CHAT_FORMAT_LFM2;
     if (!strstr(tmpl, "</think>")) return CHAT_FORMAT_CHATML;
     return strstr(tmpl, QWEN35_MARK) ? CHAT_FORMAT_QWEN35 : CHAT_FORMAT_QWEN3;
 }
@@ -28,8 +32,14 @@ const char *chat_format_name(enum chat_format fmt) {
     case CHAT_FORMAT_CHATML: return "chatml";
     case CHAT_FORMAT_QWEN3: return "qwen3";
     case CHAT_FORMAT_QWEN35: return "qwen3.5";
+    case CHAT_FORMAT_LFM2: return "lfm2";
     default: return "unknown";
     }
+}
+
+static bool renderable(enum chat_format fmt) {
+    return fmt == CHAT_FORMAT_CHATML || fmt == CHAT_FORMAT_QWEN3 || fmt == CHAT_FORMAT_QWEN35 ||
+           fmt == CHAT_FORMAT_LFM2;
 }
 
 void chat_text_free(struct chat_text *t) {
@@ -251,14 +261,10 @@ static const char *think_prompt(enum chat_format fmt, bool enable_thinking) {
     return "";
 }
 
-static bool renders(enum chat_format fmt) {
-    return fmt == CHAT_FORMAT_CHATML || fmt == CHAT_FORMAT_QWEN3 || fmt == CHAT_FORMAT_QWEN35;
-}
-
 char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
                   bool add_generation_prompt, bool enable_thinking, size_t *len) {
     struct chat_text t = {0};
-    if (!renders(fmt)) {
+    if (!renderable(fmt)) {
         moex_errorf("chat: the model's chat template is not one moex can render");
         return NULL;
     }
@@ -272,7 +278,7 @@ char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
             return NULL;
         }
     }
-    int rc = put(&t, "");
+    int rc = put(&t, fmt == CHAT_FORMAT_LFM2 ? LFM2_BOS : "");
     if (rc == 0 && fmt == CHAT_FORMAT_QWEN3) {
         rc = render_qwen3(&t, msgs, n);
     } else if (rc == 0 && fmt == CHAT_FORMAT_QWEN35) {
@@ -294,14 +300,14 @@ char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
 
 int chat_append_user(struct chat_text *t, enum chat_format fmt, const char *system,
                      const char *user, bool enable_thinking) {
-    if (!renders(fmt))
-        return moex_errorf("chat: the model's chat template is not one moex can render");
+    if (!renderable(fmt)) return moex_errorf("chat: the model's chat template is not one moex can render");
     if (!user) return moex_errorf("chat: no user message");
     size_t old_len = t->len;
     int rc = 0;
     int (*turn)(struct chat_text *, const char *, const char *) =
         fmt == CHAT_FORMAT_QWEN35 ? put_trimmed_turn : put_turn;
-    if (system) rc = turn(t, "system", system);
+    if (fmt == CHAT_FORMAT_LFM2 && old_len == 0) rc = put(t, LFM2_BOS);
+    if (rc == 0 && system) rc = turn(t, "system", system);
     if (rc == 0) rc = turn(t, "user", user);
     if (rc == 0) rc = put(t, GENERATION_PROMPT);
     if (rc == 0) rc = put(t, think_prompt(fmt, enable_thinking));
@@ -317,8 +323,7 @@ size_t chat_generation_prompt_len(enum chat_format fmt, bool enable_thinking) {
 }
 
 int chat_append_reply(struct chat_text *t, enum chat_format fmt, const char *reply) {
-    if (!renders(fmt))
-        return moex_errorf("chat: the model's chat template is not one moex can render");
+    if (!renderable(fmt)) return moex_errorf("chat: the model's chat template is not one moex can render");
     if (!reply) return moex_errorf("chat: no reply");
     size_t keep = t->len;
     if (fmt != CHAT_FORMAT_CHATML && t->data && ends_with(t->data, keep, GENERATION_PROMPT EMPTY_THINK))

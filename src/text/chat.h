@@ -1,6 +1,8 @@
 /* Chat prompts in the model's own format. moex runs no Jinja: it recognises
  * the template family from the GGUF's tokenizer.chat_template and renders it
- * in C. Supported: ChatML, and Qwen3's ChatML with <think> handling, rendered
+ * in C. Supported: ChatML, LFM2's (ChatML after "<|startoftext|>", the
+ * template's bos_token, at the start of the conversation), and Qwen3's
+ * ChatML with <think> handling, rendered
  * exactly as Qwen3's template renders plain messages (no tools, no tool
  * calls) with add_generation_prompt:
  *
@@ -29,6 +31,7 @@ enum chat_format {
     CHAT_FORMAT_QWEN35,        /* Qwen3.5/3.6: Qwen3's rules, contents trimmed, the
                                 * generation prompt opens "<think>\n" unless thinking
                                 * is off; tools not rendered */
+    CHAT_FORMAT_LFM2,          /* "<|startoftext|>" once, then ChatML (LFM2, LFM2-MoE) */
 };
 
 /* The family of a Jinja template (NULL or "" -> UNKNOWN). Templates that add

@@ -10,7 +10,7 @@ enum pretok_kind {
     /* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}
      *   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+          (Qwen2, Qwen3) */
     PRETOK_QWEN2,
-    /* The same with \p{N}{1,3} (Llama 3). */
+    /* The same with \p{N}{1,3} (Llama 3, LFM2). */
     PRETOK_LLAMA3,
     /* The Qwen2 regex with marks in the letter runs (Qwen3.5, Qwen3.6):
      *   ...|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|... */

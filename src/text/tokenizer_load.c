@@ -109,10 +109,16 @@ static int load_pretok(struct tokenizer *t, const struct gguf_file *f) {
     } else if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0) {
         t->pretok = PRETOK_LLAMA3;
         t->ignore_merges = true;
+    } else if (strcmp(pre, "lfm2") == 0) {
+        /* LFM2 splits as Llama 3 does and starts with BOS unless the file
+         * says otherwise (tokenizer.ggml.add_bos_token, read later). */
+        t->pretok = PRETOK_LLAMA3;
+        t->ignore_merges = true;
+        t->add_bos = true;
     } else if (strcmp(pre, "gpt-2") == 0 || strcmp(pre, "gpt2") == 0) {
         t->pretok = PRETOK_GPT2;
     } else {
-        rc = moex_errorf("tokenizer: pre-tokenizer \"%s\" is not supported (qwen2, qwen35, llama-bpe, gpt-2)", pre);
+        rc = moex_errorf("tokenizer: pre-tokenizer \"%s\" is not supported (qwen2, qwen35, llama-bpe, lfm2, gpt-2)", pre);
     }
     free(pre);
     return rc;

@@ -1,0 +1,254 @@
+/* lfm2moe (LiquidAI LFM2-8B-A1B and its kind), top to bottom:
+ *   embed -> per layer: RMSNorm, then either a short convolution (most
+ *   layers: in_proj -> B, C, x; C * causal depthwise conv(B * x); out_proj)
+ *   or attention (a layer whose head_count_kv is not 0: q/k/v, per-head q/k
+ *   RMSNorm, NEOX RoPE, KV cache, causal softmax attention, output
+ *   projection), residual; RMSNorm, a dense SwiGLU FFN (the first
+ *   leading_dense_block_count layers) or the MoE FFN (router sigmoid per
+ *   expert, top-k on sigmoid + exp_probs_b, weights the chosen sigmoids
+ *   renormalised, experts), residual -> token_embd_norm -> lm head (the
+ *   embedding, tied).
+ * Most of the time goes to the expert matmuls (the executor), the short
+ * convolutions' in_proj and, at decode, the lm head (65536 x 2048). */
+#include "arch/arch.h"
+
+#include "arch/block_attention.h"
+#include "arch/block_ffn.h"
+#include "arch/block_io.h"
+#include "arch/block_moe.h"
+#include "arch/block_norm.h"
+#include "arch/block_shortconv.h"
+#include "core/threadpool.h"
+#include "core/timer.h"
+#include "gguf/gguf.h"
+#include "model/context_impl.h"
+#include "model/model_load.h"
+
+#include <float.h>
+#include <stdlib.h>
+
+/* llama.cpp's expert_gating_func values. */
+enum { GATING_FUNC_SOFTMAX = 1, GATING_FUNC_SIGMOID = 2 };
+
+struct lfm2moe_layer {
+    int n_head_kv;                     /* 0: a short-convolution layer */
+    const float *attn_norm;            /* (n_embd) the "operator norm" before conv or attention */
+    struct shortconv_weights conv;     /* short-conv layers */
+    struct attn_weights attn;          /* attention layers */
+    const float *ffn_norm;             /* (n_embd) */
+    struct ffn_weights ffn;            /* dense layers */
+    struct moe_router router;          /* MoE layers */
+    int moe_layer;                     /* index into m->moe_layers; -1 for a dense layer */
+};
+
+struct lfm2moe_weights {
+    int n_dense;                       /* leading dense layers */
+    int l_cache;                       /* short-conv kernel length */
+    int vocab_size;                    /* lfm2moe.vocab_size; 0 when absent */
+    enum moe_gating gating;
+    struct lfm2moe_layer layers[];     /* (n_layers) */
+};
+
+/* ---------------------------------------------------------------- hyper-parameters */
+
+static int load_hparams(struct model *m) {
+    struct model_hparams *hp = &m->hp;
+    const char *path = m->file->path;
+    const int64_t max = MODEL_DIM_MAX;
+    if (model_get_int(m, "block_count", 1, 4096, &hp->n_layers)) return -1;
+    struct lfm2moe_weights *w = calloc(1, sizeof *w + (size_t)hp->n_layers * sizeof w->layers[0]);
+    if (!w) return moex_errorf("out of memory");
+    m->weights = w;
+    int *kv = malloc((size_t)hp->n_layers * sizeof *kv);
+    if (!kv) return moex_errorf("out of memory");
+    int gating_func = 0;
+    int rc = model_get_int(m, "embedding_length", 1, max, &hp->n_embd) ||
+             model_get_int(m, "feed_forward_length", 1, max, &hp->n_ff) ||
+             model_get_int(m, "attention.head_count", 1, max, &hp->n_head) ||
+             model_get_int_array(m, "attention.head_count_kv", 0, max, hp->n_layers, kv) ||
+             model_get_int(m, "expert_count", 1, max, &hp->n_expert) ||
+             model_get_int(m, "expert_used_count", 1, max, &hp->n_expert_used) ||
+             model_get_int(m, "expert_feed_forward_length", 1, max, &hp->n_ff_exp) ||
+             model_get_int(m, "context_length", 1, max, &hp->n_ctx_train) ||
+             model_get_int_or(m, "leading_dense_block_count", 0, hp->n_layers, 0, &w->n_dense) ||
+             model_get_int(m, "expert_gating_func", GATING_FUNC_SOFTMAX, GATING_FUNC_SIGMOID, &gating_func) ||
+             model_get_int(m, "shortconv.l_cache", 2, SHORTCONV_MAX_L_CACHE, &w->l_cache) ||
+             model_get_int_or(m, "vocab_size", 1, max, 0, &w->vocab_size) ||
+             model_get_float_or(m, "rope.freq_base", 0, FLT_MAX, 10000.0f, &hp->rope_base) ||
+             model_get_float_or(m, "attention.layer_norm_rms_epsilon", 0, 1, 1e-5f, &hp->rms_eps)
+                 ? -1 : 0;
+    if (rc == 0) rc = model_get_int_or(m, "attention.key_length", 1, max, hp->n_embd / hp->n_head, &hp->head_dim);
+    if (rc == 0) rc = model_get_int_or(m, "attention.value_length", 1, max, hp->head_dim, &hp->value_dim);
+    /* Every attention layer has the same KV heads (hp->n_head_kv). */
+    for (int l = 0; l < hp->n_layers && rc == 0; l++) {
+        w->layers[l].n_head_kv = kv[l];
+        if (kv[l] == 0) continue;
+        if (hp->n_head_kv && kv[l] != hp->n_head_kv)
+            rc = moex_errorf("%s: attention layers have %d and %d KV heads; moex needs one head_count_kv for all",
+                             path, hp->n_head_kv, kv[l]);
+        hp->n_head_kv = kv[l];
+    }
+    free(kv);
+    if (rc) return -1;
+    w->gating = gating_func == GATING_FUNC_SIGMOID ? MOE_GATING_SIGMOID : MOE_GATING_SOFTMAX;
+    if (hp->n_head_kv == 0) hp->n_head_kv = hp->n_head;   /* no attention layer: only products use it */
+    if (hp->n_head % hp->n_head_kv != 0)
+        return moex_errorf("%s: head_count %d is not a multiple of head_count_kv %d", path, hp->n_head, hp->n_head_kv);
+    if (hp->n_head / hp->n_head_kv > 64)
+        return moex_errorf("%s: %d query heads per KV head; moex supports up to 64", path, hp->n_head / hp->n_head_kv);
+    if (hp->n_expert_used > hp->n_expert)
+        return moex_errorf("%s: expert_used_count %d exceeds expert_count %d", path, hp->n_expert_used, hp->n_expert);
+    if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
+        return moex_errorf("%s: attention head size %d is invalid", path, hp->head_dim);
+    if (hp->value_dim != hp->head_dim)
+        return moex_errorf("%s: attention.value_length %d differs from key_length %d; moex's lfm2moe needs them equal",
+                           path, hp->value_dim, hp->head_dim);
+    if (w->n_dense == hp->n_layers)
+        return moex_errorf("%s: all %d layers are dense (leading_dense_block_count); an MoE model has experts",
+                           path, hp->n_layers);
+    return 0;
+}
+
+static void layer_state(const struct model *m, int layer, struct layer_state *out) {
+    const struct lfm2moe_weights *w = m->weights;
+    int kv_heads = w->layers[layer].n_head_kv;
+    if (kv_heads) {
+        int64_t kv_dim = (int64_t)kv_heads * m->hp.head_dim;
+        *out = (struct layer_state){ LAYER_ATTENTION, kv_dim, kv_dim, 0, 0 };
+    } else {
+        *out = (struct layer_state){ LAYER_SHORTCONV, 0, 0, (int64_t)shortconv_state_floats(m->hp.n_embd, w->l_cache), 0 };
+    }
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
+    const struct model_hparams *hp = &m->hp;
+    struct lfm2moe_layer *L = &w->layers[l];
+    int D = hp->n_embd;
+    if (!(L->attn_norm = model_want_vector(m, D, "blk.%d.attn_norm.weight", l)) ||
+        !(L->ffn_norm = model_want_vector(m, D, "blk.%d.ffn_norm.weight", l)))
+        return -1;
+    if (L->n_head_kv == 0) {
+        L->conv.l_cache = w->l_cache;
+        /* The kernel is (n_embd, l_cache) floats: ne = [l_cache, n_embd]. */
+        if (!(L->conv.kernel = model_want_floats(m, w->l_cache, D, "blk.%d.shortconv.conv.weight", l)) ||
+            model_want_matrix(m, &L->conv.in_proj, D, 3 * D, "blk.%d.shortconv.in_proj.weight", l) ||
+            model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l))
+            return -1;
+    } else if (attn_bind(m, &L->attn, l, L->n_head_kv)) {
+        return -1;
+    }
+    if (l < w->n_dense) {
+        L->moe_layer = -1;
+        return model_want_matrix(m, &L->ffn.gate, D, hp->n_ff, "blk.%d.ffn_gate.weight", l) ||
+               model_want_matrix(m, &L->ffn.up, D, hp->n_ff, "blk.%d.ffn_up.weight", l) ||
+               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ? -1 : 0;
+    }
+    L->moe_layer = l - w->n_dense;
+    L->router = (struct moe_router){ .gating = w->gating, .renormalise = true };
+    if (!(L->router.selection_bias = model_want_vector(m, hp->n_expert, "blk.%d.exp_probs_b.bias", l)) ||
+        moe_bind(m, &L->router, l, L->moe_layer))
+        return -1;
+    return 0;
+}
+
+static int bind(struct model *m) {
+    struct model_hparams *hp = &m->hp;
+    struct lfm2moe_weights *w = m->weights;
+    /* The final norm is named token_embd_norm in LFM2 files; the head is
+     * tied to the embedding. */
+    if (io_bind(m, "token_embd_norm.weight")) return -1;
+    if (w->vocab_size && w->vocab_size != hp->n_vocab)
+        return moex_errorf("%s: lfm2moe.vocab_size is %d but token_embd.weight has %d rows", m->file->path,
+                           w->vocab_size, hp->n_vocab);
+    if (model_alloc_moe(m, hp->n_layers - w->n_dense)) return moex_errorf("out of memory");
+    for (int l = 0; l < hp->n_layers; l++)
+        if (bind_layer(m, w, l)) return -1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+struct workspace {
+    struct attn_shape shape;
+    struct attn_scratch *attn;
+    struct ffn_scratch *ffn;
+    struct moe_block_scratch *moe;
+    float *bcx;                        /* (n_batch, 3*n_embd) short conv's in_proj output */
+    float *conv_out;                   /* (n_batch, n_embd) short conv's gated output */
+};
+
+static void workspace_free(void *p) {
+    struct workspace *ws = p;
+    if (!ws) return;
+    attn_scratch_free(ws->attn);
+    ffn_scratch_free(ws->ffn);
+    moe_block_scratch_free(ws->moe);
+    free(ws->bcx);
+    free(ws->conv_out);
+    free(ws);
+}
+
+static void *workspace_new(const struct context *c) {
+    const struct model_hparams *hp = &c->m->hp;
+    const struct lfm2moe_weights *w = c->m->weights;
+    struct workspace *ws = calloc(1, sizeof *ws);
+    if (!ws) return NULL;
+    size_t B = (size_t)c->n_batch, D = (size_t)hp->n_embd;
+    ws->shape = (struct attn_shape){ hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->rope_base, hp->rms_eps };
+    ws->attn = attn_scratch_new(&ws->shape, c->n_batch, c->n_ctx, threadpool_size(c->pool));
+    ws->ffn = w->n_dense ? ffn_scratch_new(hp->n_ff, c->n_batch) : NULL;
+    ws->moe = moe_block_scratch_new(&c->m->moe_layers[0], c->n_batch);
+    ws->bcx = malloc(B * 3 * D * sizeof(float));
+    ws->conv_out = malloc(B * D * sizeof(float));
+    if (!ws->attn || (w->n_dense && !ws->ffn) || !ws->moe || !ws->bcx || !ws->conv_out) {
+        workspace_free(ws);
+        return NULL;
+    }
+    return ws;
+}
+
+static int forward(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits) {
+    const struct model *m = c->m;
+    const struct model_hparams *hp = &m->hp;
+    const struct lfm2moe_weights *w = m->weights;
+    struct workspace *ws = c->ws;
+    int D = hp->n_embd;
+    embed_tokens(&m->token_embd, tokens, n, c->x);
+    attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
+    for (int l = 0; l < hp->n_layers; l++) {
+        const struct lfm2moe_layer *L = &w->layers[l];
+        struct layer_slice *state = &c->layers[l];
+        rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);
+        if (L->n_head_kv) {
+            attention(c, &ws->shape, &L->attn, ws->attn, state, n, c->xn, c->tmp);
+        } else {
+            int64_t t1 = time_ns();
+            shortconv_forward(c->pool, &L->conv, c->xn, n, D, state->conv, ws->bcx, ws->conv_out, c->act, c->tmp);
+            c->times.shortconv += time_ns() - t1;
+        }
+        add_residual(c->x, c->tmp, (int64_t)n * D);
+        rms_norm_rows(c->x, L->ffn_norm, c->xn, n, D, hp->rms_eps);
+        if (L->moe_layer < 0) {
+            int64_t t1 = time_ns();
+            ffn_swiglu(c, &L->ffn, ws->ffn, c->xn, n, c->tmp);
+            c->times.dense_ffn += time_ns() - t1;
+        } else {
+            moe_ffn(c, &L->router, L->moe_layer, ws->moe, c->xn, n, c->tmp);
+        }
+        add_residual(c->x, c->tmp, (int64_t)n * D);
+    }
+    output_head(c, m->output_norm, &m->output, n, logits, all_logits);
+    return 0;
+}
+
+const struct arch arch_lfm2moe = {
+    .name = "lfm2moe",
+    .load_hparams = load_hparams,
+    .layer_state = layer_state,
+    .bind = bind,
+    .workspace_new = workspace_new,
+    .workspace_free = workspace_free,
+    .forward = forward,
+};
