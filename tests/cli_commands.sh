@@ -47,6 +47,10 @@ cmp -s "$tmp/a" "$tmp/b" || { echo "FAIL: same seed, different tokens"; fail=1; 
 
 check "bench" 0 "$MOEX_BIN" bench -m "$model" -p 16 -n 4 -r 2
 grep -q "| pp16 |" "$tmp/out" && grep -q "| tg4 |" "$tmp/out" || { echo "FAIL: bench table"; cat "$tmp/out"; fail=1; }
+# the roofline: bytes per token, the measured read bandwidth, a GB/s and RSS column on the tg row
+grep -q "GB of weights per token" "$tmp/out" && grep -q "read bandwidth before the tests: [0-9.]* GB/s" "$tmp/out" &&
+    grep -Eq "\| tg4 \| [0-9.]+ ± [0-9.]+ \| [0-9.]+ \| [0-9]+% \| [0-9.]+ GiB \|" "$tmp/out" ||
+    { echo "FAIL: bench roofline"; cat "$tmp/out"; fail=1; }
 
 printf 'hi\n/exit\n' | "$MOEX_BIN" chat -m "$model" -n 4 > "$tmp/out" 2> "$tmp/err" || { echo "FAIL: chat"; cat "$tmp/err"; fail=1; }
 rm -rf "$tmp"

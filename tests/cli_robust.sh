@@ -95,6 +95,7 @@ for c in run chat eval bench profile pack $serve; do
     bad "$c: MOEX_STATS empty" 2 "MOEX_STATS" "''" -- env MOEX_STATS= "$MOEX_BIN" $c "$@" -m "$m"
     bad "$c: MOEX_PACK empty" 2 "MOEX_PACK" "''" -- env MOEX_PACK= "$MOEX_BIN" $c "$@" -m "$m"
     bad "$c: MOEX_ISA=bogus" 2 "MOEX_ISA" "'bogus'" -- env MOEX_ISA=bogus "$MOEX_BIN" $c "$@" -m "$m"
+    bad "$c: MOEX_INTERLEAVE=bogus" 2 "MOEX_INTERLEAVE" "'bogus'" -- env MOEX_INTERLEAVE=bogus "$MOEX_BIN" $c "$@" -m "$m"
     bad "$c: MOEX_CACHE empty" 2 "MOEX_CACHE" "''" -- env MOEX_CACHE= "$MOEX_BIN" $c "$@" -m "$m"
     ok "$c: MOEX_DEVICE=bogus does not break --help" env MOEX_DEVICE=bogus MOEX_ISA=bogus "$MOEX_BIN" $c --help
 done

@@ -11,6 +11,7 @@
  * every configuration is released, no thread keeps one, and the count of
  * TDPBSSD is exactly one per 16 x 16 output tile and 64 K values.
  * Elsewhere it checks that the device refuses to open and is skipped. */
+#include "dev_host.h"
 #include "harness.h"
 
 #include "core/cpu.h"
@@ -189,14 +190,14 @@ static void run_ms(struct dev *amx, struct dev *cpu, struct threadpool *pool, co
         const int M = Ms[mi];
         struct act a = make_act(M, w->K, extreme);
         float *o = make_out(M, stride), *o_cpu = make_out(M, stride);
-        struct dev_job job = {.slot = w->slot, .m = M, .act = a.codes, .act_scale = a.scales, .out = o,
+        struct dev_exec_job job = {.slot = w->slot, .m = M, .act = a.codes, .act_scale = a.scales, .out = o,
                               .out_stride = stride};
         struct counts_snapshot before = snapshot();
-        int rc = dev_submit(amx, &job, 1);
+        int rc = dev_run_host(amx, &job, 1);
         CHECKF(rc == DEV_OK, "submit %dx%d M=%d: %s", w->K, w->N, M, moex_error());
         check_tile_unit(&before, pool, tdpbssd_count(M, w->K, w->N), "one job");
         job.out = o_cpu;
-        CHECK(dev_submit(cpu, &job, 1) == DEV_OK);
+        CHECK(dev_run_host(cpu, &job, 1) == DEV_OK);
         int touched = 0, bad = check_out(w, &a, M, o, stride, &touched);
         CHECKF(bad == 0 && touched == 0, "amx %dx%d M=%d%s: %d values differ from the loop, %d written outside",
                w->K, w->N, M, extreme ? " (extreme)" : "", bad, touched);
@@ -262,7 +263,7 @@ static void test_many_jobs(struct threadpool *pool) {
     bool ok = true;
     for (int s = 0; s < 5; s++) ok &= load_weight(amx, cpu, &w[s], s, shapes[s][0], shapes[s][1], false);
     enum { JOBS = 150 };
-    struct dev_job jobs[JOBS], jobs_cpu[JOBS];
+    struct dev_exec_job jobs[JOBS], jobs_cpu[JOBS];
     struct act acts[JOBS];
     float *outs[JOBS], *outs_cpu[JOBS];
     uint64_t dpbssd = 0;
@@ -273,16 +274,16 @@ static void test_many_jobs(struct threadpool *pool) {
         acts[j] = make_act(M, wj->K, false);
         outs[j] = make_out(M, stride);
         outs_cpu[j] = make_out(M, stride);
-        jobs[j] = (struct dev_job){wj->slot, M, acts[j].codes, acts[j].scales, outs[j], stride};
+        jobs[j] = (struct dev_exec_job){wj->slot, M, acts[j].codes, acts[j].scales, outs[j], stride};
         jobs_cpu[j] = jobs[j];
         jobs_cpu[j].out = outs_cpu[j];
         dpbssd += tdpbssd_count(M, wj->K, wj->N);
     }
     if (ok) {
         struct counts_snapshot before = snapshot();
-        CHECKF(dev_submit(amx, jobs, JOBS) == DEV_OK, "submit %d jobs: %s", JOBS, moex_error());
+        CHECKF(dev_run_host(amx, jobs, JOBS) == DEV_OK, "submit %d jobs: %s", JOBS, moex_error());
         check_tile_unit(&before, pool, dpbssd, "many jobs");
-        CHECK(dev_submit(cpu, jobs_cpu, JOBS) == DEV_OK);
+        CHECK(dev_run_host(cpu, jobs_cpu, JOBS) == DEV_OK);
         int bad_jobs = 0, bad_values = 0, touched = 0;
         for (int j = 0; j < JOBS; j++) {
             const struct weight *wj = &w[jobs[j].slot];
@@ -303,13 +304,13 @@ static void test_many_jobs(struct threadpool *pool) {
     const struct weight *ws = &w[4];
     struct act a = make_act(n, ws->K, false);
     float *o = make_out(n, (size_t)ws->N);
-    struct dev_job *many = malloc((size_t)n * sizeof *many);
+    struct dev_exec_job *many = malloc((size_t)n * sizeof *many);
     for (int j = 0; ok && j < n; j++)
-        many[j] = (struct dev_job){ws->slot, 1, a.codes + (size_t)j * ws->K, a.scales + j, o + (size_t)j * ws->N,
+        many[j] = (struct dev_exec_job){ws->slot, 1, a.codes + (size_t)j * ws->K, a.scales + j, o + (size_t)j * ws->N,
                                    (size_t)ws->N};
     if (ok) {
         struct counts_snapshot before = snapshot();
-        CHECKF(dev_submit(amx, many, n) == DEV_OK, "submit %d jobs: %s", n, moex_error());
+        CHECKF(dev_run_host(amx, many, n) == DEV_OK, "submit %d jobs: %s", n, moex_error());
         check_tile_unit(&before, pool, (uint64_t)n * tdpbssd_count(1, ws->K, ws->N), "max jobs");
         int touched = 0;
         CHECKF(check_out(ws, &a, n, o, (size_t)ws->N, &touched) == 0 && touched == 0, "%d one-row jobs", n);
@@ -325,12 +326,12 @@ static void test_many_jobs(struct threadpool *pool) {
 /* The executor submits from a thread of its own: tile state is per thread. */
 struct other_thread {
     struct dev *d;
-    struct dev_job job;
+    struct dev_exec_job job;
     int rc;
 };
 static void *submit_there(void *arg) {
     struct other_thread *t = arg;
-    t->rc = dev_submit(t->d, &t->job, 1);
+    t->rc = dev_run_host(t->d, &t->job, 1);
     return NULL;
 }
 static void test_other_thread(struct threadpool *pool) {

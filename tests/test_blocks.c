@@ -84,9 +84,9 @@ static void test_ffn(struct threadpool *pool) {
     for (int i = 0; i < F * D; i++) { wg[i] = frand(&seed); wu[i] = frand(&seed); wd[i] = frand(&seed); }
     for (int i = 0; i < N * D; i++) x[i] = frand(&seed);
     struct ffn_weights w = {
-        { wg, QT_F32, F, D, D * sizeof(float) },
-        { wu, QT_F32, F, D, D * sizeof(float) },
-        { wd, QT_F32, D, F, F * sizeof(float) },
+        { wg, QT_F32, F, D, D * sizeof(float), NULL },
+        { wu, QT_F32, F, D, D * sizeof(float), NULL },
+        { wd, QT_F32, D, F, F * sizeof(float), NULL },
     };
     struct context c = { 0 };
     c.pool = pool;

@@ -21,7 +21,7 @@ static float frand(uint32_t *s) {
 }
 
 static struct matrix f32_matrix(const float *w, int rows, int cols) {
-    return (struct matrix){ w, QT_F32, rows, cols, (size_t)cols * sizeof(float) };
+    return (struct matrix){ w, QT_F32, rows, cols, (size_t)cols * sizeof(float), NULL };
 }
 
 enum { D = 32, HD = 16, NH = 4, NKV = 2, NROT = 8, N = 7, N_CTX = 16 };

@@ -2,6 +2,7 @@
  * for bit for every source type; every device that runs here equals the cpu
  * reference bit for bit (Qwen3-30B-A3B expert shapes, odd shapes, M from 1
  * to 300); errors come back as codes; counters move. */
+#include "dev_host.h"
 #include "harness.h"
 
 #include "core/cpu.h"
@@ -14,6 +15,7 @@
 #include "quant/quant_blocks.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -466,10 +468,10 @@ static void compare_devices(struct dev *ref, struct dev *d, enum qtype t, struct
         float *o_ref = malloc((size_t)M * stride * sizeof(float)), *o = malloc((size_t)M * stride * sizeof(float));
         make_act(M, sh.K, a, rs);
         for (size_t i = 0; i < (size_t)M * stride; i++) o_ref[i] = o[i] = -12345.0f;
-        struct dev_job job = {.slot = 0, .m = M, .act = a, .act_scale = rs, .out = o_ref, .out_stride = stride};
-        CHECK(dev_submit(ref, &job, 1) == DEV_OK);
+        struct dev_exec_job job = {.slot = 0, .m = M, .act = a, .act_scale = rs, .out = o_ref, .out_stride = stride};
+        CHECK(dev_run_host(ref, &job, 1) == DEV_OK);
         job.out = o;
-        rc = dev_submit(d, &job, 1);
+        rc = dev_run_host(d, &job, 1);
         CHECKF(rc == DEV_OK, "%s: submit %dx%d M=%d: %s", name, sh.K, sh.N, M, moex_error());
         int diff = 0, touched = 0;
         for (int i = 0; i < M; i++) {
@@ -497,8 +499,8 @@ static void test_cpu_reference(struct threadpool *pool) {
     float *cs = malloc(N * sizeof *cs), *rs = malloc(M * sizeof *rs), *o = malloc((size_t)M * N * sizeof *o);
     CHECK(pack_matrix(NULL, PACK_PATH_GENERIC, QT_Q8_0, w, K, N, PACK_ROWS, codes, cs) == PACK_OK);
     make_act(M, K, a, rs);
-    struct dev_job job = {.slot = 0, .m = M, .act = a, .act_scale = rs, .out = o, .out_stride = N};
-    CHECK(dev_submit(d, &job, 1) == DEV_OK);
+    struct dev_exec_job job = {.slot = 0, .m = M, .act = a, .act_scale = rs, .out = o, .out_stride = N};
+    CHECK(dev_run_host(d, &job, 1) == DEV_OK);
     CHECKF(naive_check(codes, cs, K, N, M, a, rs, o, N) == 0, "cpu device differs from a plain loop");
     free(w);
     free(codes);
@@ -577,8 +579,8 @@ static void test_backends_equal(struct threadpool *pool) {
         float cs[37], rs[M], o[M * 40];
         CHECK(pack_matrix(NULL, PACK_PATH_GENERIC, QT_F32, wf, K, N, PACK_ROWS, codes, cs) == PACK_OK);
         make_act(M, K, a, rs);
-        struct dev_job job = {.slot = 2, .m = M, .act = a, .act_scale = rs, .out = o, .out_stride = 40};
-        CHECK(dev_submit(ref, &job, 1) == DEV_OK);
+        struct dev_exec_job job = {.slot = 2, .m = M, .act = a, .act_scale = rs, .out = o, .out_stride = 40};
+        CHECK(dev_run_host(ref, &job, 1) == DEV_OK);
         CHECK(naive_check(codes, cs, K, N, M, a, rs, o, 40) == 0);
         free(codes);
         free(wf);
@@ -606,7 +608,7 @@ static void test_batches(struct threadpool *pool) {
             CHECK(dev_pack(serial, s, QT_Q4_0, w, shapes[s].K, shapes[s].N) == DEV_OK);
             free(w);
         }
-        struct dev_job jobs[6];
+        struct dev_exec_job jobs[6];
         int8_t *acts[6];
         float *scales[6], *outs[6], *outs1[6];
         const int slot_of[6] = {0, 1, 2, 3, 0, 2}, m_of[6] = {3, 40, 1, 17, 9, 64};
@@ -617,13 +619,13 @@ static void test_batches(struct threadpool *pool) {
             outs[j] = calloc((size_t)m_of[j] * sh.N, sizeof(float));
             outs1[j] = calloc((size_t)m_of[j] * sh.N, sizeof(float));
             make_act(m_of[j], sh.K, acts[j], scales[j]);
-            jobs[j] = (struct dev_job){slot_of[j], m_of[j], acts[j], scales[j], outs[j], (size_t)sh.N};
+            jobs[j] = (struct dev_exec_job){slot_of[j], m_of[j], acts[j], scales[j], outs[j], (size_t)sh.N};
         }
-        CHECK(dev_submit(d, jobs, 6) == DEV_OK);
+        CHECK(dev_run_host(d, jobs, 6) == DEV_OK);
         for (int j = 0; j < 6; j++) {
-            struct dev_job one = jobs[j];
+            struct dev_exec_job one = jobs[j];
             one.out = outs1[j];
-            CHECK(dev_submit(serial, &one, 1) == DEV_OK);
+            CHECK(dev_run_host(serial, &one, 1) == DEV_OK);
             CHECKF(!memcmp(outs[j], outs1[j], (size_t)m_of[j] * shapes[slot_of[j]].N * sizeof(float)),
                    "%s: job %d of a batch differs from alone", names[b], j);
             free(acts[j]);
@@ -644,6 +646,69 @@ static void test_batches(struct threadpool *pool) {
 }
 
 /* Every failure is a code, the counters record it, nothing crashes. */
+/* What a host function on the stream saw. */
+struct stream_probe {
+    struct dev_ref out;
+    float first;       /* out[0] read back on the stream, after the submission before it */
+    pthread_t thread;  /* the thread that ran it */
+    int calls;
+    int fail;          /* return this (with a message) instead */
+};
+
+static int probe_fn(struct dev *d, void *arg) {
+    struct stream_probe *p = arg;
+    p->calls++;
+    p->thread = pthread_self();
+    if (p->fail) return moex_errorf("probe: failing on purpose"), p->fail;
+    return dev_read(d, p->out, &p->first, sizeof p->first);
+}
+
+/* The stream: fences in order, host functions after the submissions queued
+ * before them, on the device's own worker when it has no borrowed pool (on
+ * the caller when it has one); a failure is reported by the wait that covers
+ * it, and what was queued after it is skipped until then. */
+static void test_stream(struct threadpool *pool) {
+    for (int own = 0; own < 2; own++) {
+        struct dev *d = NULL;
+        CHECK(dev_open("cpu", &(struct dev_options){.pool = own ? NULL : pool}, &d) == DEV_OK);
+        if (!d) continue;
+        int buf;
+        CHECK(dev_buffer_alloc(d, 4096, &buf) == DEV_OK && dev_pool_alloc(d, 1, 64 * 16, 16) == DEV_OK);
+        float w[64 * 16];
+        for (int i = 0; i < 64 * 16; i++) w[i] = (float)(i % 5) - 2.0f;
+        CHECK(dev_pack(d, 0, QT_F32, w, 64, 16) == DEV_OK);
+        int8_t a[64];
+        for (int k = 0; k < 64; k++) a[k] = (int8_t)(k % 3);
+        float rs = 0.5f, zero[16] = {0};
+        struct dev_job job = {0, 1, {buf, 0}, {buf, 64}, {buf, 128}, 16};
+        CHECK(dev_write(d, job.act, a, sizeof a) == DEV_OK && dev_write(d, job.act_scale, &rs, sizeof rs) == DEV_OK &&
+              dev_write(d, job.out, zero, sizeof zero) == DEV_OK);
+        struct stream_probe p = {.out = job.out};
+        dev_fence f1 = 0, f2 = 0, f3 = 0;
+        CHECK(dev_submit(d, &job, 1, &f1) == DEV_OK && dev_enqueue_host(d, probe_fn, &p, &f2) == DEV_OK);
+        CHECK(f2 == f1 + 1 && dev_wait(d, f2) == DEV_OK && p.calls == 1);
+        float out[16];
+        CHECK(dev_read(d, job.out, out, sizeof out) == DEV_OK && out[0] != 0 && p.first == out[0]);
+        CHECK(own ? !pthread_equal(p.thread, pthread_self()) : pthread_equal(p.thread, pthread_self()));
+        /* A failing host step: the submission queued after it is skipped. */
+        struct dev_counters c0, c1;
+        dev_get_counters(d, &c0);
+        p.fail = DEV_E_SUBMIT;
+        CHECK(dev_enqueue_host(d, probe_fn, &p, &f1) == DEV_OK && dev_submit(d, &job, 1, &f2) == DEV_OK);
+        struct stream_probe later = {.out = job.out};
+        CHECK(dev_enqueue_host(d, probe_fn, &later, &f3) == DEV_OK);
+        CHECK(dev_wait(d, f3) == DEV_E_SUBMIT && strstr(moex_error(), "failing on purpose"));
+        dev_get_counters(d, &c1);
+        CHECK(c1.submissions == c0.submissions && later.calls == 0);
+        /* Reported once: the stream runs again. */
+        CHECK(dev_wait(d, f3) == DEV_OK);
+        CHECK(dev_run(d, &job, 1) == DEV_OK);
+        dev_get_counters(d, &c1);
+        CHECK(c1.submissions == c0.submissions + 1);
+        dev_close(d);
+    }
+}
+
 static void test_errors(void) {
     struct dev *d = (struct dev *)1;
     CHECK(dev_open("tpu", NULL, &d) == DEV_E_OPTION && d == NULL);
@@ -654,17 +719,28 @@ static void test_errors(void) {
     CHECK(dev_open("cpu", &(struct dev_options){.budget_bytes = 1 << 20, .n_threads = 2}, &d) == DEV_OK);
     int8_t a[64] = {1};
     float rs[1] = {1}, out[64];
-    struct dev_job job = {.slot = 0, .m = 1, .act = a, .act_scale = rs, .out = out, .out_stride = 64};
+    /* Device memory: a staging buffer counts in the budget, before the pool. */
+    int buf = -1, none;
+    CHECK(dev_buffer_alloc(d, 0, &none) == DEV_E_ARG);
+    CHECK(dev_buffer_alloc(d, (1 << 20) + 1, &none) == DEV_E_BUDGET);
+    CHECK(dev_buffer_alloc(d, 4096, &buf) == DEV_OK && buf == 0 && dev_buffer_bytes(d, 0) == 4096);
+    struct dev_job job = {.slot = 0, .m = 1, .act = {buf, 0}, .act_scale = {buf, 64}, .out = {buf, 128}, .out_stride = 64};
+    CHECK(dev_write(d, job.act, a, sizeof a) == DEV_OK && dev_write(d, job.act_scale, rs, sizeof rs) == DEV_OK);
+    CHECK(dev_write(d, (struct dev_ref){buf, 4095}, a, 2) == DEV_E_ARG); /* past the end */
+    CHECK(dev_write(d, (struct dev_ref){1, 0}, a, 1) == DEV_E_ARG);      /* no such buffer */
+    CHECK(dev_read(d, (struct dev_ref){buf, 0}, NULL, 1) == DEV_E_ARG);
     float w[64 * 16];
     for (int i = 0; i < 64 * 16; i++) w[i] = (float)(i % 7) - 3.0f;
-    CHECK(dev_submit(d, &job, 1) == DEV_E_STATE);
+    dev_fence f = 0;
+    CHECK(dev_submit(d, &job, 1, &f) == DEV_E_STATE);
     CHECK(dev_pack(d, 0, QT_F32, w, 64, 16) == DEV_E_STATE);
     CHECK(dev_pool_alloc(d, 1000, 1 << 20, 64) == DEV_E_BUDGET);
     CHECK(dev_pool_alloc(d, 2, 0, 16) == DEV_E_ARG);
     CHECK(dev_pool_alloc(d, 0, 64 * 64, 64) == DEV_OK);
-    CHECK(dev_pool_slots(d) == (int)((1 << 20) / dev_slot_bytes(d, 64 * 64, 64)));
+    CHECK(dev_pool_slots(d) == (int)(((1 << 20) - 4096) / dev_slot_bytes(d, 64 * 64, 64)));
     CHECK(dev_pool_alloc(d, 1, 64 * 64, 64) == DEV_E_STATE);
-    CHECK(dev_submit(d, &job, 1) == DEV_E_STATE); /* slot empty */
+    CHECK(dev_buffer_alloc(d, 4096, &none) == DEV_E_BUDGET); /* the pool took the rest */
+    CHECK(dev_submit(d, &job, 1, &f) == DEV_OK && dev_wait(d, f) == DEV_E_STATE); /* slot empty when it runs */
     CHECK(dev_pack(d, -1, QT_F32, w, 64, 16) == DEV_E_ARG);
     CHECK(dev_pack(d, 1 << 20, QT_F32, w, 64, 16) == DEV_E_ARG);
     CHECK(dev_pack(d, 0, QT_F32, NULL, 64, 16) == DEV_E_ARG);
@@ -681,22 +757,35 @@ static void test_errors(void) {
     CHECK(dev_pack(d, 0, QT_F32, w, 64, 16) == DEV_OK);
     dev_slot_shape(d, 0, &K, &N);
     CHECK(K == 64 && N == 16);
-    CHECK(dev_submit(d, &job, 0) == DEV_E_ARG);
-    CHECK(dev_submit(d, NULL, 1) == DEV_E_ARG);
+    CHECK(dev_submit(d, &job, 0, &f) == DEV_E_ARG);
+    CHECK(dev_submit(d, NULL, 1, &f) == DEV_E_ARG);
     job.m = 0;
-    CHECK(dev_submit(d, &job, 1) == DEV_E_ARG);
+    CHECK(dev_submit(d, &job, 1, &f) == DEV_E_ARG);
     job.m = 1;
     job.out_stride = 8;
-    CHECK(dev_submit(d, &job, 1) == DEV_E_ARG);
+    CHECK(dev_run(d, &job, 1) == DEV_E_ARG);
     job.out_stride = 64;
     job.slot = 1;
-    CHECK(dev_submit(d, &job, 1) == DEV_E_STATE);
+    CHECK(dev_run(d, &job, 1) == DEV_E_STATE);
     job.slot = 0;
-    CHECK(dev_submit(d, &job, 1) == DEV_OK);
+    job.out.offset = 4096 - 16 * 4 + 4; /* the output's last column past the buffer */
+    CHECK(dev_run(d, &job, 1) == DEV_E_ARG);
+    job.out.offset = 130; /* misaligned floats */
+    CHECK(dev_submit(d, &job, 1, &f) == DEV_E_ARG);
+    job.out.offset = 128;
+    CHECK(dev_submit(d, &job, 1, &f) == DEV_OK && f == 5);
+    CHECK(dev_wait(d, f) == DEV_OK && dev_wait(d, f + 1) == DEV_E_ARG);
+    CHECK(dev_read(d, job.out, out, 16 * sizeof(float)) == DEV_OK);
+    float ref = 0;
+    for (int k = 0; k < 64; k++) ref += (float)a[k] * w[k]; /* a is one nonzero value: exact */
+    CHECKF(fabsf(out[0] - ref) <= 0.05f * fabsf(ref) + 0.05f, "out %g, expected about %g", (double)out[0], (double)ref);
     struct dev_counters c;
     dev_get_counters(d, &c);
-    CHECK(c.failed_submissions == 7 && c.submissions == 1);
+    CHECKF(c.failed_submissions == 9 && c.submissions == 1, "%llu %llu", (unsigned long long)c.failed_submissions,
+           (unsigned long long)c.submissions);
     CHECKF(c.failed_packs == 9 && c.packs == 1, "%llu %llu", (unsigned long long)c.failed_packs, (unsigned long long)c.packs);
+    CHECK(c.staging_bytes == 4096 && c.resident_bytes == 4096 + (uint64_t)dev_pool_slots(d) * dev_slot_bytes(d, 64 * 64, 64));
+    CHECK(c.resident_bytes <= (1 << 20));
     CHECK(dev_estimate_ns(d, &job, 1) > 0);
     for (int s = DEV_E_OPTION; s <= DEV_OK; s++) CHECK(strcmp(dev_status_string(s), "unknown device status") != 0);
     dev_close(d);
@@ -716,6 +805,7 @@ int main(void) {
     test_backends_equal(pool);
     test_batches(pool);
     test_errors();
+    test_stream(pool);
     threadpool_free(pool);
     return test_finish();
 }

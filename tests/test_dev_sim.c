@@ -2,6 +2,7 @@
  * reproduced within 25% by the rk3588 preset (one check per figure), the
  * IOVA window runs out where the board's did, a fixed pool never fails,
  * and injected faults come back as error codes with nothing leaked. */
+#include "dev_host.h"
 #include "harness.h"
 
 #include "core/error.h"
@@ -85,6 +86,7 @@ static void run_expert_batch(const char *spec, int K, int N, double want_single,
     CHECKF(rc == DEV_OK, "open: %s", moex_error());
     if (rc != DEV_OK) return;
     CHECK(dev_pool_alloc(d, 8, (int64_t)K * N, N) == DEV_OK);
+    CHECK(dev_host_reserve(d, 1 << 20) == DEV_OK); /* staging, before the clock is read */
     /* small random F16 weights: the time model does not look at values */
     uint16_t *w = malloc((size_t)K * N * sizeof *w);
     for (size_t i = 0; i < (size_t)K * N; i++) w[i] = f32_to_fp16((float)((int)(rnd() % 200) - 100) / 64.0f);
@@ -92,24 +94,24 @@ static void run_expert_batch(const char *spec, int K, int N, double want_single,
     free(w);
     int8_t *a = calloc((size_t)K, 1);
     float rs = 0.01f, *out = malloc((size_t)8 * N * sizeof *out);
-    struct dev_job jobs[8];
+    struct dev_exec_job jobs[8];
     for (int e = 0; e < 8; e++)
-        jobs[e] = (struct dev_job){.slot = e, .m = 1, .act = a, .act_scale = &rs, .out = out + (size_t)e * N,
+        jobs[e] = (struct dev_exec_job){.slot = e, .m = 1, .act = a, .act_scale = &rs, .out = out + (size_t)e * N,
                                    .out_stride = (size_t)N};
     struct sim *s = dev_sim(d);
     CHECK(s != NULL);
     struct dev_counters c0, c1, c2;
     dev_get_counters(d, &c0);
     uint64_t t0 = sim_clock_ns(s);
-    CHECK(dev_submit(d, jobs, 1) == DEV_OK);
+    CHECK(dev_run_host(d, jobs, 1) == DEV_OK);
     dev_get_counters(d, &c1);
     uint64_t t1 = sim_clock_ns(s);
     char what[128];
     snprintf(what, sizeof what, "%s: %dx%d single submit through the device (us)", label, K, N);
     CHECK_FIGURE((double)(c1.busy_ns - c0.busy_ns) / 1e3, want_single, what);
     CHECK(t1 - t0 - (c1.busy_ns - c0.busy_ns) + 1 <= 2); /* equal up to rounding */
-    double estimate = dev_estimate_ns(d, jobs, 8);
-    CHECK(dev_submit(d, jobs, 8) == DEV_OK);
+    double estimate = host_estimate_ns(d, jobs, 8);
+    CHECK(dev_run_host(d, jobs, 8) == DEV_OK);
     dev_get_counters(d, &c2);
     snprintf(what, sizeof what, "%s: %dx%d, 8 experts in one dev_submit, per expert (us)", label, K, N);
     CHECK_FIGURE((double)(c2.busy_ns - c1.busy_ns) / 8e3, want_per_expert, what);
@@ -350,8 +352,9 @@ static void test_fixed_pool(void) {
     /* The device: a pool sized by the budget, 1936 expert calls of 3
      * weights, each a miss repacked in place round-robin, then submitted. */
     struct dev *d;
-    CHECK(dev_open("sim", &(struct dev_options){.budget_bytes = 24 * dev_slot_bytes(NULL, 256 * 128, 256)}, &d) ==
-          DEV_OK);
+    CHECK(dev_open("sim", &(struct dev_options){.budget_bytes = 24 * dev_slot_bytes(NULL, 256 * 128, 256) + 65536},
+                   &d) == DEV_OK);
+    CHECK(dev_host_reserve(d, 65536) == DEV_OK); /* staging first: the pool takes the rest of the budget */
     CHECK(dev_pool_alloc(d, 0, 256 * 128, 256) == DEV_OK);
     CHECK(dev_pool_slots(d) == 24);
     struct sim *ds = dev_sim(d);
@@ -364,14 +367,14 @@ static void test_fixed_pool(void) {
     for (int i = 0; i < 8; i++) rs[i] = 0.01f;
     int failures = 0, next = 0;
     for (int call = 0; call < 1936; call++) {
-        struct dev_job jobs[3];
+        struct dev_exec_job jobs[3];
         for (int wi = 0; wi < 3; wi++) {
             int K = wi < 2 ? 256 : 128, N = wi < 2 ? 128 : 256;
             failures += dev_pack(d, next, QT_F32, w, K, N) != DEV_OK;
-            jobs[wi] = (struct dev_job){next, 8, a, rs, out, 256};
+            jobs[wi] = (struct dev_exec_job){next, 8, a, rs, out, 256};
             next = (next + 1) % 24;
         }
-        failures += dev_submit(d, jobs, 3) != DEV_OK;
+        failures += dev_run_host(d, jobs, 3) != DEV_OK;
     }
     struct dev_counters c;
     dev_get_counters(d, &c);
@@ -408,17 +411,17 @@ static void test_faults(void) {
     int8_t a[64];
     for (int i = 0; i < 64; i++) a[i] = (int8_t)(i - 32);
     float rs = 0.5f, out[64], first[64];
-    struct dev_job job = {0, 1, a, &rs, out, 64};
+    struct dev_exec_job job = {0, 1, a, &rs, out, 64};
     job.out = first;
-    CHECK(dev_submit(d, &job, 1) == DEV_OK);
+    CHECK(dev_run_host(d, &job, 1) == DEV_OK);
     job.out = out;
-    CHECK(dev_submit(d, &job, 1) == DEV_OK);
+    CHECK(dev_run_host(d, &job, 1) == DEV_OK);
     for (int i = 0; i < 64; i++) out[i] = -7.0f;
-    CHECK(dev_submit(d, &job, 1) == DEV_E_SUBMIT);
+    CHECK(dev_run_host(d, &job, 1) == DEV_E_SUBMIT);
     int touched = 0;
     for (int i = 0; i < 64; i++) touched += out[i] != -7.0f;
     CHECK(touched == 0);
-    CHECK(dev_submit(d, &job, 1) == DEV_OK);
+    CHECK(dev_run_host(d, &job, 1) == DEV_OK);
     CHECK(!memcmp(out, first, sizeof out));
     dev_get_counters(d, &c);
     CHECK(c.failed_submissions == 1 && c.submissions == 3);
@@ -434,7 +437,7 @@ static void test_faults(void) {
         CHECK(rc == DEV_OK);
         CHECK(dev_pack(d, 0, QT_F32, w, 64, 64) == DEV_OK);
         for (int i = 0; i < 64; i++) {
-            int r = dev_submit(d, &job, 1);
+            int r = dev_run_host(d, &job, 1);
             CHECK(r == DEV_OK || r == DEV_E_SUBMIT);
             if (r == DEV_OK) CHECK(!memcmp(out, first, sizeof out));
             else {
@@ -494,8 +497,53 @@ static void test_figures_parse(void) {
     dev_close(d);
 }
 
+/* Several IOMMU domains: a buffer goes to the first window with room, its
+ * address names the window; a slot pool larger than one window spreads over
+ * two, and the device says which window holds what. */
+static void test_domains(void) {
+    struct sim_figures f;
+    CHECK(sim_figures_parse("rk3588,domains=0", &f) != 0);
+    CHECK(sim_figures_parse("rk3588,domains=1.5", &f) != 0);
+    CHECK(sim_figures_parse("rk3588,domains=2,iova_mib=64", &f) == 0 && f.domains == 2);
+    struct sim *s = sim_new(&f);
+    uint64_t a, b, c;
+    CHECK(sim_buffer_create(s, 40u << 20, &a) == DEV_OK && sim_address_domain(a) == 0);
+    CHECK(sim_buffer_create(s, 40u << 20, &b) == DEV_OK && sim_address_domain(b) == 1); /* 24 MiB left in 0 */
+    CHECK(sim_buffer_create(s, 20u << 20, &c) == DEV_OK && sim_address_domain(c) == 0);
+    CHECK(sim_domain_used(s, 0) == (60u << 20) && sim_domain_used(s, 1) == (40u << 20) && sim_window_used(s) == (100u << 20));
+    CHECK(sim_buffer_create(s, 30u << 20, &a) == DEV_E_DEVMEM); /* 4 + 24 MiB free: no window holds it */
+    CHECK(sim_buffer_destroy(s, b) == DEV_OK && sim_domain_buffers(s, 1) == 0 && sim_buffer_count(s) == 2);
+    sim_delete(s);
+
+    /* A 96 MiB pool: refused by one 64 MiB window, spread over two. */
+    const int64_t values = 1 << 20;
+    for (int domains = 1; domains <= 2; domains++) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "rk3588,iova_mib=64,domains=%d", domains);
+        struct dev *d = NULL;
+        CHECK(dev_open("sim", &(struct dev_options){.sim = spec}, &d) == DEV_OK);
+        if (!d) continue;
+        int rc = dev_pool_alloc(d, 96, values, 1024);
+        char line[512];
+        CHECK(dev_sim_windows(d, line, sizeof line) == DEV_OK);
+        if (domains == 1) {
+            CHECK(rc == DEV_E_DEVMEM);
+        } else {
+            CHECKF(rc == DEV_OK, "%s", moex_error());
+            CHECKF(strstr(line, "window 0:") && strstr(line, "window 1:") && strstr(line, "slot codes in part"), "%s", line);
+            CHECK(sim_domain_used(dev_sim(d), 0) > 0 && sim_domain_used(dev_sim(d), 1) > 0);
+        }
+        dev_close(d);
+    }
+    struct dev *cpu = NULL;
+    char line[64];
+    CHECK(dev_open("cpu", NULL, &cpu) == DEV_OK && dev_sim_windows(cpu, line, sizeof line) == DEV_E_ARG);
+    dev_close(cpu);
+}
+
 int main(void) {
     test_figures_parse();
+    test_domains();
     test_submit_table();
     test_submit_through_device();
     test_host_side_figures();

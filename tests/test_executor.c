@@ -22,7 +22,7 @@ struct run {
     float *logits;        /* (n_ids, n_vocab) */
     int32_t greedy[8];
     struct moe_phase_counters pre, dec;
-    uint64_t resident;
+    uint64_t resident, staging;
     int pinned, slots;
     char note[512];
     bool ok;
@@ -51,6 +51,7 @@ static struct run run_model(struct model *m, const struct moe_exec_options *o) {
     r.pre = *moe_executor_counters(e, MOE_PREFILL);
     r.dec = *moe_executor_counters(e, MOE_DECODE);
     r.resident = moe_executor_resident_bytes(e);
+    r.staging = moe_executor_staging_bytes(e);
     moe_executor_slots(e, &r.pinned, &r.slots);
     snprintf(r.note, sizeof r.note, "%s", moe_executor_note(e));
     free(last);
@@ -145,9 +146,12 @@ int main(void) {
 
     /* 3. Budgets: resident bytes never exceed them, over-budget experts run
      *    on the CPU, a cache too small for the batch evicts and admits. */
-    uint64_t all = ref.resident;
+    /* Everything resident counts: the staging buffers for activations and
+     * outputs come first, the experts' slots after. */
+    uint64_t staging = ref.staging, all = ref.resident - ref.staging;
+    CHECK(staging > 0 && ref.resident > staging);
     for (int i = 0; i <= 8; i++) {
-        struct moe_exec_options b = { .device = "sim", .hot_budget = all * (uint64_t)i / 8 + (i == 3 ? 4096 : 0),
+        struct moe_exec_options b = { .device = "sim", .hot_budget = staging + all * (uint64_t)i / 8 + (i == 3 ? 4096 : 0),
                                       .min_m = 1, .pinned_share = -1 };
         struct run r = run_model(m, &b);
         CHECKF(r.ok && r.resident <= b.hot_budget, "budget %llu: resident %llu", (unsigned long long)b.hot_budget,
@@ -164,7 +168,7 @@ int main(void) {
     static const char *pack_costs[] = { "rk3588", "rk3588,pack_ns_per_value=3", "rk3588,pack_ns_per_value=10",
                                         "rk3588,pack_ns_per_value=30", "rk3588,pack_ns_per_value=100" };
     for (int i = 1; i < 8 * 5; i++) {
-        struct moe_exec_options b = { .device = "sim", .hot_budget = all * (uint64_t)(i % 8) / 8, .min_m = 1,
+        struct moe_exec_options b = { .device = "sim", .hot_budget = staging + all * (uint64_t)(i % 8) / 8, .min_m = 1,
                                       .pinned_share = -1, .sim_figures = pack_costs[i / 8] };
         pool = one;
         struct run slow = run_model(m, &b);
@@ -184,7 +188,7 @@ int main(void) {
     threadpool_free(one);
     /* The CPU's cost per row is fixed so that admissions do not depend on
      * this machine's speed: 40 us a row pays a pack (~155 us) back after 4. */
-    struct moe_exec_options small = { .device = "sim", .hot_budget = all / 8, .min_m = 1, .pinned_share = -1,
+    struct moe_exec_options small = { .device = "sim", .hot_budget = staging + all / 8, .min_m = 1, .pinned_share = -1,
                                       .cpu_row_ns = 40000 };
     struct run churn = run_model(m, &small);
     printf("2 slots: prefill admissions %llu evictions %llu, decode hits %llu misses %llu admissions %llu\n",
@@ -202,6 +206,32 @@ int main(void) {
      * modelled busy + pack time, never more than their sum. */
     CHECK(churn.pre.modelled_ns > 0 && churn.pre.modelled_ns <= churn.pre.cpu_ns + churn.pre.device_ns + churn.pre.pack_ns + churn.pre.wall_ns);
     free(churn.logits);
+
+    /* The admission rule reads the device's whole cost model: made alone
+     * large enough, each term (per submission, per job, per weight byte,
+     * per MAC, the pack) turns every admission of this run down. */
+    struct moe_exec_options cost = small;
+    cost.hot_budget = staging + all / 2;
+    struct run base_cost = run_model(m, &cost);
+    CHECKF(base_cost.ok && base_cost.pre.admissions > 0, "baseline admissions %llu",
+           (unsigned long long)base_cost.pre.admissions);
+    free(base_cost.logits);
+    static const char *terms[] = { "rk3588,submit_us=1e6", "rk3588,job_us=1e6", "rk3588,core_gbps=0.00001",
+                                   "rk3588,core_gmacs=0.00001", "rk3588,pack_ns_per_value=1e5" };
+    for (int t = 0; t < 5; t++) {
+        cost.sim_figures = terms[t];
+        struct run r = run_model(m, &cost);
+        CHECKF(r.ok && r.pre.admissions == 0 && r.pre.rows_device == 0, "%s: %llu admissions, %llu rows on the device",
+               terms[t], (unsigned long long)r.pre.admissions, (unsigned long long)r.pre.rows_device);
+        free(r.logits);
+    }
+    /* The submissions are paid once a layer: with every expert resident
+     * (nothing to admit) their cost moves nothing, the M rule decides. */
+    struct moe_exec_options resident = { .device = "sim", .hot_fraction = 1.0, .min_m = 1, .pinned_share = -1,
+                                         .sim_figures = "rk3588,submit_us=1e6" };
+    struct run res = run_model(m, &resident);
+    CHECK(res.ok && res.pre.rows_device == 256);
+    free(res.logits);
 
     /* 4. Faults: an injected submission failure moves the work to the CPU
      *    for the rest of the run, once, and the output is still complete. */
@@ -235,8 +265,9 @@ int main(void) {
     struct trace *t = trace_new(4096);
     o.no_overlap = false;
     o.trace = t;
-    o.hot_budget = all / 4;
+    o.hot_budget = staging + all / 4;
     o.hot_fraction = 0;
+    o.cpu_row_ns = 40000; /* admissions pay at this model's tiny shapes only with a slow CPU */
     struct run traced = run_model(m, &o);
     char path[4096];
     snprintf(path, sizeof path, "%s/trace.json", test_tmpdir());

@@ -4,6 +4,7 @@
  * computes what a run without it does; admissions load from the file; the
  * checksum is XXH64. Uses the oracle models (F32 ... Q8_0) and tiny synth
  * models. */
+#include "dev_host.h"
 #include "harness.h"
 
 #include "core/atomic_file.h"
@@ -19,6 +20,7 @@
 #include "pack/packfile.h"
 #include "pack/packfile_format.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,19 +167,20 @@ static void round_trip(struct model *m, const char *label, const char *device) {
         const struct matrix *w = en->matrix == PACKFILE_GATE ? &L->gate
                                  : en->matrix == PACKFILE_UP ? &L->up : &L->down;
         const char *src = (const char *)w->data + (size_t)en->expert * en->N * w->row_bytes;
-        const int8_t *c0, *c1;
-        const float *s0, *s1;
-        int K, N;
+        struct host_slot h0, h1;
         if (dev_pack(d, 0, w->type, src, en->K, en->N) != DEV_OK ||
             dev_load_packed(d, 1, in->layout, en->codes, en->scales, en->K, en->N) != DEV_OK ||
-            dev_slot_data(d, 0, &c0, &s0, NULL, NULL) != DEV_OK || dev_slot_data(d, 1, &c1, &s1, &K, &N) != DEV_OK) {
+            dev_slot_read(d, 0, &h0) != DEV_OK || dev_slot_read(d, 1, &h1) != DEV_OK) {
             differ++;
             continue;
         }
         size_t code_bytes = pack_bytes(in->layout, en->K, en->N);
-        differ += K != en->K || N != en->N || memcmp(c0, c1, code_bytes) != 0 ||
-                  memcmp(s0, s1, sizeof(float) * (size_t)N) != 0 ||
-                  packfile_entry_hash(c1, code_bytes, s1, N) != en->checksum;
+        int N = h1.N;
+        differ += h1.K != en->K || N != en->N || h1.code_bytes != code_bytes ||
+                  memcmp(h0.codes, h1.codes, code_bytes) != 0 || memcmp(h0.scales, h1.scales, sizeof(float) * (size_t)N) != 0 ||
+                  packfile_entry_hash(h1.codes, code_bytes, h1.scales, N) != en->checksum;
+        host_slot_free(&h0);
+        host_slot_free(&h1);
     }
     CHECKF(differ == 0, "%s: %d of %d loaded weights differ from a live pack", label, differ, in->n_entries);
     struct dev_counters dc;
@@ -546,10 +549,8 @@ static void test_dev_load(void) {
     float scales[128];
     for (int i = 0; i < K * N; i++) codes[i] = (int8_t)(i % 255 - 127);
     for (int n = 0; n < N; n++) scales[n] = 0.01f * (float)(n + 1);
-    const int8_t *c;
-    const float *s;
-    int k, n;
-    CHECK(dev_slot_data(d, 0, &c, &s, &k, &n) == DEV_E_STATE);
+    struct host_slot h;
+    CHECK(dev_slot_read(d, 0, &h) == DEV_E_STATE);
     CHECK(dev_load_packed(d, 0, PACK_AMX, codes, scales, K, N) == DEV_E_LAYOUT);
     scales[3] = NAN;
     CHECK(dev_load_packed(d, 0, PACK_ROWS, codes, scales, K, N) == DEV_E_VALUE);
@@ -562,24 +563,64 @@ static void test_dev_load(void) {
     struct sim *sim = dev_sim(d);
     uint64_t clock0 = sim_clock_ns(sim);
     CHECK(dev_load_packed(d, 1, PACK_ROWS, codes, scales, K, N) == DEV_OK);
-    CHECK(dev_slot_data(d, 1, &c, &s, &k, &n) == DEV_OK && k == K && n == N && memcmp(c, codes, (size_t)K * N) == 0 &&
-          memcmp(s, scales, sizeof scales) == 0);
+    CHECK(dev_slot_read(d, 1, &h) == DEV_OK && h.K == K && h.N == N && memcmp(h.codes, codes, (size_t)K * N) == 0 &&
+          memcmp(h.scales, scales, sizeof scales) == 0);
+    host_slot_free(&h);
     struct dev_counters dc;
     dev_get_counters(d, &dc);
     /* The NPU model charges the DMA fill of the bytes on its clock. */
     uint64_t bytes = (uint64_t)K * N + sizeof scales;
     CHECK(dc.loads == 1 && dc.load_bytes == bytes && dc.failed_packs == 4);
     CHECK(dc.load_ns == (uint64_t)sim_fill_ns(sim, bytes) && sim_clock_ns(sim) - clock0 == dc.load_ns);
-    CHECK(dev_map_codes(d, 0, 1, -1, 0) == DEV_E_ARG);
-    CHECK(dev_map_codes(d, 0, 1, 0, 100) == DEV_E_ARG); /* not page-aligned */
+    CHECK(dev_import_codes(d, 0, 1, -1, 0) == DEV_E_ARG);
     free(codes);
     dev_close(d);
+}
+
+/* A file's codes reach slots without a copy where the device computes from
+ * host pages (cpu), and are read into the device's memory where it cannot
+ * (sim); either way the slots then hold the file's bytes. */
+static void test_dev_import(void) {
+    const int K = 256, N = 128; /* a slot of 32 KiB: whole pages */
+    const char *path = tmp("import.bin");
+    int8_t *file = malloc((size_t)2 * K * N);
+    for (int i = 0; i < 2 * K * N; i++) file[i] = (int8_t)(i * 7 % 255 - 127);
+    CHECK(write_file(path, (const uint8_t *)file, (size_t)2 * K * N) == 0);
+    float scales[128];
+    for (int n = 0; n < N; n++) scales[n] = 0.5f;
+    static const char *names[] = { "cpu", "sim" };
+    for (int i = 0; i < 2; i++) {
+        struct dev *d = NULL;
+        CHECK(dev_open(names[i], NULL, &d) == DEV_OK);
+        if (!d) continue;
+        CHECK(dev_pool_alloc(d, 2, (int64_t)K * N, N) == DEV_OK && dev_slot_code_stride(d) == (size_t)K * N);
+        int fd = open(path, O_RDONLY);
+        CHECK(fd >= 0 && dev_import_codes(d, 0, 2, fd, 0) == DEV_OK);
+        if (fd >= 0) close(fd);
+        CHECK(dev_load_packed(d, 1, PACK_ROWS, NULL, scales, K, N) == DEV_OK);
+        struct host_slot h;
+        CHECK(dev_slot_read(d, 1, &h) == DEV_OK && h.code_bytes == (size_t)K * N &&
+              memcmp(h.codes, file + (size_t)K * N, (size_t)K * N) == 0);
+        host_slot_free(&h);
+        struct dev_counters c;
+        dev_get_counters(d, &c);
+        bool zero_copy = dev_caps(d)->maps_host_pages;
+        CHECK(zero_copy == (i == 0));
+        CHECKF(c.imported_bytes == (zero_copy ? (uint64_t)2 * K * N : 0) && c.upload_bytes == (zero_copy ? 0 : (uint64_t)2 * K * N),
+               "%s: imported %llu bytes, uploaded %llu", names[i], (unsigned long long)c.imported_bytes,
+               (unsigned long long)c.upload_bytes);
+        if (zero_copy) CHECK(dev_import_codes(d, 0, 1, 0, 100) == DEV_E_ARG); /* mapping needs page-aligned offsets */
+        dev_close(d);
+    }
+    unlink(path);
+    free(file);
 }
 
 int main(void) {
     pool = threadpool_new(2, false);
     test_xxh64();
     test_dev_load();
+    test_dev_import();
     test_round_trips();
     test_amx_layout_file();
     test_refusals();

@@ -155,6 +155,9 @@ int cli_read_input(const char *what, const char *path, char **data, size_t *len)
 int cli_check_env(void) {
     const char *v = getenv("MOEX_CACHE");
     if (v && !*v) return cli_fail("MOEX_CACHE: invalid value '' (expected the directory of the default model)"), -1;
+    v = getenv("MOEX_INTERLEAVE"); /* read by the library (model_interleave) */
+    if (v && strcmp(v, "0") && strcmp(v, "1"))
+        return cli_fail("MOEX_INTERLEAVE: invalid value '%s' (expected 0 or 1)", v), -1;
     v = getenv("MOEX_ISA");
     if (!v) return 0;
     for (int i = 0; i < ISA_COUNT; i++)

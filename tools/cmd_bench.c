@@ -4,7 +4,9 @@
 #include "session.h"
 
 #include "arch/arch.h"
+#include "core/cpu.h"
 #include "core/error.h"
+#include "core/membw.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "gguf/gguf.h"
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static void help(FILE *out) {
     fprintf(out,
@@ -24,7 +27,12 @@ static void help(FILE *out) {
             "  -p, --n-prompt LIST   prompt lengths, comma-separated; 0 = none (default 512)\n"
             "  -n, --n-gen LIST      generation lengths; 0 = none (default 128)\n"
             "  -r, --repetitions N   runs per test, after one warm-up (default 3)\n"
-            "      --ops             also print where the time goes per op\n");
+            "      --ops             also print where the time goes per op\n"
+            "      --no-roofline     skip the read-bandwidth probe (about a second)\n\n"
+            "Next to each test: the weights read per second (tg: bytes of weights a\n"
+            "decoded token reads, times t/s), that as a share of the machine's read\n"
+            "bandwidth measured before and after the tests (all threads, widest loads,\n"
+            "best of several passes), and the process's peak resident memory.\n");
     session_opts_help(out);
 }
 
@@ -38,6 +46,46 @@ static void model_label(const struct model *m, char *out, size_t cap) {
         type = names[ftype];
     if (m->n_params >= 1000000000) snprintf(out, cap, "%s %.1fB %s", m->arch->name, (double)m->n_params / 1e9, type);
     else snprintf(out, cap, "%s %.0fM %s", m->arch->name, (double)m->n_params / 1e6, type);
+}
+
+static uint64_t matrix_bytes(const struct matrix *w) { return (uint64_t)w->rows * w->row_bytes; }
+
+/* Bytes of weights one decoded token reads: every dense matrix, the routed
+ * share of the expert stacks and one embedding row (norm vectors, a few KiB,
+ * left out). */
+static uint64_t decode_bytes_per_token(const struct model *m) {
+    uint64_t bytes = m->token_embd.row_bytes;
+    for (int i = 0; i < m->n_matrices; i++)
+        if (m->matrices[i]->data != m->token_embd.data) bytes += matrix_bytes(m->matrices[i]);
+    if (m->output.data == m->token_embd.data) bytes += matrix_bytes(&m->output); /* tied: all rows per token */
+    for (int l = 0; l < m->moe.n_layers; l++) {
+        const struct moe_layer_desc *E = &m->moe.layers[l];
+        uint64_t experts = matrix_bytes(&E->gate) + matrix_bytes(&E->up) + matrix_bytes(&E->down);
+        if (E->n_expert > 0) bytes += experts / (uint64_t)E->n_expert * (uint64_t)E->n_used;
+    }
+    return bytes;
+}
+
+/* Peak resident memory since the last reset_peak_rss(): the kernel's
+ * VmHWM, or getrusage's (never reset) where /proc is not there. */
+static double peak_rss_gib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+    if (f) fclose(f);
+    struct rusage ru;
+    if (kib < 0 && !getrusage(RUSAGE_SELF, &ru)) kib = ru.ru_maxrss;
+    return kib < 0 ? 0 : (double)kib / (1024.0 * 1024);
+}
+
+/* The bandwidth probe's buffer is not the model's: forget it in the peak. */
+static void reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return;
+    fputs("5", f);
+    fclose(f);
 }
 
 static void print_ops(const char *test, const struct op_times *t, int runs) {
@@ -61,7 +109,7 @@ int cmd_bench(int argc, char **argv) {
     session_opts_defaults(&so);
     const char *pp_list = "512", *tg_list = "128";
     int64_t reps = 3;
-    bool ops = false;
+    bool ops = false, roofline = true;
     for (int i = 1; i < argc; i++) {
         int r = session_opts_parse(&so, argc, argv, &i);
         if (r < 0) return 2;
@@ -73,6 +121,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--repetitions", v, 1, 1000, &reps)) return 2;
         } else if (!strcmp(a, "--ops")) ops = true;
+        else if (!strcmp(a, "--no-roofline")) roofline = false;
         else return cli_usage("bench", "unknown option '%s'", a);
     }
     if (session_opts_finish(&so)) return 2;
@@ -106,8 +155,20 @@ int cmd_bench(int argc, char **argv) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         tokens[i] = (int32_t)((rng >> 33) % (uint64_t)n_vocab);
     }
-    printf("| model | size | params | backend | threads | test | t/s |\n");
-    printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
+    uint64_t tok_bytes = decode_bytes_per_token(s.model);
+    struct membw_result bw = { 0 };
+    if (roofline && membw_measure(s.pool, 0, 8, &bw)) {
+        cli_fail("bench: %s", moex_error());
+        roofline = false;
+    }
+    reset_peak_rss();
+    printf("cpu: %s, %d threads; decode reads %.3f GB of weights per token\n", cpu_features_string(),
+           threadpool_size(s.pool), (double)tok_bytes / 1e9);
+    if (roofline)
+        printf("read bandwidth before the tests: %.1f GB/s (best of %d passes, %s loads, %d threads; worst %.1f)\n",
+               bw.best_gbps, bw.tries, bw.loads, bw.threads, bw.worst_gbps);
+    printf("\n| model | size | params | backend | threads | test | t/s | weights GB/s | of read BW | peak RSS |\n");
+    printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: | ---: | ---: | ---: |\n");
     fflush(stdout);
     int rc = 0;
     for (int kind = 0; kind < 2 && !rc; kind++) {
@@ -118,9 +179,10 @@ int cmd_bench(int argc, char **argv) {
             double *rate = malloc(sizeof(double) * (size_t)(reps + 1));
             double *modelled_rate = malloc(sizeof(double) * (size_t)(reps + 1));
             struct moe_executor *ex = context_executor(s.ctx);
+            uint64_t barriers0 = 0;
             for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up */
                 context_truncate(s.ctx, 0);
-                if (r == 0) context_reset_op_times(s.ctx);
+                if (r == 0) { context_reset_op_times(s.ctx); barriers0 = threadpool_barriers(s.pool); }
                 struct moe_phase_counters before = *moe_executor_counters(ex, kind == 0 ? MOE_PREFILL : MOE_DECODE);
                 double t0 = time_s();
                 if (kind == 0) {
@@ -148,16 +210,34 @@ int cmd_bench(int argc, char **argv) {
             if (!strcmp(moe_executor_device(ex), "none")) snprintf(backend, sizeof backend, "CPU");
             else snprintf(backend, sizeof backend, "CPU+%s%s", moe_executor_device(ex), modelled ? " (modelled)" : "");
             double gib = (double)s.model->weight_bytes / (1024.0 * 1024 * 1024);
-            printf("| %s | %.2f %s | %.2f %s | %s | %d | %s | %.2f ± %.2f |\n", label,
+            char gbps[32] = "-", share[32] = "-";
+            if (kind == 1) {
+                /* decode reads the weights once per token */
+                snprintf(gbps, sizeof gbps, "%.1f", (double)tok_bytes * mean / 1e9);
+                if (roofline && bw.best_gbps > 0)
+                    snprintf(share, sizeof share, "%.0f%%", 100 * (double)tok_bytes * mean / 1e9 / bw.best_gbps);
+            }
+            printf("| %s | %.2f %s | %.2f %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %.2f GiB |\n", label,
                    gib >= 1 ? gib : gib * 1024, gib >= 1 ? "GiB" : "MiB",
                    s.model->n_params >= 1000000000 ? s.model->n_params / 1e9 : s.model->n_params / 1e6,
                    s.model->n_params >= 1000000000 ? "B" : "M", backend,
-                   threadpool_size(s.pool), test, mean, sd);
+                   threadpool_size(s.pool), test, mean, sd, gbps, share, peak_rss_gib());
             fflush(stdout);
-            if (ops) print_ops(test, context_op_times(s.ctx), (int)reps);
+            if (ops) {
+                print_ops(test, context_op_times(s.ctx), (int)reps);
+                /* per eval call: a batch for pp, a token for tg */
+                double per_eval = (double)(threadpool_barriers(s.pool) - barriers0) / (double)reps / (kind ? n : 1);
+                fprintf(stderr, "%s barriers: %.0f per %s, %.1f per layer\n", test, per_eval, kind ? "token" : "batch",
+                        per_eval / (s.model->hp.n_layers > 0 ? s.model->hp.n_layers : 1));
+            }
             free(rate);
             free(modelled_rate);
         }
+    }
+    struct membw_result after;
+    if (!rc && roofline && !membw_measure(s.pool, 0, 8, &after)) {
+        printf("\nread bandwidth after the tests: %.1f GB/s (worst %.1f); best of both %.1f GB/s\n",
+               after.best_gbps, after.worst_gbps, after.best_gbps > bw.best_gbps ? after.best_gbps : bw.best_gbps);
     }
     free(tokens);
     free(pp);

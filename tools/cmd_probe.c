@@ -7,6 +7,7 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/membw.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "dev/dev.h"
@@ -85,49 +86,11 @@ static double best_ns(timed_fn fn, void *ctx, int min_reps) {
     return best;
 }
 
-/* ---- memory bandwidth: parallel sums over a buffer far larger than caches ---- */
-
-struct bw_ctx {
-    const uint64_t *buf;
-    int64_t n;
-    uint64_t sums[64];
-};
-
-static void bw_range(void *arg, int64_t begin, int64_t end, int thread_index) {
-    struct bw_ctx *c = arg;
-    const int64_t chunk = c->n / 1024;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (int64_t b = begin; b < end; b++) {
-        const uint64_t *p = c->buf + b * chunk;
-        for (int64_t i = 0; i < chunk; i += 4) {
-            s0 += p[i];
-            s1 += p[i + 1];
-            s2 += p[i + 2];
-            s3 += p[i + 3];
-        }
-    }
-    c->sums[thread_index & 63] += s0 + s1 + s2 + s3;
-}
-
-struct bw_run {
-    struct threadpool *pool;
-    struct bw_ctx *c;
-};
-static void bw_once(void *arg) {
-    struct bw_run *r = arg;
-    threadpool_parallel_for(r->pool, 1024, 16, bw_range, r->c);
-}
+/* ---- memory bandwidth: every thread streams its share of a large buffer ---- */
 
 static double memory_gbps(struct threadpool *pool) {
-    const int64_t bytes = 256ll << 20;
-    uint64_t *buf = malloc((size_t)bytes);
-    if (!buf) return 0;
-    for (int64_t i = 0; i < bytes / 8; i++) buf[i] = (uint64_t)i;
-    struct bw_ctx c = {.buf = buf, .n = bytes / 8};
-    struct bw_run r = {pool, &c};
-    double ns = best_ns(bw_once, &r, 5);
-    free(buf);
-    return (double)bytes / ns;
+    struct membw_result bw;
+    return membw_measure(pool, (size_t)256 << 20, 5, &bw) ? 0 : bw.best_gbps;
 }
 
 /* ---- the two paths ---- */
@@ -152,7 +115,7 @@ struct dev_run {
 };
 static void dev_once(void *arg) {
     struct dev_run *r = arg;
-    if (r->rc == DEV_OK) r->rc = dev_submit(r->d, &r->job, 1);
+    if (r->rc == DEV_OK) r->rc = dev_run(r->d, &r->job, 1);
 }
 
 /* Packs `copies` distinct copies of a weight one after the other, so that
@@ -185,8 +148,14 @@ struct totals {
     double q4k_bytes, pack_ns;
 };
 
-static int probe_shape(struct threadpool *pool, struct dev *d, struct shape sh, const int64_t *ms, int n_m,
-                       struct totals *tot) {
+/* The device's staging buffer: activations at 0, their scales, the outputs. */
+struct probe_stage {
+    int buf;
+    uint64_t scale_offset, out_offset;
+};
+
+static int probe_shape(struct threadpool *pool, struct dev *d, const struct probe_stage *st, struct shape sh,
+                       const int64_t *ms, int n_m, struct totals *tot) {
     const bool modelled = dev_caps(d)->modelled_time;
     const int K = sh.K, N = sh.N;
     int M_max = 1;
@@ -209,6 +178,8 @@ static int probe_shape(struct threadpool *pool, struct dev *d, struct shape sh, 
         quantize_rows(pool, QT_Q4_K, x, M_max, K, xq, q8_stride);
         if (w8a8_quantize_act(x, M_max, K, K, xa, xs) != 0) rc = DEV_E_VALUE;
     }
+    if (rc == DEV_OK) rc = dev_write(d, (struct dev_ref){st->buf, 0}, xa, (uint64_t)M_max * K);
+    if (rc == DEV_OK) rc = dev_write(d, (struct dev_ref){st->buf, st->scale_offset}, xs, (uint64_t)M_max * sizeof *xs);
     /* 64 MiB of copies: more than any last-level cache */
     const size_t w_bytes = row * (size_t)N;
     const int copies = modelled ? 1 : (int)((64u << 20) / w_bytes + 1);
@@ -246,9 +217,11 @@ static int probe_shape(struct threadpool *pool, struct dev *d, struct shape sh, 
     int crossover = 0;
     for (int i = 0; i < n_m; i++) {
         const int M = (int)ms[i];
-        struct cpu_run cr = {pool, {wq, QT_Q4_K, N, K, row}, xq, q8_stride, M, y};
+        struct cpu_run cr = {pool, {wq, QT_Q4_K, N, K, row, NULL}, xq, q8_stride, M, y};
         double cpu_ns = best_ns(cpu_once, &cr, 3);
-        struct dev_run dr = {d, {0, M, xa, xs, y, (size_t)N}, DEV_OK};
+        struct dev_run dr = {d,
+                             {0, M, {st->buf, 0}, {st->buf, st->scale_offset}, {st->buf, st->out_offset}, (size_t)N},
+                             DEV_OK};
         double dev_ns, host_ns = 0;
         if (modelled) {
             uint64_t b0 = busy_of(d);
@@ -417,8 +390,14 @@ int cmd_probe(int argc, char **argv) {
         if ((int64_t)shapes[s].K * shapes[s].N > slot_values) slot_values = (int64_t)shapes[s].K * shapes[s].N;
         if (shapes[s].N > max_n) max_n = shapes[s].N;
     }
+    int64_t m_max = 1, k_max = 1;
+    for (int i = 0; i < n_m; i++) m_max = ms[i] > m_max ? ms[i] : m_max;
+    for (int s = 0; s < n_shapes; s++) k_max = shapes[s].K > k_max ? shapes[s].K : k_max;
+    struct probe_stage st = {-1, ((uint64_t)m_max * (uint64_t)k_max + 63) / 64 * 64, 0};
+    st.out_offset = st.scale_offset + ((uint64_t)m_max * sizeof(float) + 63) / 64 * 64;
     int rc = dev_open(device, &(struct dev_options){.pool = pool, .sim = sim_spec}, &d);
     if (rc == DEV_OK) rc = dev_pool_alloc(d, 1, slot_values, max_n);
+    if (rc == DEV_OK) rc = dev_buffer_alloc(d, st.out_offset + (uint64_t)m_max * (uint64_t)max_n * sizeof(float), &st.buf);
     if (rc != DEV_OK) {
         cli_fail("probe: %s", moex_error());
         dev_close(d);
@@ -446,7 +425,7 @@ int cmd_probe(int argc, char **argv) {
                "on this machine.\n");
     double gbps = memory_gbps(pool);
     struct totals tot = {0, 0};
-    for (int s = 0; s < n_shapes && rc == DEV_OK; s++) rc = probe_shape(pool, d, shapes[s], ms, n_m, &tot);
+    for (int s = 0; s < n_shapes && rc == DEV_OK; s++) rc = probe_shape(pool, d, &st, shapes[s], ms, n_m, &tot);
     if (rc == DEV_OK) {
         double pack_gbps = tot.q4k_bytes / tot.pack_ns;
         printf("\nmemory read bandwidth (measured now, %d threads): %.1f GB/s\n", threadpool_size(pool), gbps);

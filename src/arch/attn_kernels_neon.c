@@ -61,4 +61,4 @@ DOT_GROUP(dot_f32, float, vld1q_f32, F32_SCALAR)
 WSUM_GROUP(wsum_f16, uint16_t, lo_f16, scalar_f16)
 WSUM_GROUP(wsum_f32, float, vld1q_f32, F32_SCALAR)
 
-const struct attn_kernels attn_kernels_neon = { dot_f16, wsum_f16, dot_f32, wsum_f32 };
+const struct attn_kernels attn_kernels_neon = { dot_f16, wsum_f16, dot_f32, wsum_f32, attn_softmax_scalar };

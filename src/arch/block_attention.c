@@ -140,8 +140,6 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
     float *qh = s->q_rounded + (size_t)thread_index * group * hd;      /* (group, hd) */
     const struct attn_kernels *ak = attn_kernels();
     bool f16 = j->kv_elem == 2;
-    float max[64], w[64];
-    double sum[64];
     for (int64_t item = begin; item < end; item++) {
         int t = (int)(item / sh->n_head_kv), g = (int)(item % sh->n_head_kv);
         int n_keys = j->n_past + t + 1;
@@ -149,33 +147,16 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
         float *out = s->out + (size_t)t * sh->n_head * hd + (size_t)g * group * hd;
         size_t off = (size_t)g * hd;
         if (f16) {
-            for (int i = 0; i < group * hd; i++) qh[i] = fp16_to_f32(f32_to_fp16(q[i]));
+            f32_to_fp16_row(q, (uint16_t *)out, group * hd); /* out is free until wsum */
+            fp16_to_f32_row((const uint16_t *)out, qh, group * hd);
             const uint16_t *kc = (const uint16_t *)j->kv->k + off;
             for (int p = 0; p < n_keys; p++) ak->dot_f16(qh, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
         } else {
             const float *kc = (const float *)j->kv->k + off;
             for (int p = 0; p < n_keys; p++) ak->dot_f32(q, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
         }
-        for (int h = 0; h < group; h++) { max[h] = -INFINITY; sum[h] = 0; }
-        for (int p = 0; p < n_keys; p++)
-            for (int h = 0; h < group; h++) {
-                float v = scores[(size_t)p * group + h] * scale;
-                scores[(size_t)p * group + h] = v;
-                if (v > max[h]) max[h] = v;
-            }
-        for (int p = 0; p < n_keys; p++)
-            for (int h = 0; h < group; h++) {
-                float e = expf(scores[(size_t)p * group + h] - max[h]);
-                scores[(size_t)p * group + h] = e;
-                sum[h] += e;
-            }
-        for (int h = 0; h < group; h++) w[h] = (float)(1.0 / sum[h]);
-        /* The probabilities, in place (rounded to f16 for an f16 cache). */
-        for (int p = 0; p < n_keys; p++)
-            for (int h = 0; h < group; h++) {
-                float pr = scores[(size_t)p * group + h] * w[h];
-                scores[(size_t)p * group + h] = f16 ? fp16_to_f32(f32_to_fp16(pr)) : pr;
-            }
+        /* the probabilities, in place (rounded to f16 for an f16 cache) */
+        ak->softmax(scores, n_keys, group, scale, f16);
         if (f16)
             ak->wsum_f16(scores, group, n_keys, (const uint16_t *)j->kv->v + off, kvd, hd, out);
         else

@@ -33,6 +33,7 @@ struct threadpool {
     _Atomic uint64_t generation;     /* bumped for each job */
     _Atomic int pending;             /* helpers still running the current job */
     _Atomic int sleeping;
+    uint64_t jobs;                   /* multi-threaded jobs run (each ends in a barrier) */
     threadpool_fn fn;
     void *ctx;
     bool stop;
@@ -112,6 +113,7 @@ struct threadpool *threadpool_new(int n_threads, bool pin) {
 void threadpool_run(struct threadpool *pool, threadpool_fn fn, void *ctx) {
     if (!fn) fn = pin_job;  /* NULL: each thread pins itself (threadpool_new) */
     if (!pool || pool->n_threads == 1) { fn(ctx, 0, 1); return; }
+    pool->jobs++;
     pool->fn = fn;
     pool->ctx = ctx;
     atomic_store_explicit(&pool->pending, pool->n_threads - 1, memory_order_relaxed);
@@ -126,6 +128,8 @@ void threadpool_run(struct threadpool *pool, threadpool_fn fn, void *ctx) {
         if (spins % YIELD_EVERY == 0) sched_yield(); else cpu_relax();
     }
 }
+
+uint64_t threadpool_barriers(const struct threadpool *pool) { return pool ? pool->jobs : 0; }
 
 void threadpool_free(struct threadpool *pool) {
     if (!pool) return;

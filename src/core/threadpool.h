@@ -13,6 +13,8 @@ struct threadpool;
 struct threadpool *threadpool_new(int n_threads, bool pin);
 void threadpool_free(struct threadpool *pool);
 int threadpool_size(const struct threadpool *pool);
+/* Jobs that ran on more than one thread so far: each ends in a barrier. */
+uint64_t threadpool_barriers(const struct threadpool *pool);
 
 /* Runs fn(ctx, i, n) once on each of the n threads, i = 0..n-1. */
 typedef void (*threadpool_fn)(void *ctx, int thread_index, int n_threads);

@@ -1,5 +1,6 @@
-/* The device layer every backend shares: opening by name, the slot pool,
- * validation of packs and jobs, counters. Backends see only valid calls. */
+/* The device layer every backend shares: opening by name, device memory
+ * (slot pool, staging buffers) through the backend, validation of packs,
+ * loads and jobs, counters. Backends see only valid calls. */
 #include "dev/dev_impl.h"
 
 #include "core/error.h"
@@ -44,9 +45,39 @@ static int8_t *codes_alloc(size_t bytes) {
     return p;
 }
 
-static void codes_free(struct dev *d) {
-    if (d->codes) munmap(d->codes, d->slot_code_bytes * (size_t)d->n_slots);
+static size_t page_round(uint64_t bytes) {
+    long page = sysconf(_SC_PAGESIZE);
+    return round_up((size_t)bytes, page > 0 ? (size_t)page : 4096);
+}
+
+/* Device memory through the backend, or host pages where it computes from them. */
+static int region_alloc(struct dev *d, uint64_t bytes, struct dev_region *r) {
+    *r = (struct dev_region){.handle = -1};
+    if (d->ops->mem_alloc) return d->ops->mem_alloc(d, bytes, r);
+    r->host = codes_alloc(page_round(bytes));
+    if (!r->host)
+        return moex_errorf("%s: out of memory for %llu bytes", d->caps.name, (unsigned long long)bytes), DEV_E_NOMEM;
+    r->bytes = bytes;
+    return DEV_OK;
+}
+
+static void region_free(struct dev *d, struct dev_region *r) {
+    if (!r->host) return;
+    if (d->ops->mem_free) d->ops->mem_free(d, r);
+    else munmap(r->host, page_round(r->bytes));
+    *r = (struct dev_region){.handle = -1};
+}
+
+static void pool_free(struct dev *d) {
+    region_free(d, &d->codes_mem);
+    region_free(d, &d->scales_mem);
     d->codes = NULL;
+    d->scales = NULL;
+    free(d->pack_stage);
+    free(d->slots);
+    d->pack_stage = NULL;
+    d->slots = NULL;
+    d->n_slots = 0;
 }
 
 const char *dev_backend_names(void) { return "cpu amx sim"; }
@@ -113,17 +144,21 @@ int dev_open(const char *name, const struct dev_options *opt, struct dev **out) 
         }
         d->own_pool = true;
     }
+    if (dev_stream_start(d) != DEV_OK) {
+        dev_close(d);
+        return DEV_E_NOMEM;
+    }
     *out = d;
     return DEV_OK;
 }
 
 void dev_close(struct dev *d) {
     if (!d) return;
+    dev_stream_stop(d);
+    pool_free(d);
+    for (int b = 0; b < d->n_buffers; b++) region_free(d, &d->buffers[b]);
     if (d->ops->close) d->ops->close(d);
     if (d->own_pool) threadpool_free(d->pool);
-    codes_free(d);
-    free(d->scales);
-    free(d->slots);
     free(d);
 }
 
@@ -149,44 +184,116 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
                            (long long)slot_values, max_n),
                DEV_E_SHAPE;
     uint64_t slot_bytes = dev_slot_bytes(d, slot_values, max_n);
+    uint64_t staging = d->counters.staging_bytes;
+    uint64_t room = d->budget_bytes > staging ? d->budget_bytes - staging : 0;
     if (n_slots == 0) {
         if (d->budget_bytes == 0) return moex_errorf("%s: a pool sized by the budget needs a budget", name), DEV_E_ARG;
-        uint64_t fit = d->budget_bytes / slot_bytes;
+        uint64_t fit = room / slot_bytes;
         n_slots = fit > (uint64_t)(1 << 30) ? 1 << 30 : (int)fit;
     }
-    if (n_slots == 0 || (d->budget_bytes && (uint64_t)n_slots * slot_bytes > d->budget_bytes)) {
-        moex_errorf("%s: %d slots of %llu bytes do not fit the budget of %llu bytes", name, n_slots ? n_slots : 1,
-                    (unsigned long long)slot_bytes, (unsigned long long)d->budget_bytes);
+    if (n_slots == 0 || (d->budget_bytes && (uint64_t)n_slots * slot_bytes > room)) {
+        moex_errorf("%s: %d slots of %llu bytes do not fit the budget of %llu bytes (%llu of it staging)", name,
+                    n_slots ? n_slots : 1, (unsigned long long)slot_bytes, (unsigned long long)d->budget_bytes,
+                    (unsigned long long)staging);
         return DEV_E_BUDGET;
     }
+    dev_stream_drain(d);
     int64_t max_k = slot_values / c->n_multiple;
     if (max_k > c->k_max) max_k = c->k_max;
     d->slot_code_bytes = round_up((size_t)slot_values, 64);
-    d->n_slots = n_slots;
-    d->codes = codes_alloc(d->slot_code_bytes * (size_t)n_slots);
-    d->scales = malloc((size_t)n_slots * (size_t)max_n * sizeof(float));
-    d->slots = calloc((size_t)n_slots, sizeof *d->slots);
     d->slot_values = slot_values;
     d->max_k = (int)max_k;
     d->max_n = max_n;
-    int rc = DEV_OK;
-    if (!d->codes || !d->scales || !d->slots) {
+    int rc = region_alloc(d, d->slot_code_bytes * (size_t)n_slots, &d->codes_mem);
+    if (rc == DEV_OK) rc = region_alloc(d, (uint64_t)n_slots * (uint64_t)max_n * sizeof(float), &d->scales_mem);
+    d->codes = d->codes_mem.host;
+    d->scales = (float *)(void *)d->scales_mem.host;
+    d->n_slots = n_slots;
+    d->slots = calloc((size_t)n_slots, sizeof *d->slots);
+    if (!c->maps_host_pages) d->pack_stage = malloc(d->slot_code_bytes + (size_t)max_n * sizeof(float));
+    if (rc == DEV_OK && (!d->slots || (!c->maps_host_pages && !d->pack_stage))) {
         moex_errorf("%s: out of memory for %d slots of %llu bytes", name, n_slots, (unsigned long long)slot_bytes);
         rc = DEV_E_NOMEM;
-    } else if (d->ops->pool_alloc) {
-        rc = d->ops->pool_alloc(d);
-        if (rc == DEV_E_DEVMEM) d->counters.failed_allocs++;
     }
+    if (rc == DEV_OK && d->ops->pool_alloc) rc = d->ops->pool_alloc(d);
     if (rc != DEV_OK) {
-        codes_free(d);
-        free(d->scales);
-        free(d->slots);
-        d->scales = NULL;
-        d->slots = NULL;
-        d->n_slots = 0;
+        if (rc == DEV_E_DEVMEM) d->counters.failed_allocs++;
+        pool_free(d);
         return rc;
     }
-    d->counters.resident_bytes = (uint64_t)n_slots * slot_bytes;
+    d->counters.resident_bytes += (uint64_t)n_slots * slot_bytes;
+    return DEV_OK;
+}
+
+int dev_buffer_alloc(struct dev *d, uint64_t bytes, int *buf) {
+    if (!d || !buf) return moex_errorf("dev_buffer_alloc: no device or result pointer"), DEV_E_ARG;
+    *buf = -1;
+    const char *name = d->caps.name;
+    if (bytes == 0 || bytes > ((uint64_t)1 << 40))
+        return moex_errorf("%s: a buffer of %llu bytes", name, (unsigned long long)bytes), DEV_E_ARG;
+    if (d->n_buffers == DEV_MAX_BUFFERS)
+        return moex_errorf("%s: %d buffers already", name, DEV_MAX_BUFFERS), DEV_E_DEVMEM;
+    uint64_t counted = round_up((size_t)bytes, 64);
+    if (d->budget_bytes && d->counters.resident_bytes + counted > d->budget_bytes)
+        return moex_errorf("%s: a staging buffer of %llu bytes does not fit the budget of %llu bytes (%llu resident)",
+                           name, (unsigned long long)bytes, (unsigned long long)d->budget_bytes,
+                           (unsigned long long)d->counters.resident_bytes),
+               DEV_E_BUDGET;
+    dev_stream_drain(d);
+    int rc = region_alloc(d, bytes, &d->buffers[d->n_buffers]);
+    if (rc != DEV_OK) {
+        if (rc == DEV_E_DEVMEM) d->counters.failed_allocs++;
+        return rc;
+    }
+    *buf = d->n_buffers++;
+    d->counters.resident_bytes += counted;
+    d->counters.staging_bytes += counted;
+    return DEV_OK;
+}
+
+uint64_t dev_buffer_bytes(const struct dev *d, int buf) {
+    return d && buf >= 0 && buf < d->n_buffers ? d->buffers[buf].bytes : 0;
+}
+
+int dev_buffer_count(const struct dev *d) { return d ? d->n_buffers : 0; }
+
+/* The host address of bytes [ref.offset, + bytes) of a buffer, or NULL. */
+static int8_t *resolve(const struct dev *d, struct dev_ref ref, uint64_t bytes) {
+    if (ref.buf < 0 || ref.buf >= d->n_buffers) return NULL;
+    const struct dev_region *r = &d->buffers[ref.buf];
+    if (ref.offset > r->bytes || bytes > r->bytes - ref.offset) return NULL;
+    return r->host + ref.offset;
+}
+
+static int copy_check(struct dev *d, struct dev_ref ref, const void *host, uint64_t bytes, const char *what) {
+    if (!d) return moex_errorf("%s: no device", what), DEV_E_ARG;
+    if (!host || !resolve(d, ref, bytes))
+        return moex_errorf("%s: %s of %llu bytes at offset %llu of buffer %d (%d buffers)", d->caps.name, what,
+                           (unsigned long long)bytes, (unsigned long long)ref.offset, ref.buf, d->n_buffers),
+               DEV_E_ARG;
+    dev_stream_drain(d);
+    return DEV_OK;
+}
+
+int dev_write(struct dev *d, struct dev_ref dst, const void *src, uint64_t bytes) {
+    int rc = copy_check(d, dst, src, bytes, "dev_write");
+    if (rc != DEV_OK) return rc;
+    dev_mem_open(d);
+    memcpy(resolve(d, dst, bytes), src, (size_t)bytes);
+    dev_mem_close(d);
+    d->counters.uploads++;
+    d->counters.upload_bytes += bytes;
+    return DEV_OK;
+}
+
+int dev_read(struct dev *d, struct dev_ref src, void *dst, uint64_t bytes) {
+    int rc = copy_check(d, src, dst, bytes, "dev_read");
+    if (rc != DEV_OK) return rc;
+    dev_mem_open(d);
+    memcpy(dst, resolve(d, src, bytes), (size_t)bytes);
+    dev_mem_close(d);
+    d->counters.downloads++;
+    d->counters.download_bytes += bytes;
     return DEV_OK;
 }
 
@@ -221,10 +328,24 @@ static int pack_into(struct dev *d, int slot, enum qtype type, const void *data,
                     (long long)d->slot_values, d->max_n);
         return DEV_E_SHAPE;
     }
+    dev_stream_drain(d);
     int64_t t0 = time_ns();
-    int prc = pack_matrix(d->pool, PACK_PATH_BEST, type, data, K, N, d->layout,
-                          (int8_t *)dev_slot_codes(d, slot), (float *)dev_slot_scales(d, slot));
+    int8_t *codes = d->pack_stage ? d->pack_stage : (int8_t *)dev_slot_codes(d, slot);
+    float *scales =
+        d->pack_stage ? (float *)(void *)(d->pack_stage + d->slot_code_bytes) : (float *)dev_slot_scales(d, slot);
+    if (!d->pack_stage) dev_mem_open(d);
+    int prc = pack_matrix(d->pool, PACK_PATH_BEST, type, data, K, N, d->layout, codes, scales);
+    if (!d->pack_stage) dev_mem_close(d);
     uint64_t measured = (uint64_t)(time_ns() - t0);
+    if (prc == PACK_OK && d->pack_stage) { /* the upload */
+        size_t code_bytes = pack_bytes(d->layout, K, N);
+        dev_mem_open(d);
+        memcpy((int8_t *)dev_slot_codes(d, slot), codes, code_bytes);
+        memcpy((float *)dev_slot_scales(d, slot), scales, (size_t)N * sizeof(float));
+        dev_mem_close(d);
+        d->counters.uploads++;
+        d->counters.upload_bytes += code_bytes + (uint64_t)N * sizeof(float);
+    }
     if (prc != PACK_OK) {
         moex_errorf("%s: packing a %d x %d %s weight: %s", name, K, N, quant_type_name(type), pack_status_string(prc));
         return prc == PACK_E_VALUE ? DEV_E_VALUE : prc == PACK_E_SHAPE ? DEV_E_SHAPE : DEV_E_TYPE;
@@ -280,9 +401,12 @@ static int load_into(struct dev *d, int slot, enum pack_layout layout, const int
     size_t code_bytes = pack_bytes(layout, K, N), scale_bytes = (size_t)N * sizeof(float);
     if (codes && !pack_codes_in_range(codes, code_bytes))
         return moex_errorf("%s: a packed weight holds the code -128 (codes are -127..127)", name), DEV_E_VALUE;
+    dev_stream_drain(d);
     int64_t t0 = time_ns();
+    dev_mem_open(d);
     if (codes) memcpy((int8_t *)dev_slot_codes(d, slot), codes, code_bytes);
     memcpy((float *)dev_slot_scales(d, slot), scales, scale_bytes);
+    dev_mem_close(d);
     uint64_t measured = (uint64_t)(time_ns() - t0);
     d->slots[slot].K = K;
     d->slots[slot].N = N;
@@ -302,12 +426,42 @@ int dev_load_packed(struct dev *d, int slot, enum pack_layout layout, const int8
 
 size_t dev_slot_code_stride(const struct dev *d) { return d && d->slots ? d->slot_code_bytes : 0; }
 
-int dev_map_codes(struct dev *d, int first, int n, int fd, uint64_t offset) {
-    if (!d) return moex_errorf("dev_map_codes: no device"), DEV_E_ARG;
+/* The codes of slots [first, first + n) read from fd into device memory. */
+static int import_copy(struct dev *d, int first, int n, int fd, uint64_t offset) {
+    int8_t *addr = d->codes + (size_t)first * d->slot_code_bytes;
+    size_t len = (size_t)n * d->slot_code_bytes, done = 0;
+    int err = 0;
+    int64_t t0 = time_ns();
+    dev_mem_open(d);
+    while (done < len) {
+        ssize_t got = pread(fd, addr + done, len - done, (off_t)(offset + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            err = got < 0 ? errno : 0;
+            break;
+        }
+        done += (size_t)got;
+    }
+    dev_mem_close(d);
+    if (done < len)
+        return moex_errorf("%s: reading %zu bytes of slots from a file: %s", d->caps.name, len,
+                           err ? strerror(err) : "the file is shorter"),
+               DEV_E_DEVMEM;
+    d->counters.uploads++;
+    d->counters.upload_bytes += len;
+    d->counters.load_ns += load_cost(d, len, (uint64_t)(time_ns() - t0));
+    return DEV_OK;
+}
+
+int dev_import_codes(struct dev *d, int first, int n, int fd, uint64_t offset) {
+    if (!d) return moex_errorf("dev_import_codes: no device"), DEV_E_ARG;
     const char *name = d->caps.name;
-    if (!d->slots) return moex_errorf("%s: mapping before the slot pool is allocated", name), DEV_E_STATE;
+    if (!d->slots) return moex_errorf("%s: import before the slot pool is allocated", name), DEV_E_STATE;
     if (first < 0 || n < 1 || first > d->n_slots - n || fd < 0)
-        return moex_errorf("%s: mapping slots %d..%d of %d", name, first, first + n - 1, d->n_slots), DEV_E_ARG;
+        return moex_errorf("%s: importing slots %d..%d of %d", name, first, first + n - 1, d->n_slots), DEV_E_ARG;
+    dev_stream_drain(d);
+    for (int s = first; s < first + n; s++) d->slots[s].K = d->slots[s].N = 0;
+    if (!d->caps.maps_host_pages) return import_copy(d, first, n, fd, offset);
     long page = sysconf(_SC_PAGESIZE);
     int8_t *addr = d->codes + (size_t)first * d->slot_code_bytes;
     size_t len = (size_t)n * d->slot_code_bytes;
@@ -315,7 +469,6 @@ int dev_map_codes(struct dev *d, int first, int n, int fd, uint64_t offset) {
         return moex_errorf("%s: slots of %zu bytes at file offset %llu are not page-aligned", name, d->slot_code_bytes,
                            (unsigned long long)offset),
                DEV_E_ARG;
-    for (int s = first; s < first + n; s++) d->slots[s].K = d->slots[s].N = 0;
     if (mmap(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)offset) == MAP_FAILED) {
         int err = errno;
         /* A failed MAP_FIXED may leave the range unmapped: put fresh memory
@@ -327,25 +480,24 @@ int dev_map_codes(struct dev *d, int first, int n, int fd, uint64_t offset) {
 #if defined(MADV_WILLNEED)
     madvise(addr, len, MADV_WILLNEED); /* read-ahead when the file is not cached; advice only */
 #endif
+    d->counters.imported_bytes += len;
     return DEV_OK;
 }
 
-int dev_slot_data(const struct dev *d, int slot, const int8_t **codes, const float **scales, int *K, int *N) {
-    if (!d || !codes || !scales) return moex_errorf("dev_slot_data: no device or result pointer"), DEV_E_ARG;
-    *codes = NULL;
-    *scales = NULL;
-    if (K) *K = 0;
-    if (N) *N = 0;
+int dev_slot_view(struct dev *d, int slot, dev_slot_fn fn, void *user) {
+    if (!d || !fn) return moex_errorf("dev_slot_view: no device or function"), DEV_E_ARG;
     if (!d->slots || slot < 0 || slot >= d->n_slots)
         return moex_errorf("%s: slot %d of %d", d->caps.name, slot, d->n_slots), DEV_E_ARG;
     if (d->slots[slot].N == 0) return moex_errorf("%s: slot %d is empty", d->caps.name, slot), DEV_E_STATE;
-    *codes = dev_slot_codes(d, slot);
-    *scales = dev_slot_scales(d, slot);
-    if (K) *K = d->slots[slot].K;
-    if (N) *N = d->slots[slot].N;
-    return DEV_OK;
+    dev_stream_drain(d);
+    const struct dev_slot *s = &d->slots[slot];
+    dev_mem_open(d);
+    int rc = fn(user, dev_slot_codes(d, slot), pack_bytes(d->layout, s->K, s->N), dev_slot_scales(d, slot), s->K, s->N);
+    dev_mem_close(d);
+    return rc;
 }
 
+/* What a submission can be refused for when queued: its form. */
 static int check_jobs(const struct dev *d, const struct dev_job *jobs, int n_jobs) {
     const char *name = d->caps.name;
     if (!d->slots) return moex_errorf("%s: submit before the slot pool is allocated", name), DEV_E_STATE;
@@ -355,26 +507,79 @@ static int check_jobs(const struct dev *d, const struct dev_job *jobs, int n_job
         const struct dev_job *job = &jobs[j];
         if (job->slot < 0 || job->slot >= d->n_slots)
             return moex_errorf("%s: job %d: slot %d of %d", name, j, job->slot, d->n_slots), DEV_E_ARG;
-        const struct dev_slot *s = &d->slots[job->slot];
-        if (s->N == 0) return moex_errorf("%s: job %d: slot %d is empty", name, j, job->slot), DEV_E_STATE;
-        if (job->m < 1 || !job->act || !job->act_scale || !job->out || job->out_stride < (size_t)s->N)
-            return moex_errorf("%s: job %d: m %d, out stride %zu for N %d, or a NULL buffer", name, j, job->m,
-                               job->out_stride, s->N),
+        if (job->m < 1 || !resolve(d, job->act, 0) || !resolve(d, job->act_scale, 0) || !resolve(d, job->out, 0) ||
+            job->act_scale.offset % sizeof(float) || job->out.offset % sizeof(float))
+            return moex_errorf("%s: job %d: m %d, or a buffer that is not the device's, or misaligned floats", name, j,
+                               job->m),
                    DEV_E_ARG;
     }
     return DEV_OK;
 }
 
-int dev_submit(struct dev *d, const struct dev_job *jobs, int n_jobs) {
+/* What it can fail for when it runs: the slots' tenants then (packs queued
+ * before it may have changed them) and the ranges their shapes need. */
+static int check_run(const struct dev *d, const struct dev_job *jobs, int n_jobs) {
+    const char *name = d->caps.name;
+    for (int j = 0; j < n_jobs; j++) {
+        const struct dev_job *job = &jobs[j];
+        const struct dev_slot *s = &d->slots[job->slot];
+        if (s->N == 0) return moex_errorf("%s: job %d: slot %d is empty", name, j, job->slot), DEV_E_STATE;
+        if (job->out_stride < (size_t)s->N)
+            return moex_errorf("%s: job %d: out stride %zu for N %d", name, j, job->out_stride, s->N), DEV_E_ARG;
+        uint64_t m = (uint64_t)job->m;
+        uint64_t out_bytes = ((m - 1) * job->out_stride + (uint64_t)s->N) * sizeof(float);
+        if (!resolve(d, job->act, m * (uint64_t)s->K) || !resolve(d, job->act_scale, m * sizeof(float)) ||
+            !resolve(d, job->out, out_bytes))
+            return moex_errorf("%s: job %d: a range past the end of its staging buffer", name, j), DEV_E_ARG;
+    }
+    return DEV_OK;
+}
+
+int dev_submit(struct dev *d, const struct dev_job *jobs, int n_jobs, dev_fence *fence) {
     if (!d) return moex_errorf("dev_submit: no device"), DEV_E_ARG;
     int rc = check_jobs(d, jobs, n_jobs);
+    if (rc != DEV_OK) {
+        dev_stream_drain(d);
+        d->counters.failed_submissions++;
+        return rc;
+    }
+    return dev_stream_submit(d, jobs, n_jobs, fence);
+}
+
+int dev_enqueue_host(struct dev *d, dev_host_fn fn, void *arg, dev_fence *fence) {
+    if (!d || !fn) return moex_errorf("dev_enqueue_host: no device or function"), DEV_E_ARG;
+    return dev_stream_host(d, fn, arg, fence);
+}
+
+int dev_wait(struct dev *d, dev_fence fence) {
+    if (!d) return moex_errorf("dev_wait: no device"), DEV_E_ARG;
+    return dev_stream_wait(d, fence);
+}
+
+int dev_run(struct dev *d, const struct dev_job *jobs, int n_jobs) {
+    dev_fence f;
+    int rc = dev_submit(d, jobs, n_jobs, &f);
+    return rc != DEV_OK ? rc : dev_wait(d, f);
+}
+
+int dev_execute(struct dev *d, const struct dev_job *jobs, int n_jobs) {
+    int rc = check_run(d, jobs, n_jobs);
     if (rc != DEV_OK) {
         d->counters.failed_submissions++;
         return rc;
     }
+    struct dev_exec_job run[DEV_MAX_JOBS];
+    for (int j = 0; j < n_jobs; j++) {
+        const struct dev_job *job = &jobs[j];
+        run[j] = (struct dev_exec_job){job->slot, job->m, resolve(d, job->act, 0),
+                                       (const float *)(void *)resolve(d, job->act_scale, 0),
+                                       (float *)(void *)resolve(d, job->out, 0), job->out_stride};
+    }
     uint64_t modelled = 0;
     int64_t t0 = time_ns();
-    rc = d->ops->submit(d, jobs, n_jobs, &modelled);
+    dev_mem_open(d);
+    rc = d->ops->submit(d, run, n_jobs, &modelled);
+    dev_mem_close(d);
     uint64_t busy = d->caps.modelled_time ? modelled : (uint64_t)(time_ns() - t0);
     d->counters.busy_ns += busy;
     if (rc != DEV_OK) {
@@ -411,5 +616,6 @@ void dev_get_counters(const struct dev *d, struct dev_counters *c) {
         memset(c, 0, sizeof *c);
         return;
     }
+    dev_stream_drain((struct dev *)d); /* the stream's worker writes them */
     *c = d->counters;
 }

@@ -5,17 +5,29 @@
  *   sim  a model of an RK3588-class NPU: exact results (the cpu kernel), time
  *        from a cost model on a virtual clock, a 32-bit IOVA window, faults
  *
- * Life of a device: open; read its capabilities; allocate the slot pool once
- * (sized by the resident byte budget); pack weights into slots in place, as
- * often as tenants change; submit batches of jobs, each batch one
- * submission that returns when every output is written; close. Nothing is
- * allocated or freed after the pool. Every failure is a dev_status the
- * caller can act on (run the matmul on the CPU and count it); the message
- * is in moex_error(). A device is used by one thread at a time; it spreads
- * its own work (packing; compute on cpu, amx and sim) over the thread pool it
- * was given, so nothing else may run on that pool meanwhile. dev_submit
- * returns when the work is done: to overlap it with CPU work, call it from
- * another thread and give the device threads of its own (n_threads).
+ * A device owns its memory: the slot pool and the staging buffers for
+ * activations and outputs live in its address space (host pages on cpu and
+ * amx; on sim a separate arena standing for IOVA-mapped DMA buffers, placed
+ * in its window, inaccessible to the host outside the device's own calls
+ * with guard=1), and all of it counts against the budget. The host reaches
+ * it only through these calls: weights by dev_pack (packed in a host staging
+ * slot, then uploaded), dev_load_packed and dev_import_codes; activations by
+ * dev_write; results by dev_read; a slot's contents by dev_slot_view. Jobs
+ * name device buffers by offset, never host pointers.
+ *
+ * Life of a device: open; read its capabilities; allocate the staging
+ * buffers and the slot pool once (nothing is allocated or freed after);
+ * pack weights into slots in place, as often as tenants change; submit
+ * batches of jobs, each batch one submission that returns a fence at once,
+ * and wait on the fence; close. A device with threads of its own (no pool
+ * given) runs its stream on a worker of its own, so the caller computes
+ * meanwhile; with a borrowed pool the stream runs on the caller, inside
+ * dev_submit. Host functions queued on the stream (dev_enqueue_host) run in
+ * order with the submissions, on the stream's thread, and may use the
+ * device's synchronous calls. A synchronous call from another thread first
+ * waits for the stream to drain. Every failure is a dev_status the caller
+ * can act on (run the matmul on the CPU and count it); the message is in
+ * moex_error(). A device is used by one thread at a time.
  *
  * Numbers are W8A8 (pack/w8a8.h): out = (float)acc * act_scale * channel_scale. */
 #ifndef MOEX_DEV_H
@@ -70,17 +82,28 @@ struct dev_caps {
      * submit_ns + per job (job_ns + weight bytes * weight_ns_per_byte + m*K*N * ns_per_mac). */
     double submit_ns, job_ns, weight_ns_per_byte, ns_per_mac;
     double pack_ns_per_value; /* host time to pack one weight value */
+    bool maps_host_pages;     /* the device computes from host pages: a file's pages can back its slots */
 };
 
-/* One matmul: out[i][n] = act[i] . w[n] for i < m, n < N of the slot's weight. */
+/* A place in device memory: a staging buffer (dev_buffer_alloc) and a byte offset. */
+struct dev_ref {
+    int buf;
+    uint64_t offset;
+};
+
+/* One matmul: out[i][n] = act[i] . w[n] for i < m, n < N of the slot's
+ * weight, every buffer in device memory. */
 struct dev_job {
     int slot;
-    int m;                  /* rows, >= 1 */
-    const int8_t *act;      /* (m, K) codes, rows K bytes apart */
-    const float *act_scale; /* (m) */
-    float *out;             /* (m, out_stride): columns 0..N-1 of each row are written */
-    size_t out_stride;      /* floats between output rows, >= N */
+    int m;                    /* rows, >= 1 */
+    struct dev_ref act;       /* (m, K) int8 codes, rows K bytes apart */
+    struct dev_ref act_scale; /* (m) floats, 4-byte aligned */
+    struct dev_ref out;       /* (m, out_stride) floats: columns 0..N-1 of each row are written */
+    size_t out_stride;        /* floats between output rows, >= N */
 };
+
+/* A submission's place in the device's stream: 1, 2, ... in order. */
+typedef uint64_t dev_fence;
 
 struct dev_counters {
     uint64_t submissions, jobs, rows, macs;
@@ -90,7 +113,10 @@ struct dev_counters {
     uint64_t pack_ns;        /* in packing (modelled on sim) */
     uint64_t load_ns;        /* in dev_load_packed (on sim: the modelled DMA fill of the bytes) */
     uint64_t failed_submissions, failed_packs, failed_allocs; /* failed_packs: loads too */
-    uint64_t resident_bytes; /* the slot pool */
+    uint64_t resident_bytes; /* the slot pool and the staging buffers */
+    uint64_t staging_bytes;  /* of it, the staging buffers */
+    uint64_t uploads, upload_bytes, downloads, download_bytes; /* dev_write / dev_read and pack uploads */
+    uint64_t imported_bytes; /* slot codes backed by a file's pages, no copy (dev_import_codes) */
 };
 
 /* name: "cpu", "amx" or "sim". On failure *out is NULL. */
@@ -98,17 +124,31 @@ int dev_open(const char *name, const struct dev_options *opt, struct dev **out);
 void dev_close(struct dev *d);
 const struct dev_caps *dev_caps(const struct dev *d);
 
+/* A staging buffer of `bytes` in device memory, counted in the budget
+ * (DEV_E_BUDGET); *buf its id for dev_ref. At set-up, before or after the
+ * pool: at most DEV_MAX_BUFFERS. On sim it takes a range of the window. */
+#define DEV_MAX_BUFFERS 16
+int dev_buffer_alloc(struct dev *d, uint64_t bytes, int *buf);
+uint64_t dev_buffer_bytes(const struct dev *d, int buf); /* 0 when no such buffer */
+int dev_buffer_count(const struct dev *d);
+/* Copies host bytes into a buffer / buffer bytes out to the host. */
+int dev_write(struct dev *d, struct dev_ref dst, const void *src, uint64_t bytes);
+int dev_read(struct dev *d, struct dev_ref src, void *dst, uint64_t bytes);
+
 /* Resident bytes of one slot holding a weight of up to slot_values (K * N)
  * values and max_n output channels. */
 uint64_t dev_slot_bytes(const struct dev *d, int64_t slot_values, int max_n);
-/* Allocates the pool once: n_slots slots (0: as many as the budget holds),
+/* Allocates the pool once: n_slots slots (0: as many as the budget holds
+ * after the staging buffers),
  * each for one weight with K * N <= slot_values and N <= max_n (so that
  * 2048 x 768 and 768 x 2048 share a slot size). */
 int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n);
 int dev_pool_slots(const struct dev *d);
 
 /* Packs a GGUF weight (N rows of K values of `type`, rows contiguous) into a
- * slot, replacing its tenant. On failure the slot is empty. */
+ * slot, replacing its tenant: into a host staging slot, then uploaded (on
+ * devices that map host pages the staging slot is the slot). On failure
+ * the slot is empty. */
 int dev_pack(struct dev *d, int slot, enum qtype type, const void *data, int K, int N);
 /* The shape a slot holds (0, 0 when empty). */
 void dev_slot_shape(const struct dev *d, int slot, int *K, int *N);
@@ -128,29 +168,49 @@ int dev_load_packed(struct dev *d, int slot, enum pack_layout layout, const int8
                     int K, int N);
 /* Bytes from one slot's codes to the next's (0 before the pool). */
 size_t dev_slot_code_stride(const struct dev *d);
-/* Backs the codes of slots [first, first + n) with a file's bytes from
- * `offset` on (n strides of them) by a private mapping: the slots read the
- * file's pages, with no copy and no zeroed memory, until written (copy on
- * write). Filling gigabytes of slots then costs the page-table work, not a
- * copy of every byte. The slots are empty until dev_load_packed (codes
- * NULL) fills each. The slots' start, the length and offset must be
- * multiples of the page size (DEV_E_ARG: copy instead); DEV_E_DEVMEM when
- * the mapping fails (the slots keep fresh memory; if even that cannot be
+/* Fills the codes of slots [first, first + n) with a file's bytes from
+ * `offset` on (n strides of them). Where the device maps host pages
+ * (caps.maps_host_pages) the slots are backed by a private mapping of the
+ * file: no copy and no zeroed memory, until written (copy on write), so
+ * filling gigabytes of slots costs the page-table work; the slots' start,
+ * the length and offset must then be multiples of the page size (DEV_E_ARG:
+ * load with codes instead). Elsewhere the bytes are read into the device's
+ * memory (on sim at the modelled DMA fill rate). The slots are empty until
+ * dev_load_packed (codes NULL) fills each. DEV_E_DEVMEM when the mapping or
+ * the read fails (the slots keep fresh memory; if even that cannot be
  * restored, the pool shrinks to the slots before `first`). */
-int dev_map_codes(struct dev *d, int first, int n, int fd, uint64_t offset);
-/* Read-back of what a slot holds: its codes (in the device's layout) and
- * scales, valid until the slot's next pack or load. DEV_E_STATE when empty. */
-int dev_slot_data(const struct dev *d, int slot, const int8_t **codes, const float **scales, int *K, int *N);
+int dev_import_codes(struct dev *d, int first, int n, int fd, uint64_t offset);
+/* Read-back of what a slot holds, through the device: fn sees its codes (in
+ * the device's layout, code_bytes of them) and its N scales during the
+ * call, and its return value is returned. DEV_E_STATE when empty. */
+typedef int (*dev_slot_fn)(void *user, const int8_t *codes, size_t code_bytes, const float *scales, int K, int N);
+int dev_slot_view(struct dev *d, int slot, dev_slot_fn fn, void *user);
 
-/* Runs the jobs as one submission and waits for them. */
-int dev_submit(struct dev *d, const struct dev_job *jobs, int n_jobs);
+/* Queues the jobs as one submission on the device's stream; *fence names it.
+ * Bad jobs are refused here (nothing queued); a failure while running is
+ * reported by dev_wait, and the stream then skips what follows until that
+ * wait. */
+int dev_submit(struct dev *d, const struct dev_job *jobs, int n_jobs, dev_fence *fence);
+/* Queues fn(d, arg) on the stream after what is queued; a non-zero return
+ * fails the stream as a submission would (the message in moex_error()). */
+typedef int (*dev_host_fn)(struct dev *d, void *arg);
+int dev_enqueue_host(struct dev *d, dev_host_fn fn, void *arg, dev_fence *fence);
+/* Waits until the stream has run everything up to `fence`; the first
+ * failure among those, DEV_OK when none. */
+int dev_wait(struct dev *d, dev_fence fence);
+/* Submits and waits: the synchronous form. */
+int dev_run(struct dev *d, const struct dev_job *jobs, int n_jobs);
 
 /* The cost model's time for these jobs as one submission (ns). */
 double dev_estimate_ns(const struct dev *d, const struct dev_job *jobs, int n_jobs);
 
+/* Counters as of the last drained stream. */
 void dev_get_counters(const struct dev *d, struct dev_counters *c);
 /* The model behind a sim device (its clock, window, figures); NULL otherwise. */
 struct sim *dev_sim(struct dev *d);
+/* sim: one line saying which IOVA window (domain) holds which of the
+ * device's memory (slot codes, slot scales, staging); DEV_E_ARG otherwise. */
+int dev_sim_windows(struct dev *d, char *out, size_t n);
 
 const char *dev_status_string(int status);
 /* "cpu amx sim": what dev_open knows, available here or not. */

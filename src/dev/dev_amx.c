@@ -64,6 +64,7 @@ static int amx_open(struct dev *d, const struct dev_options *opt) {
         .weight_ns_per_byte = 0.1,
         .ns_per_mac = 0.0005,
         .pack_ns_per_value = 0.5,
+        .maps_host_pages = true,
     };
     return DEV_OK;
 }
@@ -148,13 +149,13 @@ enum { COLS_PER_TASK = 32 };
 
 struct run_ctx {
     struct dev *d;
-    const struct dev_job *jobs;
+    const struct dev_exec_job *jobs;
     int64_t task_start[DEV_MAX_JOBS + 1];
 };
 
 /* Row group starting at row i of a job: its first row and valid rows, copied
  * into the pad when partial. */
-static const int8_t *row_group(const struct dev_job *job, int i, int K, int8_t *pad, int *rows) {
+static const int8_t *row_group(const struct dev_exec_job *job, int i, int K, int8_t *pad, int *rows) {
     int n = job->m - i < 16 ? job->m - i : 16;
     *rows = n;
     if (n == 16) return job->act + (size_t)i * (size_t)K;
@@ -174,7 +175,7 @@ static void run_tasks(void *arg, int64_t begin, int64_t end, int thread_index) {
     int j = 0;
     for (int64_t t = begin; t < end; t++) {
         while (c->task_start[j + 1] <= t) j++;
-        const struct dev_job *job = &c->jobs[j];
+        const struct dev_exec_job *job = &c->jobs[j];
         const int K = d->slots[job->slot].K, N = d->slots[job->slot].N;
         const int n0 = (int)(t - c->task_start[j]) * COLS_PER_TASK;
         const int col_tiles = N - n0 >= 32 ? 2 : 1;
@@ -197,7 +198,7 @@ static void run_tasks(void *arg, int64_t begin, int64_t end, int thread_index) {
     AMX_RELEASE();
 }
 
-static int amx_submit(struct dev *d, const struct dev_job *jobs, int n_jobs, uint64_t *modelled_ns) {
+static int amx_submit(struct dev *d, const struct dev_exec_job *jobs, int n_jobs, uint64_t *modelled_ns) {
     (void)modelled_ns;
     struct run_ctx c = {.d = d, .jobs = jobs};
     c.task_start[0] = 0;

@@ -74,7 +74,7 @@ dev_cpu_gemm_fn dev_cpu_gemm_best(void) {
 
 struct run_ctx {
     const struct dev *d;
-    const struct dev_job *jobs;
+    const struct dev_exec_job *jobs;
     int n_jobs;
     dev_cpu_gemm_fn gemm;
     int64_t task_start[DEV_MAX_JOBS + 1]; /* first task of each job */
@@ -86,7 +86,7 @@ static void run_tasks(void *arg, int64_t begin, int64_t end, int thread_index) {
     int j = 0;
     for (int64_t t = begin; t < end; t++) {
         while (c->task_start[j + 1] <= t) j++;
-        const struct dev_job *job = &c->jobs[j];
+        const struct dev_exec_job *job = &c->jobs[j];
         const struct dev_slot *slot = &c->d->slots[job->slot];
         const int K = slot->K;
         const int n0 = (int)(t - c->task_start[j]) * COLS_PER_TASK;
@@ -97,7 +97,7 @@ static void run_tasks(void *arg, int64_t begin, int64_t end, int thread_index) {
     }
 }
 
-void dev_cpu_run(struct dev *d, const struct dev_job *jobs, int n_jobs) {
+void dev_cpu_run(struct dev *d, const struct dev_exec_job *jobs, int n_jobs) {
     struct run_ctx c = {.d = d, .jobs = jobs, .n_jobs = n_jobs, .gemm = dev_cpu_gemm_best()};
     c.task_start[0] = 0;
     for (int j = 0; j < n_jobs; j++) {
@@ -132,11 +132,12 @@ static int cpu_open(struct dev *d, const struct dev_options *opt) {
         .weight_ns_per_byte = 0.1,
         .ns_per_mac = 0.25,
         .pack_ns_per_value = 1.0,
+        .maps_host_pages = true,
     };
     return DEV_OK;
 }
 
-static int cpu_submit(struct dev *d, const struct dev_job *jobs, int n_jobs, uint64_t *modelled_ns) {
+static int cpu_submit(struct dev *d, const struct dev_exec_job *jobs, int n_jobs, uint64_t *modelled_ns) {
     (void)modelled_ns;
     dev_cpu_run(d, jobs, n_jobs);
     return DEV_OK;

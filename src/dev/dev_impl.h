@@ -1,10 +1,29 @@
 /* Internal to src/dev: what a backend provides, and the state dev.c keeps
- * for every device (slot pool, counters) so that backends stay small. */
+ * for every device (memory regions, slot pool, stream, counters) so that
+ * backends stay small. */
 #ifndef MOEX_DEV_IMPL_H
 #define MOEX_DEV_IMPL_H
 
 #include "dev/dev.h"
 #include "pack/pack.h"
+
+/* A job with its buffers resolved to where the backend keeps them in this
+ * process: what backends compute on, inside their own calls. */
+struct dev_exec_job {
+    int slot, m;
+    const int8_t *act;
+    const float *act_scale;
+    float *out;
+    size_t out_stride;
+};
+
+/* A piece of device memory: where it lies in this process (the backend's
+ * arena; touched only inside the device's calls) and the backend's handle. */
+struct dev_region {
+    int8_t *host;
+    uint64_t bytes;
+    int handle;
+};
 
 struct dev_ops {
     /* Plain C check that the backend can run here, before any of its code
@@ -14,15 +33,21 @@ struct dev_ops {
     /* Fills d->caps and d->layout, sets d->backend. Nothing to undo on failure. */
     int (*open)(struct dev *d, const struct dev_options *opt);
     void (*close)(struct dev *d);
-    /* Device-side resources for the pool dev.c has laid out (host memory is
-     * dev.c's). NULL when there is nothing to do. */
+    /* Device memory: NULL for host pages (anonymous mappings, dev.c's).
+     * mem_alloc fills r->host and r->handle; DEV_E_DEVMEM or DEV_E_NOMEM. */
+    int (*mem_alloc)(struct dev *d, uint64_t bytes, struct dev_region *r);
+    void (*mem_free)(struct dev *d, struct dev_region *r);
+    /* Brackets every access to device memory (the guard); NULL: always open. */
+    void (*mem_open)(struct dev *d);
+    void (*mem_close)(struct dev *d);
+    /* Device-side resources once the pool is laid out (NULL: nothing). */
     int (*pool_alloc)(struct dev *d);
     /* The time a pack of K x N counts (ns): the measured host time, or a
      * model's (which also advances its clock). NULL: measured. */
     uint64_t (*pack_cost)(struct dev *d, int K, int N, uint64_t measured_ns);
     /* Runs validated jobs. *modelled_ns: the submission's time when the
      * device models time (caps.modelled_time), else left alone. */
-    int (*submit)(struct dev *d, const struct dev_job *jobs, int n_jobs, uint64_t *modelled_ns);
+    int (*submit)(struct dev *d, const struct dev_exec_job *jobs, int n_jobs, uint64_t *modelled_ns);
     /* NULL: the generic formula from caps. */
     double (*estimate)(const struct dev *d, const struct dev_job *jobs, int n_jobs);
 };
@@ -44,10 +69,15 @@ struct dev {
     int n_slots, max_k, max_n;
     int64_t slot_values;
     size_t slot_code_bytes;
-    int8_t *codes;
-    float *scales;
+    struct dev_region codes_mem, scales_mem;
+    int8_t *codes;       /* codes_mem.host */
+    float *scales;       /* scales_mem.host */
+    int8_t *pack_stage;  /* a host slot packs go to before the upload; NULL where packs go to the slot */
     struct dev_slot *slots;
+    struct dev_region buffers[DEV_MAX_BUFFERS];
+    int n_buffers;
     struct dev_counters counters;
+    struct dev_stream *stream; /* the worker that runs submissions; NULL: they run on the caller */
     void *backend;
 };
 
@@ -64,10 +94,34 @@ extern const struct dev_ops dev_amx_ops;
 int amx_request(void);
 #endif
 
+/* Device memory access, bracketed for the guard. */
+static inline void dev_mem_open(struct dev *d) {
+    if (d->ops->mem_open) d->ops->mem_open(d);
+}
+static inline void dev_mem_close(struct dev *d) {
+    if (d->ops->mem_close) d->ops->mem_close(d);
+}
+
+/* The stream (dev_stream.c). A command runs fn(d, arg); its status is kept
+ * with its fence. */
+struct dev_stream;
+typedef int (*dev_stream_fn)(struct dev *d, void *arg);
+int dev_stream_start(struct dev *d);      /* the worker; DEV_E_NOMEM */
+void dev_stream_stop(struct dev *d);      /* drains first */
+/* Queues a submission (jobs copied) or a host function; runs it now when
+ * the device has no stream. */
+int dev_stream_submit(struct dev *d, const struct dev_job *jobs, int n_jobs, dev_fence *fence);
+int dev_stream_host(struct dev *d, dev_host_fn fn, void *arg, dev_fence *fence);
+int dev_stream_wait(struct dev *d, dev_fence fence);
+/* Waits until nothing is queued, unless called from the stream's own thread. */
+void dev_stream_drain(struct dev *d);
+/* Runs validated jobs now (dev.c): resolves their buffers, calls the backend, counts. */
+int dev_execute(struct dev *d, const struct dev_job *jobs, int n_jobs);
+
 /* The reference kernel over a submission (dev_cpu.c), PACK_ROWS slots:
  * exact int32 dots, the W8A8 output rule, jobs' column blocks spread over
  * d->pool. The sim computes with it too. */
-void dev_cpu_run(struct dev *d, const struct dev_job *jobs, int n_jobs);
+void dev_cpu_run(struct dev *d, const struct dev_exec_job *jobs, int n_jobs);
 
 static inline const int8_t *dev_slot_codes(const struct dev *d, int slot) {
     return d->codes + (size_t)slot * d->slot_code_bytes;

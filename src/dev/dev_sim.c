@@ -1,21 +1,39 @@
 /* The sim device: the cpu kernel for exact results, the RK3588 model of
- * sim.h for time, memory and faults. The slot pool lives in a few large
- * device buffers created once, as on the board. */
+ * sim.h for time, memory and faults. Its memory is an arena of its own,
+ * standing for IOVA-mapped DMA buffers: each region (the pool's codes, its
+ * scales, each staging buffer) is a separate mapping that takes ranges of
+ * the window, created once as on the board. With guard=1 the arena is
+ * PROT_NONE outside the device's own calls, so that a write from outside
+ * faults, as it would on a device the host cannot address. */
 #include "dev/dev_impl.h"
 
 #include "core/error.h"
 #include "dev/sim.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-/* Slots are grouped into buffers of at most this size: few mappings, and
- * no single allocation that needs most of the window in one piece. */
+/* A region takes window ranges of at most this size: few mappings, and no
+ * single allocation that needs most of the window in one piece. */
 #define SIM_POOL_BUFFER_MAX (256ull << 20)
+
+struct sim_region {
+    int8_t *host;       /* NULL: a free entry */
+    size_t map_bytes;
+    uint64_t *iova;     /* the window ranges behind it */
+    int n_iova;
+};
 
 struct sim_dev {
     struct sim *sim;
-    uint64_t *buffers; /* device addresses of the pool's buffers */
-    int n_buffers;
+    bool guard;
+    pthread_mutex_t lock; /* open_depth: the stream's worker and the caller */
+    int open_depth;
+    struct sim_region regions[DEV_MAX_BUFFERS + 2];
 };
 
 static int sim_open(struct dev *d, const struct dev_options *opt) {
@@ -27,6 +45,8 @@ static int sim_open(struct dev *d, const struct dev_options *opt) {
         moex_errorf("sim: out of memory");
         return DEV_E_NOMEM;
     }
+    sd->guard = f.guard != 0;
+    pthread_mutex_init(&sd->lock, NULL);
     d->backend = sd;
     d->layout = PACK_ROWS;
     const double core_bytes_per_ns = f.core_gbps * f.cores;
@@ -47,6 +67,7 @@ static int sim_open(struct dev *d, const struct dev_options *opt) {
         .weight_ns_per_byte = 1.0 / core_bytes_per_ns,
         .ns_per_mac = 1.0 / (f.core_gmacs * f.cores),
         .pack_ns_per_value = f.pack_ns_per_value,
+        .maps_host_pages = false,
     };
     return DEV_OK;
 }
@@ -54,35 +75,80 @@ static int sim_open(struct dev *d, const struct dev_options *opt) {
 static void sim_close(struct dev *d) {
     struct sim_dev *sd = d->backend;
     if (!sd) return;
-    for (int i = 0; i < sd->n_buffers; i++) sim_buffer_destroy(sd->sim, sd->buffers[i]);
-    free(sd->buffers);
+    pthread_mutex_destroy(&sd->lock);
     sim_delete(sd->sim);
     free(sd);
 }
 
-static int sim_pool_alloc(struct dev *d) {
+static void release(struct sim_dev *sd, struct sim_region *r) {
+    for (int i = 0; i < r->n_iova; i++) sim_buffer_destroy(sd->sim, r->iova[i]);
+    if (r->host) munmap(r->host, r->map_bytes);
+    free(r->iova);
+    memset(r, 0, sizeof *r);
+}
+
+static int sim_mem_alloc(struct dev *d, uint64_t bytes, struct dev_region *out) {
     struct sim_dev *sd = d->backend;
-    const uint64_t slot_bytes = dev_slot_bytes(d, d->slot_values, d->max_n);
-    uint64_t per_buffer = SIM_POOL_BUFFER_MAX / slot_bytes;
-    if (per_buffer == 0) per_buffer = 1;
-    int n_buffers = (int)(((uint64_t)d->n_slots + per_buffer - 1) / per_buffer);
-    sd->buffers = calloc((size_t)n_buffers, sizeof *sd->buffers);
-    if (!sd->buffers) return moex_errorf("sim: out of memory"), DEV_E_NOMEM;
-    uint64_t left = (uint64_t)d->n_slots;
-    for (int i = 0; i < n_buffers; i++) {
-        uint64_t slots = left < per_buffer ? left : per_buffer;
-        int rc = sim_buffer_create(sd->sim, slots * slot_bytes, &sd->buffers[i]);
+    int h = 0;
+    while (h < DEV_MAX_BUFFERS + 2 && sd->regions[h].host) h++;
+    if (h == DEV_MAX_BUFFERS + 2) return moex_errorf("sim: too many regions"), DEV_E_DEVMEM;
+    struct sim_region *r = &sd->regions[h];
+    long page = sysconf(_SC_PAGESIZE);
+    size_t pg = page > 0 ? (size_t)page : 4096;
+    r->map_bytes = ((size_t)bytes + pg - 1) / pg * pg;
+    /* pieces of at most SIM_POOL_BUFFER_MAX, one more per window they spill over */
+    int n = (int)((bytes + SIM_POOL_BUFFER_MAX - 1) / SIM_POOL_BUFFER_MAX) + sim_domains(sd->sim);
+    r->iova = calloc((size_t)n, sizeof *r->iova);
+    void *p = mmap(NULL, r->map_bytes, sd->guard ? PROT_NONE : PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!r->iova || p == MAP_FAILED) {
+        free(r->iova);
+        memset(r, 0, sizeof *r);
+        return moex_errorf("sim: out of memory for a %llu-byte region", (unsigned long long)bytes), DEV_E_NOMEM;
+    }
+    r->host = p;
+    for (uint64_t left = bytes; left > 0; r->n_iova++) {
+        /* With several domains, the rest of a window when none holds a whole
+         * piece: a region's pieces spread over the windows. */
+        uint64_t piece = left < SIM_POOL_BUFFER_MAX ? left : SIM_POOL_BUFFER_MAX, room = sim_largest_free(sd->sim);
+        if (sim_domains(sd->sim) > 1 && piece > room && room > 0) piece = room;
+        int rc = r->n_iova < n ? sim_buffer_create(sd->sim, piece, &r->iova[r->n_iova])
+                               : (moex_errorf("sim: a %llu-byte region in too many pieces", (unsigned long long)bytes),
+                                  DEV_E_DEVMEM);
         if (rc != DEV_OK) {
-            for (int j = 0; j < i; j++) sim_buffer_destroy(sd->sim, sd->buffers[j]);
-            free(sd->buffers);
-            sd->buffers = NULL;
-            sd->n_buffers = 0; /* sim_close must not destroy them again */
+            release(sd, r);
             return rc;
         }
-        sd->n_buffers = i + 1;
-        left -= slots;
+        left -= piece;
     }
+    *out = (struct dev_region){.host = r->host, .bytes = bytes, .handle = h};
     return DEV_OK;
+}
+
+static void sim_mem_free(struct dev *d, struct dev_region *r) {
+    struct sim_dev *sd = d->backend;
+    if (r->handle >= 0 && r->handle < DEV_MAX_BUFFERS + 2) release(sd, &sd->regions[r->handle]);
+}
+
+static void protect_all(struct sim_dev *sd, int prot) {
+    for (int i = 0; i < DEV_MAX_BUFFERS + 2; i++)
+        if (sd->regions[i].host) mprotect(sd->regions[i].host, sd->regions[i].map_bytes, prot);
+}
+
+static void sim_mem_open(struct dev *d) {
+    struct sim_dev *sd = d->backend;
+    if (!sd->guard) return;
+    pthread_mutex_lock(&sd->lock);
+    if (sd->open_depth++ == 0) protect_all(sd, PROT_READ | PROT_WRITE);
+    pthread_mutex_unlock(&sd->lock);
+}
+
+static void sim_mem_close(struct dev *d) {
+    struct sim_dev *sd = d->backend;
+    if (!sd->guard) return;
+    pthread_mutex_lock(&sd->lock);
+    if (--sd->open_depth == 0) protect_all(sd, PROT_NONE);
+    pthread_mutex_unlock(&sd->lock);
 }
 
 static uint64_t sim_pack_cost(struct dev *d, int K, int N, uint64_t measured_ns) {
@@ -93,17 +159,15 @@ static uint64_t sim_pack_cost(struct dev *d, int K, int N, uint64_t measured_ns)
     return (uint64_t)ns;
 }
 
-static void shapes_of(const struct dev *d, const struct dev_job *jobs, int n, struct sim_shape *shapes) {
-    for (int j = 0; j < n; j++) {
-        const struct dev_slot *s = &d->slots[jobs[j].slot];
-        shapes[j] = (struct sim_shape){.m = jobs[j].m, .k = s->K, .n = s->N};
-    }
+static struct sim_shape shape_of(const struct dev *d, int slot, int m) {
+    const struct dev_slot *s = &d->slots[slot];
+    return (struct sim_shape){.m = m, .k = s->K, .n = s->N};
 }
 
-static int sim_submit_jobs(struct dev *d, const struct dev_job *jobs, int n_jobs, uint64_t *modelled_ns) {
+static int sim_submit_jobs(struct dev *d, const struct dev_exec_job *jobs, int n_jobs, uint64_t *modelled_ns) {
     struct sim_dev *sd = d->backend;
     struct sim_shape shapes[DEV_MAX_JOBS];
-    shapes_of(d, jobs, n_jobs, shapes);
+    for (int j = 0; j < n_jobs; j++) shapes[j] = shape_of(d, jobs[j].slot, jobs[j].m);
     double ns = 0;
     int rc = sim_submit(sd->sim, shapes, n_jobs, &ns);
     *modelled_ns = (uint64_t)ns;
@@ -118,8 +182,34 @@ static double sim_estimate(const struct dev *d, const struct dev_job *jobs, int 
     if (n_jobs > DEV_MAX_JOBS) n_jobs = DEV_MAX_JOBS;
     for (int j = 0; j < n_jobs; j++)
         if (jobs[j].slot < 0 || jobs[j].slot >= d->n_slots) return 0.0;
-    shapes_of(d, jobs, n_jobs, shapes);
+    for (int j = 0; j < n_jobs; j++) shapes[j] = shape_of(d, jobs[j].slot, jobs[j].m);
     return sim_batch_ns(sd->sim, shapes, n_jobs);
+}
+
+/* "window 0: 34.6 MiB (4 staging buffers, slot codes in part), ..." for each window in use. */
+int dev_sim_windows(struct dev *d, char *out, size_t n) {
+    if (!out || n == 0) return DEV_E_ARG;
+    out[0] = 0;
+    if (!dev_sim(d)) return DEV_E_ARG;
+    struct sim_dev *sd = d->backend;
+    size_t at = 0;
+    for (int w = 0; w < sim_domains(sd->sim) && at < n; w++) {
+        if (sim_domain_buffers(sd->sim, w) == 0) continue;
+        int staging = 0;
+        char what[2][32] = {"", ""}; /* slot codes, slot scales */
+        for (int h = 0; h < DEV_MAX_BUFFERS + 2; h++) {
+            const struct sim_region *r = &sd->regions[h];
+            int pieces = 0;
+            for (int i = 0; i < r->n_iova; i++) pieces += sim_address_domain(r->iova[i]) == w;
+            if (!pieces) continue;
+            int k = h == d->codes_mem.handle ? 0 : h == d->scales_mem.handle ? 1 : -1;
+            if (k < 0) staging++;
+            else snprintf(what[k], sizeof what[k], ", slot %s%s", k ? "scales" : "codes", pieces == r->n_iova ? "" : " in part");
+        }
+        at += (size_t)snprintf(out + at, n - at, "%swindow %d: %.1f MiB (%d staging buffers%s%s)", at ? "; " : "", w,
+                               sim_domain_used(sd->sim, w) / 1048576.0, staging, what[0], what[1]);
+    }
+    return DEV_OK;
 }
 
 struct sim *dev_sim(struct dev *d) {
@@ -130,7 +220,10 @@ struct sim *dev_sim(struct dev *d) {
 const struct dev_ops dev_sim_ops = {
     .open = sim_open,
     .close = sim_close,
-    .pool_alloc = sim_pool_alloc,
+    .mem_alloc = sim_mem_alloc,
+    .mem_free = sim_mem_free,
+    .mem_open = sim_mem_open,
+    .mem_close = sim_mem_close,
     .pack_cost = sim_pack_cost,
     .submit = sim_submit_jobs,
     .estimate = sim_estimate,

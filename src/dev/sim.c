@@ -10,11 +10,15 @@
 #include <stdlib.h>
 
 #define MIB 1048576.0
+/* A device address names its domain above the window's bits. */
+#define DOMAIN_SHIFT 48
+#define MAX_DOMAINS 64
 
 struct sim {
     struct sim_figures f;
     double clock_ns;
-    struct iova_space *window;
+    struct iova_space *window[MAX_DOMAINS]; /* one window per IOMMU domain */
+    int n_domains;
     uint64_t creates, submits; /* attempts, for "fail the Nth" */
     uint64_t rng;
 };
@@ -23,18 +27,19 @@ struct sim *sim_new(const struct sim_figures *f) {
     struct sim *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->f = *f;
-    s->window = iova_new((uint64_t)(f->iova_mib * MIB), (uint64_t)f->iova_align, f->iova_reuse != 0);
-    if (!s->window) {
-        free(s);
-        return NULL;
-    }
+    s->n_domains = f->domains < 1 ? 1 : (int)f->domains;
+    for (int i = 0; i < s->n_domains; i++)
+        if (!(s->window[i] = iova_new((uint64_t)(f->iova_mib * MIB), (uint64_t)f->iova_align, f->iova_reuse != 0))) {
+            sim_delete(s);
+            return NULL;
+        }
     s->rng = (uint64_t)f->fail_seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
     return s;
 }
 
 void sim_delete(struct sim *s) {
     if (!s) return;
-    iova_delete(s->window);
+    for (int i = 0; i < s->n_domains; i++) iova_delete(s->window[i]);
     free(s);
 }
 
@@ -72,34 +77,64 @@ int sim_buffer_create(struct sim *s, uint64_t bytes, uint64_t *addr) {
         moex_errorf("sim: buffer creation %llu failed (injected fault)", (unsigned long long)attempt);
         return DEV_E_DEVMEM;
     }
-    if (s->f.max_buffers >= 1 && (double)iova_count(s->window) >= s->f.max_buffers) {
-        moex_errorf("sim: %llu buffers are live, the device maps at most %g", (unsigned long long)iova_count(s->window),
+    if (s->f.max_buffers >= 1 && (double)sim_buffer_count(s) >= s->f.max_buffers) {
+        moex_errorf("sim: %llu buffers are live, the device maps at most %g", (unsigned long long)sim_buffer_count(s),
                     s->f.max_buffers);
         return DEV_E_DEVMEM;
     }
-    if (iova_alloc(s->window, bytes, addr) != 0) {
-        moex_errorf("sim: no %llu-byte range left in the %g MiB window (%llu bytes in %llu buffers, largest free "
-                    "%llu): Bad address",
-                    (unsigned long long)bytes, s->f.iova_mib, (unsigned long long)iova_used(s->window),
-                    (unsigned long long)iova_count(s->window), (unsigned long long)iova_largest_free(s->window));
+    /* First fit over the domains in order: a buffer lies in one window. */
+    int d = 0;
+    while (d < s->n_domains && iova_alloc(s->window[d], bytes, addr) != 0) d++;
+    if (d == s->n_domains) {
+        moex_errorf("sim: no %llu-byte range left in the %d window(s) of %g MiB (%llu bytes in %llu buffers, largest "
+                    "free %llu in the last): Bad address",
+                    (unsigned long long)bytes, s->n_domains, s->f.iova_mib, (unsigned long long)sim_window_used(s),
+                    (unsigned long long)sim_buffer_count(s),
+                    (unsigned long long)iova_largest_free(s->window[s->n_domains - 1]));
         return DEV_E_DEVMEM;
     }
+    *addr |= (uint64_t)d << DOMAIN_SHIFT;
     sim_advance(s, sim_create_ns(s, bytes));
     return DEV_OK;
 }
 
 int sim_buffer_destroy(struct sim *s, uint64_t addr) {
-    uint64_t before = iova_used(s->window);
-    if (iova_release(s->window, addr) != 0) {
+    uint64_t d = addr >> DOMAIN_SHIFT;
+    struct iova_space *w = d < (uint64_t)s->n_domains ? s->window[d] : NULL;
+    uint64_t before = w ? iova_used(w) : 0;
+    if (!w || iova_release(w, addr & (((uint64_t)1 << DOMAIN_SHIFT) - 1)) != 0) {
         moex_errorf("sim: no buffer at 0x%llx", (unsigned long long)addr);
         return DEV_E_ARG;
     }
-    sim_advance(s, sim_destroy_ns(s, before - iova_used(s->window)));
+    sim_advance(s, sim_destroy_ns(s, before - iova_used(w)));
     return DEV_OK;
 }
 
-uint64_t sim_window_used(const struct sim *s) { return iova_used(s->window); }
-uint64_t sim_buffer_count(const struct sim *s) { return iova_count(s->window); }
+uint64_t sim_window_used(const struct sim *s) {
+    uint64_t used = 0;
+    for (int i = 0; i < s->n_domains; i++) used += iova_used(s->window[i]);
+    return used;
+}
+
+uint64_t sim_buffer_count(const struct sim *s) {
+    uint64_t n = 0;
+    for (int i = 0; i < s->n_domains; i++) n += iova_count(s->window[i]);
+    return n;
+}
+
+int sim_domains(const struct sim *s) { return s->n_domains; }
+uint64_t sim_largest_free(const struct sim *s) {
+    uint64_t m = 0;
+    for (int i = 0; i < s->n_domains; i++) m = iova_largest_free(s->window[i]) > m ? iova_largest_free(s->window[i]) : m;
+    return m;
+}
+uint64_t sim_domain_used(const struct sim *s, int domain) {
+    return domain >= 0 && domain < s->n_domains ? iova_used(s->window[domain]) : 0;
+}
+uint64_t sim_domain_buffers(const struct sim *s, int domain) {
+    return domain >= 0 && domain < s->n_domains ? iova_count(s->window[domain]) : 0;
+}
+int sim_address_domain(uint64_t addr) { return (int)(addr >> DOMAIN_SHIFT); }
 
 double sim_fill_ns(const struct sim *s, uint64_t bytes) { return (double)bytes / s->f.fill_gbps; }
 

@@ -15,7 +15,8 @@
  * other jobs run as single submits. The rk3588 preset fits the measured
  * M = 1 table within 25% for every entry (tests/test_dev_sim.c).
  *
- * Memory: buffers are created and destroyed on the NPU's one stream, so
+ * Memory: one 32-bit window per IOMMU domain (domains=N: the vendor driver
+ * can give a process several), each buffer in the first with room. Buffers are created and destroyed on the NPU's one stream, so
  * their cost (create_us + create_us_per_mib * MiB, likewise destroy) adds
  * to the clock. With iova_reuse=0 (the preset) a destroyed buffer's range
  * is never handed out again: on the board, LRU churn with free + re-create
@@ -39,11 +40,14 @@ struct sim_figures {
     double create_us, create_us_per_mib, destroy_us, destroy_us_per_mib;
     /* memory */
     double iova_mib, iova_align, iova_reuse, max_buffers; /* max_buffers 0: no limit */
+    double domains; /* IOMMU domains, a window of iova_mib each */
     /* envelope */
     double k_multiple, n_multiple, min_m;
     /* faults: fail the Nth buffer creation / submission (1-based, 0 never),
      * and every one with probability fail_prob from fail_seed */
     double fail_alloc, fail_submit, fail_seed, fail_prob;
+    /* 1: the device's memory is PROT_NONE outside its own calls */
+    double guard;
 };
 
 enum sim_mode { SIM_SINGLE = 0, SIM_CHAIN = 1, SIM_STREAM = 2 };
@@ -67,8 +71,15 @@ void sim_advance(struct sim *s, double ns);
  * too many buffers, injected) with moex_error. */
 int sim_buffer_create(struct sim *s, uint64_t bytes, uint64_t *addr);
 int sim_buffer_destroy(struct sim *s, uint64_t addr); /* DEV_E_ARG when unknown */
-uint64_t sim_window_used(const struct sim *s);
+uint64_t sim_window_used(const struct sim *s);  /* all windows */
 uint64_t sim_buffer_count(const struct sim *s);
+/* Several IOMMU domains (domains=N): a buffer lies in the first window
+ * that has room for it, its address names the window. */
+int sim_domains(const struct sim *s);
+uint64_t sim_domain_used(const struct sim *s, int domain);
+uint64_t sim_domain_buffers(const struct sim *s, int domain);
+int sim_address_domain(uint64_t addr);
+uint64_t sim_largest_free(const struct sim *s); /* the largest free range of any window */
 
 struct sim_shape {
     int m, k, n;

@@ -4,6 +4,10 @@
 
 #include "core/error.h"
 
+#ifndef MOEX_SIM_GUARD_DEFAULT
+#define MOEX_SIM_GUARD_DEFAULT 0
+#endif
+
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -60,6 +64,8 @@ static const struct figure figures[] = {
     /* "LRU with free + re-pack failed sooner ... freed IOVA ranges were not reused" */
     FIG(iova_reuse, 0, 1, "1: destroyed buffers' ranges are allocated again; 0: never (as measured)"),
     FIG(max_buffers, 0, 1e9, "live buffers at most (0: no limit)"),
+    /* "the RK3588 vendor driver can give a process more than one 4 GiB domain" */
+    FIG(domains, 1, 64, "IOMMU domains, each a window of iova_mib"),
     /* int8 matmuls take K in 32s and N in 16s */
     FIG(k_multiple, 32, 1 << 20, "envelope: K multiple"),
     FIG(n_multiple, 16, 1 << 20, "envelope: N multiple"),
@@ -69,6 +75,8 @@ static const struct figure figures[] = {
     FIG(fail_submit, 0, 1e18, "fail the Nth submission (0: never)"),
     FIG(fail_seed, 0, 1e18, "seed of random faults"),
     FIG(fail_prob, 0, 1, "probability that a creation or submission fails"),
+    /* A device the host cannot address: the test build turns it on everywhere. */
+    FIG(guard, MOEX_SIM_GUARD_DEFAULT, 1, "1: the device's memory faults when touched outside its calls"),
 };
 
 enum { N_FIGURES = sizeof figures / sizeof figures[0] };
@@ -133,7 +141,7 @@ int sim_figures_parse(const char *spec, struct sim_figures *f) {
         return moex_errorf("sim: iova_align=%g is not a power of two", f->iova_align);
     if (f->cores < 1 || f->kslice < 1 || f->single_gbps <= 0 || f->core_gbps <= 0 || f->core_gmacs <= 0 ||
         f->fill_gbps <= 0 || f->k_multiple < 1 || f->n_multiple < 1 || f->chain_k_multiple < 1 || f->min_m < 1 ||
-        f->iova_mib * 1048576.0 < f->iova_align)
+        f->iova_mib * 1048576.0 < f->iova_align || f->domains < 1 || f->domains != floor(f->domains))
         return moex_errorf("sim: a rate, count or size figure is zero");
     return 0;
 }

@@ -99,6 +99,10 @@ struct context *context_new(struct model *m, const struct context_params *p) {
     }
     struct moe_exec_options cpu_only = { 0 };
     c->exec = moe_executor_new(&m->moe, c->pool, c->n_batch, p->experts ? p->experts : &cpu_only);
+    if (c->exec && model_interleave(m, c->pool)) {
+        context_free(c);
+        return NULL;
+    }
     if (!c->exec || !(c->ws = m->arch->workspace_new(c))) {
         if (c->exec) moex_errorf("out of memory for a context of %d tokens", c->n_ctx);
         context_free(c);

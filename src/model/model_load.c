@@ -353,6 +353,7 @@ struct model *model_load(const char *path) {
 
 void model_free(struct model *m) {
     if (!m) return;
+    model_interleave_free(m);
     if (m->tok) tokenizer_free(m->tok);
     free(m->state);
     free(m->weights);

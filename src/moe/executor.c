@@ -14,7 +14,6 @@
 #include "pack/w8a8.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,12 +22,42 @@ enum { MATS = 3 };
 /* Lanes of the timeline. */
 enum { LANE_CPU = 0, LANE_DEVICE = 1 };
 
+/* The device's staging buffers: rows of device pairs, packed in expert
+ * order, at most STAGE_TOKENS tokens' worth (a bigger batch's extra experts
+ * run on the CPU). A constant, so that a run and `moex pack` plan the same
+ * slots from the same budget. */
+enum { STAGE_TOKENS = 512 };
+enum { BUF_ACT, BUF_GATE_UP, BUF_H, BUF_OUT, N_STAGE_BUFS };
+
+struct stage_layout {
+    int rows;
+    uint64_t bytes[N_STAGE_BUFS];
+    uint64_t scale_offset[N_STAGE_BUFS]; /* act and h: where the row scales start */
+    uint64_t total;                      /* as the device counts them */
+};
+
+static uint64_t round64(uint64_t x) { return (x + 63) / 64 * 64; }
+
+static struct stage_layout stage_layout(int n_embd, int n_ff, int top_k) {
+    struct stage_layout l = { .rows = STAGE_TOKENS * top_k };
+    uint64_t R = (uint64_t)l.rows;
+    l.scale_offset[BUF_ACT] = round64(R * (uint64_t)n_embd);
+    l.bytes[BUF_ACT] = l.scale_offset[BUF_ACT] + R * sizeof(float);
+    l.bytes[BUF_GATE_UP] = 2 * R * (uint64_t)n_ff * sizeof(float);
+    l.scale_offset[BUF_H] = round64(R * (uint64_t)n_ff);
+    l.bytes[BUF_H] = l.scale_offset[BUF_H] + R * sizeof(float);
+    l.bytes[BUF_OUT] = R * (uint64_t)n_embd * sizeof(float);
+    for (int b = 0; b < N_STAGE_BUFS; b++) l.total += round64(l.bytes[b]);
+    return l;
+}
+
+/* One layer's device work, run by the device's stream (host steps included). */
 struct device_work {
+    struct moe_executor *e;
     int layer;
     struct moe_scratch *s;
     const float *x;
-    int status;
-    char error[512];  /* the device thread's error message when status is not DEV_OK */
+    int64_t t_submit; /* when the stream's last host step ended: a submission runs from then on */
 };
 
 struct moe_executor {
@@ -45,11 +74,14 @@ struct moe_executor {
     uint64_t *expert_gguf_bytes;     /* (n_layers) an expert's three matrices as stored in the GGUF */
     double cpu_ns_per_row;           /* the CPU's time per routed row that admission weighs */
     bool adaptive;                   /* cpu_ns_per_row follows this run's measured times */
-    double dev_ns_per_row, pack_ns;  /* from the device's cost model */
-    /* Device-side buffers, (max_pairs, ...) rows indexed by pair. */
-    int8_t *act_codes; float *act_scales;   /* (pairs, n_embd) */
-    float *gate, *up;                        /* (pairs, n_ff) */
-    int8_t *h_codes; float *h_scales;        /* (pairs, n_ff) */
+    double pack_ns;                  /* packing one expert, from the device's cost model */
+    /* Host copies of the staged rows, (stage rows, ...) in stage order. */
+    struct stage_layout stage;
+    int stage_buf[N_STAGE_BUFS];             /* the device's staging buffers */
+    int *stage_row;                          /* (n_expert) first stage row of a device expert */
+    int8_t *act_codes; float *act_scales;   /* (rows, n_embd) */
+    float *gate_up;                          /* (rows, 2 * n_ff): gate rows, then up rows */
+    int8_t *h_codes; float *h_scales;        /* (rows, n_ff) */
     struct dev_job *jobs;                    /* (2 * n_expert) */
     bool *on_cpu;                            /* (n_expert) this batch */
     int *dev_slot;                           /* (n_expert) expert slot this batch, or -1 */
@@ -59,13 +91,7 @@ struct moe_executor {
     struct moe_phase_counters counters[MOE_PHASES];
     enum moe_phase phase;
     struct trace *trace;
-    /* The device thread: runs one layer's device pipeline while the pool
-     * runs the CPU experts. */
-    pthread_t thread;
-    bool thread_started, has_work, work_done, stop;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    struct device_work work;
+    struct device_work work;         /* the layer the device's stream runs */
     /* The pack file experts are loaded from instead of packed; a file found
      * damaged while running is not used again (pack_refused). */
     struct packfile *pack;
@@ -95,6 +121,16 @@ static int pack_expert(struct moe_executor *e, int layer, int expert, int slot) 
     return DEV_OK;
 }
 
+/* dev_slot_fn: DEV_OK when a slot holds exactly a pack file entry's bytes
+ * (and codes in range), else DEV_E_VALUE. */
+static int slot_matches(void *user, const int8_t *codes, size_t code_bytes, const float *scales, int K, int N) {
+    const struct packfile_entry *en = user;
+    (void)K;
+    return packfile_entry_hash(codes, code_bytes, scales, N) == en->checksum && pack_codes_in_range(codes, code_bytes)
+               ? DEV_OK
+               : DEV_E_VALUE;
+}
+
 /* The expert's three weights copied from the pack file, each checked after
  * the copy against its entry's checksum: what the slot holds is what was
  * packed, or the load fails. */
@@ -112,11 +148,7 @@ static int load_expert(struct moe_executor *e, int layer, int expert, int slot) 
                         packfile_matrix_name(en->matrix), why);
             return rc;
         }
-        const int8_t *codes;
-        const float *scales;
-        int K, N;
-        if (dev_slot_data(e->dev, slot * MATS + i, &codes, &scales, &K, &N) != DEV_OK ||
-            packfile_entry_hash(codes, pack_bytes(layout, K, N), scales, N) != en->checksum)
+        if (dev_slot_view(e->dev, slot * MATS + i, slot_matches, (void *)en) != DEV_OK)
             return moex_errorf("%s: bad checksum in section data: layer %d expert %d %s", packfile_path(e->pack), layer,
                                expert, packfile_matrix_name(en->matrix));
     }
@@ -149,79 +181,129 @@ static int fill_expert(struct moe_executor *e, int layer, int expert, int slot, 
     return pack_expert(e, layer, expert, slot);
 }
 
-static int submit(struct moe_executor *e, const struct dev_job *jobs, int n, const char *what) {
-    int64_t t0 = time_ns();
+static struct dev_ref at(const struct moe_executor *e, int buf, uint64_t offset) {
+    return (struct dev_ref){ e->stage_buf[buf], offset };
+}
+
+/* Host step 1 on the device's stream: the admitted experts into their
+ * slots, the device rows' activations quantized and staged. */
+static int stage_in(struct dev *d, void *arg) {
+    struct device_work *w = arg;
+    struct moe_executor *e = w->e;
+    for (int i = 0; i < e->n_to_pack; i++) {
+        int ex = e->to_pack[i];
+        bool loaded;
+        int rc = fill_expert(e, w->layer, ex, e->dev_slot[ex], &loaded);
+        if (rc != DEV_OK) return rc;
+    }
+    int rows = 0;
+    for (int ex = 0; ex < e->n_expert; ex++) {
+        if (e->dev_slot[ex] < 0) continue;
+        int p0 = moe_expert_first_pair(w->s, ex), n = moe_expert_rows(w->s, ex);
+        for (int p = p0; p < p0 + n; p++, rows++)
+            if (w8a8_quantize_act(w->x + (size_t)moe_pair_token(w->s, p) * e->n_embd, 1, e->n_embd, e->n_embd,
+                                  e->act_codes + (size_t)rows * e->n_embd, &e->act_scales[rows]) != 0)
+                return moex_errorf("non-finite activations"), DEV_E_VALUE;
+    }
+    int rc = dev_write(d, at(e, BUF_ACT, 0), e->act_codes, (uint64_t)rows * e->n_embd);
+    if (rc == DEV_OK)
+        rc = dev_write(d, at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT]), e->act_scales, (uint64_t)rows * sizeof(float));
+    w->t_submit = time_ns();
+    return rc;
+}
+
+/* Host step 2: SiLU(gate) * up of the staged rows, quantized and staged for down. */
+static int stage_gated(struct dev *d, void *arg) {
+    struct device_work *w = arg;
+    struct moe_executor *e = w->e;
+    trace_event(e->trace, LANE_DEVICE, "device gate+up", w->t_submit, time_ns());
+    int rows = 0;
+    for (int ex = 0; ex < e->n_expert; ex++) if (e->dev_slot[ex] >= 0) rows += moe_expert_rows(w->s, ex);
+    uint64_t half = (uint64_t)e->stage.rows * e->n_ff;
+    float *gate = e->gate_up, *up = e->gate_up + half;
+    int rc = dev_read(d, at(e, BUF_GATE_UP, 0), gate, (uint64_t)rows * e->n_ff * sizeof(float));
+    if (rc == DEV_OK) rc = dev_read(d, at(e, BUF_GATE_UP, half * sizeof(float)), up, (uint64_t)rows * e->n_ff * sizeof(float));
+    if (rc != DEV_OK) return rc;
+    for (int r = 0; r < rows; r++) {
+        float *g = gate + (size_t)r * e->n_ff, *u = up + (size_t)r * e->n_ff;
+        for (int i = 0; i < e->n_ff; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        if (w8a8_quantize_act(g, 1, e->n_ff, e->n_ff, e->h_codes + (size_t)r * e->n_ff, &e->h_scales[r]) != 0)
+            return moex_errorf("non-finite activations"), DEV_E_VALUE;
+    }
+    rc = dev_write(d, at(e, BUF_H, 0), e->h_codes, (uint64_t)rows * e->n_ff);
+    if (rc == DEV_OK)
+        rc = dev_write(d, at(e, BUF_H, e->stage.scale_offset[BUF_H]), e->h_scales, (uint64_t)rows * sizeof(float));
+    w->t_submit = time_ns();
+    return rc;
+}
+
+/* Host step 3: the down outputs back into the pairs' output rows. */
+static int stage_out(struct dev *d, void *arg) {
+    const struct device_work *w = arg;
+    struct moe_executor *e = w->e;
+    trace_event(e->trace, LANE_DEVICE, "device down", w->t_submit, time_ns());
+    for (int ex = 0; ex < e->n_expert; ex++) {
+        if (e->dev_slot[ex] < 0) continue;
+        int p0 = moe_expert_first_pair(w->s, ex), n = moe_expert_rows(w->s, ex);
+        /* a device expert's pairs are consecutive, so are its output rows */
+        uint64_t row_bytes = (uint64_t)e->n_embd * sizeof(float);
+        int rc = dev_read(d, at(e, BUF_OUT, (uint64_t)e->stage_row[ex] * row_bytes), moe_pair_output(w->s, p0),
+                          (uint64_t)n * row_bytes);
+        if (rc != DEV_OK) return rc;
+    }
+    return DEV_OK;
+}
+
+static int submit(struct moe_executor *e, const struct dev_job *jobs, int n, dev_fence *fence) {
     struct moe_phase_counters *c = &e->counters[e->phase];
     for (int done = 0; done < n;) {
         int chunk = n - done < e->caps->max_jobs ? n - done : e->caps->max_jobs;
-        int rc = dev_submit(e->dev, jobs + done, chunk);
+        int rc = dev_submit(e->dev, jobs + done, chunk, fence);
         if (rc != DEV_OK) return rc;
         c->submissions++;
         c->jobs += (uint64_t)chunk;
         done += chunk;
     }
-    trace_event(e->trace, LANE_DEVICE, what, t0, time_ns());
     return DEV_OK;
 }
 
-/* Gate and up of every device expert in one submission, SiLU(gate) * up on
- * the host, down in a second submission, into the pairs' output rows. */
-static int device_layer(struct moe_executor *e, int layer, struct moe_scratch *s, const float *x) {
-    for (int i = 0; i < e->n_to_pack; i++) {
-        int ex = e->to_pack[i];
-        bool loaded;
-        int rc = fill_expert(e, layer, ex, e->dev_slot[ex], &loaded);
-        if (rc != DEV_OK) return rc;
-    }
-    int n_jobs = 0;
+/* Queues one layer's device work on the device's stream: staging in, gate
+ * and up of every device expert in one submission, SiLU(gate) * up on the
+ * host, down in a second submission, the outputs back. *fence: the last. */
+static int device_layer(struct moe_executor *e, int layer, struct moe_scratch *s, const float *x, dev_fence *fence) {
+    e->work = (struct device_work){ e, layer, s, x, 0 };
+    int rows = 0, n_jobs = 0;
     for (int ex = 0; ex < e->n_expert; ex++) {
         if (e->dev_slot[ex] < 0) continue;
-        int p0 = moe_expert_first_pair(s, ex), rows = moe_expert_rows(s, ex);
-        for (int p = p0; p < p0 + rows; p++)
-            if (w8a8_quantize_act(x + (size_t)moe_pair_token(s, p) * e->n_embd, 1, e->n_embd, e->n_embd,
-                                  e->act_codes + (size_t)p * e->n_embd, &e->act_scales[p]) != 0)
-                return moex_errorf("non-finite activations"), DEV_E_VALUE;
-        for (int i = 0; i < 2; i++)
-            e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + i, rows, e->act_codes + (size_t)p0 * e->n_embd,
-                                                  &e->act_scales[p0], (i ? e->up : e->gate) + (size_t)p0 * e->n_ff,
-                                                  (size_t)e->n_ff };
+        e->stage_row[ex] = rows;
+        rows += moe_expert_rows(s, ex);
     }
-    int rc = submit(e, e->jobs, n_jobs, "device gate+up");
+    const uint64_t R = (uint64_t)e->stage.rows, D = (uint64_t)e->n_embd, F = (uint64_t)e->n_ff;
+    for (int ex = 0; ex < e->n_expert; ex++) {
+        if (e->dev_slot[ex] < 0) continue;
+        uint64_t r0 = (uint64_t)e->stage_row[ex];
+        for (int i = 0; i < 2; i++)
+            e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + i, moe_expert_rows(s, ex),
+                                                  at(e, BUF_ACT, r0 * D),
+                                                  at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT] + r0 * sizeof(float)),
+                                                  at(e, BUF_GATE_UP, ((uint64_t)i * R + r0) * F * sizeof(float)),
+                                                  (size_t)F };
+    }
+    int rc = dev_enqueue_host(e->dev, stage_in, &e->work, fence);
+    if (rc == DEV_OK) rc = submit(e, e->jobs, n_jobs, fence);
+    if (rc == DEV_OK) rc = dev_enqueue_host(e->dev, stage_gated, &e->work, fence);
     if (rc != DEV_OK) return rc;
     n_jobs = 0;
     for (int ex = 0; ex < e->n_expert; ex++) {
         if (e->dev_slot[ex] < 0) continue;
-        int p0 = moe_expert_first_pair(s, ex), rows = moe_expert_rows(s, ex);
-        for (int p = p0; p < p0 + rows; p++) {
-            float *g = e->gate + (size_t)p * e->n_ff, *u = e->up + (size_t)p * e->n_ff;
-            for (int i = 0; i < e->n_ff; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-            if (w8a8_quantize_act(g, 1, e->n_ff, e->n_ff, e->h_codes + (size_t)p * e->n_ff, &e->h_scales[p]) != 0)
-                return moex_errorf("non-finite activations"), DEV_E_VALUE;
-        }
-        e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + 2, rows, e->h_codes + (size_t)p0 * e->n_ff,
-                                              &e->h_scales[p0], moe_pair_output(s, p0), (size_t)e->n_embd };
+        uint64_t r0 = (uint64_t)e->stage_row[ex];
+        e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + 2, moe_expert_rows(s, ex), at(e, BUF_H, r0 * F),
+                                              at(e, BUF_H, e->stage.scale_offset[BUF_H] + r0 * sizeof(float)),
+                                              at(e, BUF_OUT, r0 * D * sizeof(float)), (size_t)D };
     }
-    return submit(e, e->jobs, n_jobs, "device down");
-}
-
-static void *device_thread(void *arg) {
-    struct moe_executor *e = arg;
-    pthread_mutex_lock(&e->lock);
-    for (;;) {
-        while (!e->has_work && !e->stop) pthread_cond_wait(&e->cond, &e->lock);
-        if (e->stop) break;
-        e->has_work = false;
-        pthread_mutex_unlock(&e->lock);
-        int rc = device_layer(e, e->work.layer, e->work.s, e->work.x);
-        pthread_mutex_lock(&e->lock);
-        e->work.status = rc;
-        /* Error messages are per thread: the reason travels with the status. */
-        if (rc != DEV_OK) snprintf(e->work.error, sizeof e->work.error, "%s", moex_error());
-        e->work_done = true;
-        pthread_cond_broadcast(&e->cond);
-    }
-    pthread_mutex_unlock(&e->lock);
-    return NULL;
+    rc = submit(e, e->jobs, n_jobs, fence);
+    if (rc == DEV_OK) rc = dev_enqueue_host(e->dev, stage_out, &e->work, fence);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- set-up */
@@ -282,7 +364,11 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
         return 0;
     }
     uint64_t all_experts = expert_bytes * (uint64_t)n_layers * n_expert;
-    uint64_t budget = o->hot_fraction > 0 ? (uint64_t)(o->hot_fraction * (double)all_experts) : o->hot_budget;
+    /* A share of the experts' bytes buys that share of them, staging on top;
+     * a budget in bytes holds the staging first. */
+    uint64_t staging = stage_layout(n_embd, n_ff, L0->n_used).total;
+    uint64_t budget = o->hot_fraction > 0 ? (uint64_t)(o->hot_fraction * (double)all_experts) + staging : o->hot_budget;
+    out->staging_bytes = staging;
     double *rates = NULL;
     if (o->stats_path && (load_rates(d, n_expert, o->stats_path, &rates) != 0 ||
                           packfile_hash_file(o->stats_path, &out->stats_hash) != PACKFILE_OK)) {
@@ -290,7 +376,8 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
         return -1;
     }
     out->pinned_share = o->pinned_share < 0 ? 0.25 : o->pinned_share;
-    struct placement_input pin = { n_layers, n_expert, rates, expert_bytes, budget, 0, out->pinned_share };
+    struct placement_input pin = { n_layers, n_expert, rates, expert_bytes, budget > staging ? budget - staging : 0, 0,
+                                   out->pinned_share };
     rc = placement_plan(&pin, &out->plan);
     free(rates);
     if (rc != 0) return moex_errorf("out of memory");
@@ -371,26 +458,22 @@ static void verify_slots(void *arg, int64_t begin, int64_t end, int thread_index
     struct verify_job *j = arg;
     for (int64_t s = begin; s < end; s++) {
         const struct packfile_entry *en = packfile_entry(j->e->pack, (int)s);
-        const int8_t *codes;
-        const float *scales;
-        int K, N;
-        j->bad[s] = j->bad[s] || dev_slot_data(j->e->dev, (int)s, &codes, &scales, &K, &N) != DEV_OK ||
-                    packfile_entry_hash(codes, pack_bytes(j->layout, K, N), scales, N) != en->checksum ||
-                    !pack_codes_in_range(codes, pack_bytes(j->layout, K, N));
+        j->bad[s] = j->bad[s] || dev_slot_view(j->e->dev, (int)s, slot_matches, (void *)en) != DEV_OK;
     }
 }
 
 /* The pinned experts of a file whose plan this run uses. The file holds
- * them in slot order, so the codes of all their slots are mapped from it in
- * one piece (no copy, no zeroed memory), the scales copied, and every slot
- * hashed against its entry, on the pool's threads. An expert that fails is
+ * them in slot order, so the codes of all their slots are imported from it
+ * in one piece (mapped where the device maps host pages: no copy, no zeroed
+ * memory; read into its memory elsewhere), the scales copied, and every
+ * slot hashed against its entry through the device, on the pool's threads. An expert that fails is
  * packed live and the file is not used again. Returns the experts done:
  * all pinned ones, or 0 when the codes cannot be mapped (the caller copies). */
 static int map_pinned(struct moe_executor *e) {
     const struct packfile_info *in = packfile_info(e->pack);
     int n_slots = e->plan.n_pinned * MATS;
     if (!e->pack_report.plan_used || n_slots == 0 || in->code_stride != dev_slot_code_stride(e->dev) ||
-        dev_map_codes(e->dev, 0, n_slots, packfile_fd(e->pack), packfile_entry(e->pack, 0)->codes_offset) != DEV_OK)
+        dev_import_codes(e->dev, 0, n_slots, packfile_fd(e->pack), packfile_entry(e->pack, 0)->codes_offset) != DEV_OK)
         return 0;
     bool *bad = calloc((size_t)n_slots, sizeof *bad);
     if (!bad) return 0;
@@ -448,6 +531,15 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
         note(e, "device unavailable: %s; experts run on the CPU", moex_error());
         return 0;
     }
+    e->stage = stage_layout(e->n_embd, e->n_ff, e->top_k);
+    int rc = DEV_OK;
+    for (int b = 0; b < N_STAGE_BUFS && rc == DEV_OK; b++) rc = dev_buffer_alloc(e->dev, e->stage.bytes[b], &e->stage_buf[b]);
+    if (rc != DEV_OK) {
+        note(e, "device staging buffers: %s; experts run on the CPU", moex_error());
+        dev_close(e->dev);
+        e->dev = NULL;
+        return 0;
+    }
     if (dev_pool_alloc(e->dev, e->plan.n_slots * MATS, dp.slot_values, dp.max_n) != DEV_OK) {
         note(e, "device slot pool: %s; experts run on the CPU", moex_error());
         dev_close(e->dev);
@@ -456,7 +548,6 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     }
     e->caps = dev_caps(e->dev);
     e->min_m = o->min_m > 0 ? o->min_m : e->caps->min_m;
-    e->dev_ns_per_row = 3.0 * (double)dp.slot_values * e->caps->ns_per_mac;
     e->pack_ns = 3.0 * (double)dp.slot_values * e->caps->pack_ns_per_value;
     if (o->pack_path) {
         if (!(e->pack_path = strdup(o->pack_path))) return moex_errorf("out of memory");
@@ -475,7 +566,7 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     for (int i = e->pack ? map_pinned(e) : 0; i < e->plan.n_pinned && !e->failed; i++) {
         int key = e->plan.pinned[i];
         bool loaded;
-        int rc = fill_expert(e, key / e->n_expert, key % e->n_expert, i, &loaded);
+        rc = fill_expert(e, key / e->n_expert, key % e->n_expert, i, &loaded);
         if (rc != DEV_OK) {
             note(e, "packing the pinned experts failed: %s; experts run on the CPU", moex_error());
             e->failed = true;
@@ -538,50 +629,35 @@ struct moe_executor *moe_executor_new(const struct moe_model_desc *d, struct thr
      * for, follows the times measured as batches run. */
     e->cpu_ns_per_row = opt->cpu_row_ns > 0 ? opt->cpu_row_ns : 3.0 * e->n_embd * e->n_ff / 40.0;
     e->adaptive = opt->adaptive && !(opt->cpu_row_ns > 0);
-    pthread_mutex_init(&e->lock, NULL);
-    pthread_cond_init(&e->cond, NULL);
     trace_lane(e->trace, LANE_CPU, "cpu (experts)");
     trace_lane(e->trace, LANE_DEVICE, "device");
     if (open_device(e, opt) != 0) { moe_executor_free(e); return NULL; }
     if (!e->dev) return e;
     bool failed = false;
-    size_t P = (size_t)e->max_pairs;
-    e->act_codes = alloc(P * e->n_embd, &failed);
-    e->act_scales = alloc(P * sizeof(float), &failed);
-    e->gate = alloc(P * e->n_ff * sizeof(float), &failed);
-    e->up = alloc(P * e->n_ff * sizeof(float), &failed);
-    e->h_codes = alloc(P * e->n_ff, &failed);
-    e->h_scales = alloc(P * sizeof(float), &failed);
+    size_t R = (size_t)e->stage.rows;
+    e->act_codes = alloc(R * e->n_embd, &failed);
+    e->act_scales = alloc(R * sizeof(float), &failed);
+    e->gate_up = alloc(2 * R * e->n_ff * sizeof(float), &failed);
+    e->h_codes = alloc(R * e->n_ff, &failed);
+    e->h_scales = alloc(R * sizeof(float), &failed);
+    e->stage_row = alloc(sizeof *e->stage_row * (size_t)e->n_expert, &failed);
     e->jobs = alloc(sizeof *e->jobs * 2 * (size_t)e->n_expert, &failed);
     e->on_cpu = alloc(sizeof *e->on_cpu * (size_t)e->n_expert, &failed);
     e->dev_slot = alloc(sizeof *e->dev_slot * (size_t)e->n_expert, &failed);
     e->to_pack = alloc(sizeof *e->to_pack * (size_t)e->n_expert, &failed);
     e->busy = alloc(sizeof *e->busy * (size_t)e->plan.n_slots, &failed);
     if (failed) { moe_executor_free(e); moex_errorf("out of memory"); return NULL; }
-    if (e->overlap) {
-        if (pthread_create(&e->thread, NULL, device_thread, e) == 0) e->thread_started = true;
-        else e->overlap = false;
-    }
     return e;
 }
 
 void moe_executor_free(struct moe_executor *e) {
     if (!e) return;
-    if (e->thread_started) {
-        pthread_mutex_lock(&e->lock);
-        e->stop = true;
-        pthread_cond_broadcast(&e->cond);
-        pthread_mutex_unlock(&e->lock);
-        pthread_join(e->thread, NULL);
-    }
-    pthread_mutex_destroy(&e->lock);
-    pthread_cond_destroy(&e->cond);
     dev_close(e->dev);
     packfile_close(e->pack);
     free(e->pack_path);
     expert_cache_free(e->cache);
     placement_free(&e->plan);
-    free(e->act_codes); free(e->act_scales); free(e->gate); free(e->up); free(e->h_codes); free(e->h_scales);
+    free(e->act_codes); free(e->act_scales); free(e->gate_up); free(e->h_codes); free(e->h_scales); free(e->stage_row);
     free(e->expert_gguf_bytes);
     free(e->jobs); free(e->on_cpu); free(e->dev_slot); free(e->to_pack); free(e->busy);
     free(e);
@@ -589,21 +665,39 @@ void moe_executor_free(struct moe_executor *e) {
 
 /* ---------------------------------------------------------------- per batch */
 
+/* The time one of `rows` rows saves on the device, from its whole cost
+ * model: the CPU's time per row against the device's per-MAC time, less
+ * the expert's fixed costs per use spread over its rows (a job and the
+ * weight's bytes streamed, per matrix) and, when no other expert of the
+ * layer is on the device yet, the layer's two submissions. */
+static double device_gain_per_row(const struct moe_executor *e, int rows, bool submits_paid) {
+    const struct dev_caps *c = e->caps;
+    double values = (double)e->n_embd * (double)e->n_ff; /* one matrix, one int8 byte each */
+    double fixed = MATS * (c->job_ns + values * c->weight_ns_per_byte) + (submits_paid ? 0 : 2 * c->submit_ns);
+    return e->cpu_ns_per_row - MATS * values * c->ns_per_mac - fixed / rows;
+}
+
 /* Where each active expert runs: the M rule first (residency never bypasses
- * it), then residency, then admission. */
+ * it), then residency, then admission, a cost decision. */
 static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *s) {
     struct moe_phase_counters *c = &e->counters[e->phase];
     int n_device = 0;
     e->n_to_pack = 0;
     memset(e->busy, 0, sizeof *e->busy * (size_t)e->plan.n_slots);
-    double gain = e->cpu_ns_per_row - e->dev_ns_per_row;
+    /* The layer's submissions are paid once any resident expert runs on the device. */
+    bool submits_paid = false;
+    for (int ex = 0; ex < e->n_expert && !submits_paid; ex++) {
+        int rows = moe_expert_rows(s, ex);
+        submits_paid = rows && rows >= e->min_m && expert_cache_lookup(e->cache, layer, ex) >= 0;
+    }
+    int staged = 0;
     for (int ex = 0; ex < e->n_expert; ex++) {
         int rows = moe_expert_rows(s, ex);
         e->on_cpu[ex] = true;
         e->dev_slot[ex] = -1;
         if (!rows) continue;
         expert_cache_touch(e->cache, layer, ex, rows);
-        if (rows < e->min_m) continue;
+        if (rows < e->min_m || staged + rows > e->stage.rows) continue;
         int slot = expert_cache_lookup(e->cache, layer, ex);
         if (slot >= 0) {
             c->hits++; c->hit_rows += (uint64_t)rows; c->hit_bytes += e->expert_gguf_bytes[layer];
@@ -611,6 +705,7 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
             c->misses++; c->miss_rows += (uint64_t)rows; c->miss_bytes += e->expert_gguf_bytes[layer];
             /* A decode miss runs on the CPU without evicting: the devices here
              * share DRAM with the CPU, so one row gains nothing worth a pack. */
+            double gain = device_gain_per_row(e, rows, submits_paid);
             if (e->phase == MOE_PREFILL &&
                 expert_cache_worth_admitting(e->cache, layer, ex, rows, gain, e->pack_ns, e->busy)) {
                 int32_t evicted;
@@ -626,6 +721,8 @@ static int place_experts(struct moe_executor *e, int layer, struct moe_scratch *
         }
         if (slot < 0) continue;
         e->busy[slot] = true;
+        submits_paid = true;
+        staged += rows;
         e->dev_slot[ex] = slot;
         e->on_cpu[ex] = false;
         n_device++;
@@ -666,24 +763,15 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
         for (int ex = 0; ex < e->n_expert; ex++) if (!e->on_cpu[ex]) dev_rows += moe_expert_rows(s, ex);
         struct dev_counters before, after;
         dev_get_counters(e->dev, &before);
-        int status;
-        if (e->overlap) {
-            pthread_mutex_lock(&e->lock);
-            e->work = (struct device_work){ layer, s, x, DEV_OK, "" };
-            e->work_done = false;
-            e->has_work = true;
-            pthread_cond_broadcast(&e->cond);
-            pthread_mutex_unlock(&e->lock);
-            cpu_dt = cpu_part(e, &L, s, x, e->on_cpu, n_pairs - dev_rows);
-            pthread_mutex_lock(&e->lock);
-            while (!e->work_done) pthread_cond_wait(&e->cond, &e->lock);
-            status = e->work.status;
-            if (status != DEV_OK) moex_errorf("%s", e->work.error);
-            pthread_mutex_unlock(&e->lock);
-        } else {
-            status = device_layer(e, layer, s, x);
-            cpu_dt = cpu_part(e, &L, s, x, e->on_cpu, n_pairs - dev_rows);
-        }
+        /* The device's stream runs its share while this thread runs the
+         * CPU's, unless asked not to overlap (or the device runs on the
+         * caller: amx). */
+        dev_fence fence = 0;
+        int status = device_layer(e, layer, s, x, &fence);
+        if (status == DEV_OK && !e->overlap) status = dev_wait(e->dev, fence);
+        cpu_dt = cpu_part(e, &L, s, x, e->on_cpu, n_pairs - dev_rows);
+        if (status == DEV_OK && e->overlap) status = dev_wait(e->dev, fence);
+        else if (status != DEV_OK && fence) dev_wait(e->dev, fence); /* nothing of it may run on past here */
         dev_get_counters(e->dev, &after);
         int64_t busy = (int64_t)(after.busy_ns - before.busy_ns), pack = (int64_t)(after.pack_ns - before.pack_ns);
         int64_t load = (int64_t)(after.load_ns - before.load_ns);
@@ -732,6 +820,13 @@ uint64_t moe_executor_resident_bytes(const struct moe_executor *e) {
     return c.resident_bytes;
 }
 
+uint64_t moe_executor_staging_bytes(const struct moe_executor *e) {
+    if (!e->dev) return 0;
+    struct dev_counters c;
+    dev_get_counters(e->dev, &c);
+    return c.staging_bytes;
+}
+
 void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total) {
     *pinned = e->dev ? e->plan.n_pinned : 0;
     *total = e->dev ? e->plan.n_slots : 0;
@@ -759,6 +854,10 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
         fprintf(out, "moex profile: device failures: %llu allocations, %llu submissions, %llu packs\n",
                 (unsigned long long)dc.failed_allocs, (unsigned long long)dc.failed_submissions,
                 (unsigned long long)dc.failed_packs);
+        char windows[512];
+        if (dev_sim_windows(e->dev, windows, sizeof windows) == DEV_OK)
+            fprintf(out, "moex profile: device memory: staging %.1f MiB, slots %.1f MiB; %s\n",
+                     dc.staging_bytes / 1048576.0, (dc.resident_bytes - dc.staging_bytes) / 1048576.0, windows);
     }
     if (e->note[0]) fprintf(out, "moex profile: note: %s\n", e->note);
     const struct moe_pack_report *r = &e->pack_report;

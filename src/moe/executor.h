@@ -2,9 +2,11 @@
  * each active expert run either on the device (when rows >= the device's min
  * M, the shape is in its envelope, and the expert is resident or worth
  * packing now) or on the CPU straight from the quantized weights. All device
- * work of a layer goes out as two submissions (gate+up, then down); while the
- * device runs them the CPU threads run the cold experts; then both join and
- * the outputs are combined. Any device error moves the work to the CPU for
+ * work of a layer is queued on the device's stream (its host steps too:
+ * packing admitted experts, staging activations in and outputs out, the
+ * gating between) as two submissions (gate+up, then down); while the
+ * device's worker runs them the CPU threads run the cold experts; then the
+ * executor waits on the last fence and combines the outputs. Any device error moves the work to the CPU for
  * the rest of the run; it is counted and reported once. */
 #ifndef MOEX_EXECUTOR_H
 #define MOEX_EXECUTOR_H
@@ -23,8 +25,9 @@ struct moe_scratch;
 
 struct moe_exec_options {
     const char *device;        /* "cpu", "amx", "sim", "auto" (amx where present), NULL or "none": CPU only */
-    uint64_t hot_budget;       /* resident bytes for experts; 0 with hot_fraction 0: no device slots */
-    double hot_fraction;       /* > 0: the budget is this share of all experts' device bytes */
+    uint64_t hot_budget;       /* resident device bytes: the staging buffers first, then expert slots;
+                                  0 with hot_fraction 0: no device slots */
+    double hot_fraction;       /* > 0: this share of all experts' device bytes, the staging on top */
     int min_m;                 /* 0: the device's own figure */
     const char *stats_path;    /* routing statistics (moex profile) for the pinned core; NULL: none */
     double pinned_share;       /* share of the expert slots pinned from stats (default 0.25 when < 0) */
@@ -78,8 +81,10 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
 
 const struct moe_phase_counters *moe_executor_counters(const struct moe_executor *e, enum moe_phase phase);
 void moe_executor_reset_counters(struct moe_executor *e);
-/* Resident device bytes (slot pool) and the slots: pinned, total. */
+/* Resident device bytes (slot pool and staging buffers), of them the
+ * staging, and the slots: pinned, total. */
 uint64_t moe_executor_resident_bytes(const struct moe_executor *e);
+uint64_t moe_executor_staging_bytes(const struct moe_executor *e);
 void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total);
 /* Whether device times are modelled (sim), so that wall times mean little. */
 bool moe_executor_modelled(const struct moe_executor *e);
@@ -106,7 +111,8 @@ struct moe_device_plan {
     int64_t slot_values;       /* dev_pool_alloc's slot geometry */
     int max_n;
     uint64_t expert_bytes;     /* device bytes of one expert: three slots */
-    uint64_t budget_bytes;
+    uint64_t staging_bytes;    /* the device's staging buffers for activations and outputs */
+    uint64_t budget_bytes;     /* all of it: staging first, then expert slots */
     uint64_t stats_hash;       /* XXH64 of the statistics file; 0 without one */
     double pinned_share;
     struct placement plan;

@@ -7,7 +7,8 @@
 #include <string.h>
 
 /* Rows of an expert's weights per work item: small enough that the items of
- * a decode step (8 experts) still spread over the threads. */
+ * a decode step (8 experts) still spread over the threads; a multiple of the
+ * interleaved groups (QUANT_R16_ROWS). */
 enum { ITEM_ROWS = 32 };
 
 struct moe_scratch {
@@ -90,18 +91,15 @@ static void gate_up_items(void *arg, int64_t begin, int64_t end, int thread_inde
     struct stage_job *j = arg;
     const struct expert_layer *L = j->layer;
     struct moe_scratch *s = j->s;
-    const struct qtype_traits *tr = quant_traits(L->gate->type);
     for (int64_t it = begin; it < end; it++) {
         int e = s->items[it].expert, row0 = s->items[it].row0, rows = s->items[it].rows;
         int p0 = s->expert_start[e], n = s->expert_count[e];
         const char *act = s->xq_sorted + (size_t)p0 * j->x_stride;
-        size_t woff = ((size_t)e * L->n_ff + row0) * L->gate->row_bytes;
+        int64_t wrow = (int64_t)e * L->n_ff + row0;
         float *g = s->gate_out + (size_t)p0 * L->n_ff + row0;
         float *u = s->up_out + (size_t)p0 * L->n_ff + row0;
-        matmul_tile(tr, L->n_embd, (const char *)L->gate->data + woff, L->gate->row_bytes, rows, act, j->x_stride, n,
-                    g, (size_t)L->n_ff);
-        matmul_tile(tr, L->n_embd, (const char *)L->up->data + woff, L->up->row_bytes, rows, act, j->x_stride, n,
-                    u, (size_t)L->n_ff);
+        matrix_tile(L->gate, wrow, rows, act, j->x_stride, n, g, (size_t)L->n_ff);
+        matrix_tile(L->up, wrow, rows, act, j->x_stride, n, u, (size_t)L->n_ff);
         for (int r = 0; r < n; r++) {
             float *gr = g + (size_t)r * L->n_ff, *ur = u + (size_t)r * L->n_ff;
             for (int i = 0; i < rows; i++) gr[i] = gr[i] / (1.0f + expf(-gr[i])) * ur[i];
@@ -124,14 +122,11 @@ static void down_items(void *arg, int64_t begin, int64_t end, int thread_index) 
     struct stage_job *j = arg;
     const struct expert_layer *L = j->layer;
     struct moe_scratch *s = j->s;
-    const struct qtype_traits *tr = quant_traits(L->down->type);
     for (int64_t it = begin; it < end; it++) {
         int e = s->items[it].expert, row0 = s->items[it].row0, rows = s->items[it].rows;
         int p0 = s->expert_start[e], n = s->expert_count[e];
-        size_t woff = ((size_t)e * L->n_embd + row0) * L->down->row_bytes;
-        matmul_tile(tr, L->n_ff, (const char *)L->down->data + woff, L->down->row_bytes, rows,
-             s->hq + (size_t)p0 * j->h_stride, j->h_stride, n, s->down_out + (size_t)p0 * L->n_embd + row0,
-             (size_t)L->n_embd);
+        matrix_tile(L->down, (int64_t)e * L->n_embd + row0, rows, s->hq + (size_t)p0 * j->h_stride, j->h_stride, n,
+                    s->down_out + (size_t)p0 * L->n_embd + row0, (size_t)L->n_embd);
     }
 }
 
@@ -194,7 +189,8 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
     struct stage_job job = { L, s, s->n_cpu_pairs, x_stride, quant_row_size(down_act, L->n_ff), down_act };
     int n_items = make_items(s, L->n_ff, on_cpu);
     threadpool_parallel_for(pool, n_items, 1, gate_up_items, &job);
-    threadpool_parallel_for(s->n_cpu_pairs > 4 ? pool : NULL, s->n_cpu_pairs, 1, quantize_hidden, &job);
+    /* a decode step's 8 rows take about a barrier's time: quantize them here */
+    threadpool_parallel_for(s->n_cpu_pairs > 16 ? pool : NULL, s->n_cpu_pairs, 1, quantize_hidden, &job);
     n_items = make_items(s, L->n_embd, on_cpu);
     threadpool_parallel_for(pool, n_items, 1, down_items, &job);
 }

@@ -12,6 +12,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct entry_out {
+    struct packfile_writer *w;
+    int layer, expert, matrix;
+};
+
+/* dev_slot_fn: a slot's bytes, read back through the device, into the file. */
+static int write_slot(void *user, const int8_t *codes, size_t code_bytes, const float *scales, int K, int N) {
+    const struct entry_out *o = user;
+    (void)code_bytes, (void)K, (void)N;
+    return packfile_writer_add(o->w, o->layer, o->expert, (enum packfile_matrix)o->matrix, codes, scales) == PACKFILE_OK
+               ? 0
+               : -1;
+}
+
 /* One expert through the device's pack path into slots 0..2, then out. */
 static int pack_one(const struct moe_model_desc *d, struct dev *dev, struct packfile_writer *w, int layer, int expert) {
     const struct moe_layer_desc *L = &d->layers[layer];
@@ -19,12 +33,10 @@ static int pack_one(const struct moe_model_desc *d, struct dev *dev, struct pack
     for (int i = 0; i < PACKFILE_MATRICES; i++) {
         int rows = i < 2 ? L->n_ff : L->n_embd, K = i < 2 ? L->n_embd : L->n_ff;
         const char *data = (const char *)mats[i]->data + (size_t)expert * rows * mats[i]->row_bytes;
-        const int8_t *codes;
-        const float *scales;
-        if (dev_pack(dev, i, mats[i]->type, data, K, rows) != DEV_OK ||
-            dev_slot_data(dev, i, &codes, &scales, NULL, NULL) != DEV_OK)
+        if (dev_pack(dev, i, mats[i]->type, data, K, rows) != DEV_OK)
             return moex_errorf("layer %d expert %d: %s", layer, expert, moex_error());
-        if (packfile_writer_add(w, layer, expert, (enum packfile_matrix)i, codes, scales) != PACKFILE_OK) return -1;
+        struct entry_out o = { w, layer, expert, i };
+        if (dev_slot_view(dev, i, write_slot, &o) != 0) return -1;
     }
     return 0;
 }

@@ -7,8 +7,8 @@
  * weight (layer, expert, gate/up/down): int8 codes and one float scale per
  * output channel, each entry with its own checksum. Entries lie in device
  * slot order: the plan's pinned experts first, in plan order, their codes a
- * device slot stride apart, so that a run with the same plan can map the
- * codes of all pinned slots from the file in one piece (dev_map_codes).
+ * device slot stride apart, so that a run with the same plan can import the
+ * codes of all pinned slots from the file in one piece (dev_import_codes).
  *
  * Nothing in a file is trusted: packfile_open checks every field, offset and
  * size, and the checksums of the header, plan and index; the data of an

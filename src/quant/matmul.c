@@ -7,8 +7,9 @@
 /* Activation rows per kernel call: keeps a tile of quantized activations in
  * L2 while a chunk of weight rows streams past it. */
 enum { ACT_BLOCK = 64 };
-/* Weight rows per work item (a multiple of every kernel's row blocking). */
-enum { ROW_ALIGN = 8 };
+/* Weight rows per work item (a multiple of every kernel's row blocking and
+ * of the interleaved groups). */
+enum { ROW_ALIGN = QUANT_R16_ROWS };
 
 size_t matmul_scratch_size(const struct matrix *w, int M) {
     const struct qtype_traits *tr = quant_traits(w->type);
@@ -22,6 +23,16 @@ void matmul_tile(const struct qtype_traits *tr, int n, const void *w, size_t w_s
         return;
     }
     tr->gemm_tile(n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
+}
+
+void matrix_tile(const struct matrix *w, int64_t row0, int n_rows, const void *a, size_t a_stride, int n_a_rows,
+                 float *out, size_t out_stride) {
+    const struct qtype_traits *tr = quant_traits(w->type);
+    const size_t off = (size_t)row0 * w->row_bytes; /* a group is 16 rows' bytes */
+    if (w->r16) tr->gemm_r16((int)w->cols, (const char *)w->r16 + off, w->row_bytes, n_rows, a, a_stride, n_a_rows, out,
+                             out_stride);
+    else matmul_tile(tr, (int)w->cols, (const char *)w->data + off, w->row_bytes, n_rows, a, a_stride, n_a_rows, out,
+                     out_stride);
 }
 
 struct quantize_job {
@@ -50,45 +61,71 @@ size_t quantize_rows(struct threadpool *pool, enum qtype weight_type, const floa
     return stride;
 }
 
+/* Several matrices reading the same activations, as one job: their items
+ * are numbered one after the other, so the pool waits once for all. */
+enum { MAX_MATS = 4 };
 struct matmul_job {
-    const struct matrix *w;
-    const struct qtype_traits *tr;
+    int n_mats;
+    const struct matrix *w[MAX_MATS];
+    float *y[MAX_MATS];
+    size_t y_stride[MAX_MATS];
+    int64_t rows_per_item[MAX_MATS], first_item[MAX_MATS + 1];
     const char *xq;
     size_t act_stride;
     int M;
-    float *y;
-    size_t y_stride;
-    int64_t rows_per_item;
 };
 
 static void matmul_range(void *arg, int64_t begin, int64_t end, int thread_index) {
     (void)thread_index;
     struct matmul_job *j = arg;
-    const struct matrix *w = j->w;
     for (int64_t item = begin; item < end; item++) {
-        int64_t r0 = item * j->rows_per_item;
-        int64_t r1 = r0 + j->rows_per_item < w->rows ? r0 + j->rows_per_item : w->rows;
-        const char *wrow = (const char *)w->data + r0 * w->row_bytes;
+        int k = 0;
+        while (item >= j->first_item[k + 1]) k++;
+        const struct matrix *w = j->w[k];
+        const size_t y_stride = j->y_stride[k];
+        int64_t r0 = (item - j->first_item[k]) * j->rows_per_item[k];
+        int64_t r1 = r0 + j->rows_per_item[k] < w->rows ? r0 + j->rows_per_item[k] : w->rows;
         for (int m0 = 0; m0 < j->M; m0 += ACT_BLOCK) {
             int m = j->M - m0 < ACT_BLOCK ? j->M - m0 : ACT_BLOCK;
-            matmul_tile(j->tr, (int)w->cols, wrow, w->row_bytes, (int)(r1 - r0), j->xq + (size_t)m0 * j->act_stride,
-                    j->act_stride, m, j->y + (size_t)m0 * j->y_stride + r0, j->y_stride);
+            matrix_tile(w, r0, (int)(r1 - r0), j->xq + (size_t)m0 * j->act_stride, j->act_stride, m,
+                        j->y[k] + (size_t)m0 * y_stride + r0, y_stride);
         }
     }
 }
 
+static void run_many(struct threadpool *pool, int n_mats, const struct matrix *const *w, const void *xq,
+                     size_t act_stride, int M, float *const *y, const size_t *y_stride) {
+    int threads = pool ? threadpool_size(pool) : 1;
+    struct matmul_job job = { .xq = xq, .act_stride = act_stride, .M = M };
+    for (int k0 = 0; k0 < n_mats; k0 += MAX_MATS) {
+        job.n_mats = n_mats - k0 < MAX_MATS ? n_mats - k0 : MAX_MATS;
+        job.first_item[0] = 0;
+        for (int k = 0; k < job.n_mats; k++) {
+            const struct matrix *wk = w[k0 + k];
+            /* About 4 items per thread, but never slivers that defeat the
+             * kernel's row blocking; for decode, small items keep both
+             * cores busy. */
+            int64_t per = (wk->rows + threads * 4 - 1) / (threads * 4);
+            per = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+            if (per < ROW_ALIGN) per = ROW_ALIGN;
+            job.w[k] = wk;
+            job.y[k] = y[k0 + k];
+            job.y_stride[k] = y_stride ? y_stride[k0 + k] : (size_t)wk->rows;
+            job.rows_per_item[k] = per;
+            job.first_item[k + 1] = job.first_item[k] + (wk->rows + per - 1) / per;
+        }
+        threadpool_parallel_for(pool, job.first_item[job.n_mats], 1, matmul_range, &job);
+    }
+}
+
+void matmul_preq_many(struct threadpool *pool, int n_mats, const struct matrix *const *w, const void *xq,
+                      size_t act_stride, int M, float *const *y) {
+    run_many(pool, n_mats, w, xq, act_stride, M, y, NULL);
+}
+
 void matmul_preq(struct threadpool *pool, const struct matrix *w, const void *xq, size_t act_stride,
                  int M, float *y, size_t y_stride) {
-    const struct qtype_traits *tr = quant_traits(w->type);
-    int threads = pool ? threadpool_size(pool) : 1;
-    /* About 4 items per thread, but never slivers that defeat the kernel's
-     * row blocking; for decode, small items keep both cores busy. */
-    int64_t per = (w->rows + threads * 4 - 1) / (threads * 4);
-    per = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
-    if (per < ROW_ALIGN) per = ROW_ALIGN;
-    struct matmul_job job = { w, tr, xq, act_stride, M, y, y_stride, per };
-    int64_t items = (w->rows + per - 1) / per;
-    threadpool_parallel_for(pool, items, 1, matmul_range, &job);
+    run_many(pool, 1, &w, xq, act_stride, M, &y, &y_stride);
 }
 
 void matmul(struct threadpool *pool, const struct matrix *w, const float *x, int M, float *y,

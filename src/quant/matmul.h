@@ -4,6 +4,7 @@
 
 #include "quant/quant.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +17,8 @@ struct matrix {
     enum qtype type;
     int64_t rows, cols;
     size_t row_bytes;
+    const void *r16;    /* the same rows interleaved by 16 (quant_r16_pack) for the
+                           CPU kernels, or NULL; data stays the file's layout */
 };
 
 /* out[j * out_stride + i] = w row i . a row j: the type's gemm tile kernel,
@@ -23,6 +26,11 @@ struct matrix {
  * weights without unpacking them for reuse. */
 void matmul_tile(const struct qtype_traits *tr, int n, const void *w, size_t w_stride, int n_w_rows,
                  const void *a, size_t a_stride, int n_a_rows, float *out, size_t out_stride);
+
+/* The same for rows row0 .. row0+n_rows-1 of w, from its interleaved copy
+ * when it has one (then row0 and n_rows are multiples of QUANT_R16_ROWS). */
+void matrix_tile(const struct matrix *w, int64_t row0, int n_rows, const void *a, size_t a_stride, int n_a_rows,
+                 float *out, size_t out_stride);
 
 /* Bytes of scratch matmul() needs for M rows of `cols` inputs. */
 size_t matmul_scratch_size(const struct matrix *w, int M);
@@ -38,6 +46,12 @@ void matmul(struct threadpool *pool, const struct matrix *w, const float *x, int
  * k and v). y rows are y_stride floats apart. */
 void matmul_preq(struct threadpool *pool, const struct matrix *w, const void *xq, size_t act_stride,
                  int M, float *y, size_t y_stride);
+
+/* matmul_preq for several matrices that read the same activations (their
+ * weight types want the same activation type), y[k] rows w[k]->rows floats
+ * apart: one job, so the threads wait for each other once, not per matrix. */
+void matmul_preq_many(struct threadpool *pool, int n_mats, const struct matrix *const *w, const void *xq,
+                      size_t act_stride, int M, float *const *y);
 
 /* Quantizes M rows of n floats into the activation type of weight type t,
  * rows `stride` bytes apart, in parallel. Returns the row stride used when

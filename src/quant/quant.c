@@ -93,6 +93,8 @@ static enum isa isa_parent(enum isa isa) {
 
 static void fill_tables(void) {
     quant_fill_scalar(&isa_tables[ISA_SCALAR]);
+    isa_tables[ISA_SCALAR].gemm_r16[QT_Q4_K] = gemm_q4_K_r16_ref;
+    isa_tables[ISA_SCALAR].gemm_r16[QT_Q6_K] = gemm_q6_K_r16_ref;
     isa_filled[ISA_SCALAR] = true;
 #if defined(__x86_64__)
     /* The fill functions are compiled with their ISA's flags: never call one
@@ -158,6 +160,8 @@ void quant_init(enum isa max_isa) {
         traits[t].vec_dot_type = r->vec_dot_type;
         traits[t].vec_dot = best[t].vec_dot;
         traits[t].gemm_tile = best[t].gemm_tile;
+        /* only a SIMD kernel of the chosen ISA: the scalar one is for tests */
+        traits[t].gemm_r16 = isa != ISA_SCALAR ? isa_tables[isa].gemm_r16[t] : NULL;
         traits[t].supported = best[t].vec_dot != NULL;
     }
     best_fp16_to_f32_row = fp16_to_f32_row_scalar;
@@ -193,6 +197,10 @@ const struct qtype_kernels *quant_kernels(enum qtype t, enum isa isa) {
     if ((unsigned)t >= QT_MAX || (unsigned)isa >= ISA_COUNT) return NULL;
     if (!isa_filled[isa] || !isa_available(isa) || !type_rows[t].name) return NULL;
     return &isa_tables[isa].k[t];
+}
+
+gemm_tile_fn quant_r16_kernel(enum qtype t, enum isa isa) {
+    return quant_kernels(t, isa) ? isa_tables[isa].gemm_r16[t] : NULL;
 }
 
 enum isa quant_active_isa(void) {

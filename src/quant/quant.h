@@ -60,6 +60,10 @@ struct qtype_traits {
     enum qtype vec_dot_type;        /* activation type vec_dot wants */
     vec_dot_fn vec_dot;             /* best kernel for this machine */
     gemm_tile_fn gemm_tile;         /* best kernel for this machine */
+    gemm_tile_fn gemm_r16;          /* gemm_tile on rows interleaved by 16
+                                       (quant_r16_pack): n_w_rows a multiple of
+                                       16, w_stride still the plain row's bytes;
+                                       NULL where this machine has no SIMD one */
 };
 
 /* Selects the best kernels this CPU can run (at most max_isa; ISA_COUNT =
@@ -79,10 +83,20 @@ struct qtype_kernels {
     to_float_fn to_float;
 };
 const struct qtype_kernels *quant_kernels(enum qtype t, enum isa isa);
+/* The gemm_r16 kernel of one ISA (the scalar one is the reference the SIMD
+ * ones equal bit for bit); NULL where it has none or cannot run here. */
+gemm_tile_fn quant_r16_kernel(enum qtype t, enum isa isa);
 const char *isa_name(enum isa isa);
 bool isa_available(enum isa isa);
 /* The ISA the selected kernels belong to. */
 enum isa quant_active_isa(void);
+
+/* Rows interleaved by QUANT_R16_ROWS for the int8 dot instructions (Q4_K):
+ * the same bytes per group of rows as the plain rows, so a row offset is a
+ * group offset. dst gets rows*src_stride bytes; -1 for another type or
+ * shape. */
+enum { QUANT_R16_ROWS = 16 };
+int quant_r16_pack(enum qtype t, const void *src, size_t src_stride, int64_t rows, int64_t cols, void *dst);
 
 /* Bytes of a row of n values; 0 if n is not a multiple of the block size. */
 size_t quant_row_size(enum qtype t, int64_t n);

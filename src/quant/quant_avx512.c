@@ -410,6 +410,8 @@ void quant_fill_avx512(struct quant_isa_table *t) {
     struct qtype_kernels *k = t->k;
     k[QT_Q8_0] = (struct qtype_kernels){vec_dot_q8_0_q8_0, gemm_q8_0, NULL, NULL};
     k[QT_Q4_K] = (struct qtype_kernels){vec_dot_q4_K_q8_K, gemm_q4_K, NULL, NULL};
+    t->gemm_r16[QT_Q4_K] = gemm_q4_K_r16_avx512;
+    t->gemm_r16[QT_Q6_K] = gemm_q6_K_r16_avx512;
     k[QT_Q5_K] = (struct qtype_kernels){vec_dot_q5_K_q8_K, gemm_q5_K, NULL, NULL};
     k[QT_Q6_K] = (struct qtype_kernels){vec_dot_q6_K_q8_K, gemm_q6_K, NULL, NULL};
     b32_fill(k);

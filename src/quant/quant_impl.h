@@ -13,6 +13,7 @@ typedef void (*f32_to_fp16_row_fn)(const float *src, uint16_t *dst, int64_t n);
  * that has them (AVX-512 -> AVX2 -> scalar, NEON -> scalar). */
 struct quant_isa_table {
     struct qtype_kernels k[QT_MAX];
+    gemm_tile_fn gemm_r16[QT_MAX];   /* on rows interleaved by 16 */
     fp16_to_f32_row_fn fp16_to_f32_row;
     f32_to_fp16_row_fn f32_to_fp16_row;
 };
@@ -49,6 +50,18 @@ void quantize_row_q5_K_ref(const float *src, void *dst, int64_t n);
 void quantize_row_q6_K_ref(const float *src, void *dst, int64_t n);
 void fp16_to_f32_row_scalar(const uint16_t *src, float *dst, int64_t n);
 void f32_to_fp16_row_scalar(const float *src, uint16_t *dst, int64_t n);
+
+/* Q4_K and Q6_K on rows interleaved by 16 (quant_r16.c, quant_r16_avx512.c). */
+void gemm_q4_K_r16_ref(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                       int n_a_rows, float *out, size_t out_stride);
+void gemm_q6_K_r16_ref(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                       int n_a_rows, float *out, size_t out_stride);
+#if defined(__x86_64__)
+void gemm_q4_K_r16_avx512(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                          int n_a_rows, float *out, size_t out_stride);
+void gemm_q6_K_r16_avx512(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                          int n_a_rows, float *out, size_t out_stride);
+#endif
 
 /* Q8_0 activation row: one block's scale and quants from 32 floats, with
  * ggml's quantize_row_q8_0_ref rounding (half away from zero). SIMD versions

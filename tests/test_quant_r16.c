@@ -1,0 +1,134 @@
+/* Q4_K and Q6_K rows interleaved by 16 (quant_r16_pack): the scalar reference kernel
+ * agrees with the plain rows' dot products (the layout holds the same
+ * numbers), and every ISA's kernel equals the reference bit for bit, for
+ * every tile width and short tail; the packer refuses what it cannot lay
+ * out. */
+#include "harness.h"
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 7;
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float rng_gauss(void) {
+    float u1 = (float)((rng_next() >> 40) * 0x1p-24), u2 = (float)((rng_next() >> 40) * 0x1p-24);
+    if (u1 < 1e-7f) u1 = 1e-7f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+/* kind 0: quantized gaussians; kind 1: random bytes with sane fp16 scales
+ * (every nibble and 6-bit scale pattern). */
+static void make_rows(enum qtype t, int rows, int n, uint8_t *dst, int kind) {
+    size_t row_bytes = quant_row_size(t, n);
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int r = 0; r < rows; r++) {
+        uint8_t *row = dst + (size_t)r * row_bytes;
+        for (int i = 0; i < n; i++) x[i] = 0.05f * rng_gauss();
+        quant_traits(t)->from_float(x, row, n);
+        if (kind != 1) continue;
+        for (size_t i = 0; i < row_bytes; i++) row[i] = (uint8_t)rng_next();
+        for (int b = 0; b < n / QK_K; b++) {
+            if (t == QT_Q6_K) {
+                ((struct block_q6_K *)row + b)->d = f32_to_fp16((float)(rng_next() % 1000) * 1e-5f);
+                continue;
+            }
+            struct block_q4_K *blk = (struct block_q4_K *)row + b;
+            blk->d = f32_to_fp16((float)(rng_next() % 1000) * 1e-5f);
+            blk->dmin = f32_to_fp16((float)(rng_next() % 1000) * 1e-5f);
+        }
+    }
+    free(x);
+}
+
+static void make_acts(int cols, int n, uint8_t *dst, size_t stride) {
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int c = 0; c < cols; c++) {
+        float sigma = 0.1f + (float)(rng_next() % 300) * 0.01f;
+        for (int i = 0; i < n; i++) x[i] = sigma * rng_gauss();
+        if (c == 1) for (int i = 0; i < n && i < 300; i++) x[i] = i % 97 == 5 ? 40.0f : 0.0f;
+        quant_quantize_act(QT_Q8_K, x, dst + (size_t)c * stride, n);
+    }
+    free(x);
+}
+
+static void check_type(enum qtype type) {
+    const struct qtype_kernels *ref = quant_kernels(type, ISA_SCALAR);
+    const gemm_tile_fn ref_r16 = quant_r16_kernel(type, ISA_SCALAR);
+    CHECK(ref && ref_r16);
+    if (!ref || !ref_r16) return;
+    const int ns[] = {256, 768, 2048};
+    const int widths[] = {1, 2, 3, 5, 6, 7, 8, 9, 13, 17};
+    int exact_checks[ISA_COUNT] = {0};
+    for (int ni = 0; ni < 3; ni++)
+        for (int kind = 0; kind < 2; kind++) {
+            const int n = ns[ni], rows = 3 * QUANT_R16_ROWS, max_cols = 17;
+            const size_t row_bytes = quant_row_size(type, n), act_bytes = quant_row_size(QT_Q8_K, n);
+            uint8_t *w = malloc(row_bytes * rows), *packed = malloc(row_bytes * rows);
+            uint8_t *a = malloc(act_bytes * max_cols);
+            float *want = malloc(sizeof(float) * rows * max_cols), *got = malloc(sizeof(float) * rows * max_cols);
+            make_rows(type, rows, n, w, kind);
+            make_acts(max_cols, n, a, act_bytes);
+            CHECK(quant_r16_pack(type, w, row_bytes, rows, n, packed) == 0);
+            /* the layout holds the plain rows' numbers */
+            ref_r16(n, packed, row_bytes, rows, a, act_bytes, max_cols, want, rows);
+            for (int c = 0; c < max_cols; c++)
+                for (int r = 0; r < rows; r++) {
+                    float plain;
+                    ref->vec_dot(n, &plain, w + (size_t)r * row_bytes, a + (size_t)c * act_bytes);
+                    float dw[2048], da[2048];
+                    ref->to_float(w + (size_t)r * row_bytes, dw, n);
+                    quant_kernels(QT_Q8_K, ISA_SCALAR)->to_float(a + (size_t)c * act_bytes, da, n);
+                    double scale = 0;
+                    for (int i = 0; i < n; i++) scale += fabs((double)dw[i] * da[i]);
+                    CHECKF(fabs((double)want[(size_t)c * rows + r] - plain) <= 1e-5 * scale + 1e-30,
+                           "%s n=%d kind %d row %d col %d: %.9g vs plain %.9g", quant_type_name(type), n, kind, r, c,
+                           want[(size_t)c * rows + r], plain);
+                }
+            /* every ISA's kernel equals the reference, for each tile width */
+            for (int isa = 0; isa < ISA_COUNT; isa++) {
+                const gemm_tile_fn k = quant_r16_kernel(type, (enum isa)isa);
+                if (!k) continue;
+                for (int wi = 0; wi < (int)(sizeof widths / sizeof widths[0]); wi++) {
+                    const int cols = widths[wi];
+                    memset(got, 0xff, sizeof(float) * rows * max_cols);
+                    /* one group past the first: w_stride is the plain row's bytes */
+                    k(n, packed + QUANT_R16_ROWS * row_bytes, row_bytes, rows - QUANT_R16_ROWS, a, act_bytes,
+                                cols, got, rows);
+                    for (int c = 0; c < cols; c++)
+                        CHECKF(!memcmp(got + (size_t)c * rows, want + (size_t)c * rows + QUANT_R16_ROWS,
+                                       sizeof(float) * (rows - QUANT_R16_ROWS)),
+                               "%s %s n=%d kind %d cols %d: col %d differs", quant_type_name(type),
+                               isa_name((enum isa)isa), n, kind, cols, c);
+                    exact_checks[isa]++;
+                }
+            }
+            free(w); free(packed); free(a); free(want); free(got);
+        }
+    for (int isa = 0; isa < ISA_COUNT; isa++)
+        if (exact_checks[isa]) printf("%s r16 %-7s %d tiles equal to the reference\n", quant_type_name(type),
+                                      isa_name((enum isa)isa), exact_checks[isa]);
+    /* the dispatched kernel is a SIMD one of the active ISA, or none */
+    const struct qtype_traits *tr = quant_traits(type);
+    CHECK(tr->gemm_r16 == (quant_active_isa() == ISA_SCALAR ? NULL : quant_r16_kernel(type, quant_active_isa())));
+    if (isa_available(ISA_AVX512)) CHECK(quant_active_isa() != ISA_AVX512 || tr->gemm_r16 != NULL);
+}
+
+int main(void) {
+    check_type(QT_Q4_K);
+    check_type(QT_Q6_K);
+    /* refusals: other types, rows not a multiple of 16, columns not of 256 */
+    uint8_t buf[16 * 176];
+    CHECK(quant_r16_pack(QT_Q5_K, buf, 176, 16, 256, buf) == -1);
+    CHECK(quant_r16_pack(QT_Q4_K, buf, 144, 15, 256, buf) == -1);
+    CHECK(quant_r16_pack(QT_Q4_K, buf, 144, 16, 200, buf) == -1);
+    return test_finish();
+}
