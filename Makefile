@@ -1,7 +1,7 @@
 # Thin wrapper over CMake so that a newcomer needs two commands:
 #   make run    build, then generate text with the built-in small model
 #   make test   build, then run every test (ctest)
-#   make install PREFIX=DIR   build, then install DIR/bin/moex
+#   make install PREFIX=DIR   build, then install moex, libmoex (.a, .so), moex.h, moex.pc under DIR
 BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)

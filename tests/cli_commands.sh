@@ -14,7 +14,7 @@ check() { # description, expected status, command...
     if [ "$rc" -ne "$want" ]; then echo "FAIL: $what: exit $rc, wanted $want"; cat "$tmp/err"; fail=1
     else echo "ok: $what"; fi
 }
-for c in run chat eval tokenize bench info synth profile; do
+for c in run chat eval tokenize bench info synth profile serve; do
     check "$c --help" 0 "$MOEX_BIN" "$c" --help
     grep -q "usage: moex $c" "$tmp/out" || { echo "FAIL: $c --help has no usage line"; fail=1; }
 done

@@ -49,9 +49,14 @@ ok() {
 }
 long_item=00000000000000000000000000000000000000001 # 41 characters: once the end of a list, silently
 
+# serve, where it was built with HTTP support (its bad values are refused
+# before it listens).
+serve=
+"$MOEX_BIN" serve --help | grep -q "without HTTP support" || serve=serve
+
 # Every option that takes a value, as each command's --help lists it: without
 # the value, and with an empty one.
-for c in run chat eval tokenize bench info synth profile probe pack; do
+for c in run chat eval tokenize bench info synth profile probe pack $serve; do
     opts=$("$MOEX_BIN" $c --help | grep -oE -- '--[a-z][a-z0-9-]* [A-Z]' | sed 's/ .$//' | sort -u)
     [ "$c" = info ] || [ -n "$opts" ] || { echo "FAIL: $c --help lists no option with a value"; fail=1; }
     for o in $opts; do
@@ -61,7 +66,7 @@ for c in run chat eval tokenize bench info synth profile probe pack; do
 done
 
 # Options shared by every command that runs a model, through each of them.
-for c in run chat eval bench profile pack; do
+for c in run chat eval bench profile pack $serve; do
     # what each command needs besides, so that only the value tested is wrong
     case $c in eval) set -- --tokens 1 --logits "$tmp/l" ;; profile) set -- -o "$tmp/s" ;; *) set -- ;; esac
     bad "$c: -m without a value" 2 "-m" -- "$MOEX_BIN" $c -m
@@ -94,6 +99,11 @@ for c in run chat eval bench profile pack; do
     bad "$c: MOEX_CACHE empty" 2 "MOEX_CACHE" "''" -- env MOEX_CACHE= "$MOEX_BIN" $c "$@" -m "$m"
     ok "$c: MOEX_DEVICE=bogus does not break --help" env MOEX_DEVICE=bogus MOEX_ISA=bogus "$MOEX_BIN" $c --help
 done
+if [ -n "$serve" ]; then
+    bad "serve: --host ::1" 2 "--host" "'::1'" -- "$MOEX_BIN" serve -m "$m" --host ::1
+    bad "serve: --port 70000" 2 "--port" "'70000'" -- "$MOEX_BIN" serve -m "$m" --port 70000
+    bad "serve: --parallel 0" 2 "--parallel" "'0'" -- "$MOEX_BIN" serve -m "$m" --parallel 0
+fi
 ok "run: --device overrides a bad MOEX_DEVICE" env MOEX_DEVICE=bogus "$MOEX_BIN" run -m "$m" --device none -n 1
 ok "run: --hot-budget overrides a bad MOEX_HOT_BUDGET" env MOEX_HOT_BUDGET=lots "$MOEX_BIN" run -m "$m" --hot-budget 50% -n 1
 ok "run: --sim overrides a bad MOEX_SIM" env MOEX_SIM=nokey=1 "$MOEX_BIN" run -m "$m" --sim rk3588 -n 1

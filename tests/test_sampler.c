@@ -18,7 +18,7 @@ static void test_sampler(void) {
     float logits[V], copy[V];
     fill(logits, V, 1);
     int32_t best = argmax(logits, V);
-    struct sampler_params p;
+    struct moex_sampler_params p;
     sampler_defaults(&p);
 
     p.temperature = 0; /* greedy */

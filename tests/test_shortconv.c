@@ -90,9 +90,9 @@ static void test_forward(void) {
     for (int i = 0; i < D * 3; i++) kernel[i] = frand(&seed);
     for (int i = 0; i < T * D; i++) h[i] = frand(&seed);
     struct shortconv_weights w = {
-        .in_proj = { in_proj, QT_F32, 3 * D, D, D * sizeof(float) },
+        .in_proj = { .data = in_proj, .type = QT_F32, .rows = 3 * D, .cols = D, .row_bytes = D * sizeof(float) },
         .kernel = kernel,
-        .out_proj = { out_proj, QT_F32, D, D, D * sizeof(float) },
+        .out_proj = { .data = out_proj, .type = QT_F32, .rows = D, .cols = D, .row_bytes = D * sizeof(float) },
         .l_cache = 3,
     };
     /* Plain loops: bcx = h . in_proj^T, mix by the reference, out = y . out_proj^T. */

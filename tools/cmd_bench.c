@@ -151,7 +151,7 @@ int cmd_bench(int argc, char **argv) {
 
     char label[128];
     model_label(s.model, label, sizeof label);
-    int n_vocab = s.model->hp.n_vocab;
+    int n_vocab = moex_model_n_vocab(s.mm);
     int32_t *tokens = malloc(sizeof *tokens * (size_t)longest);
     uint64_t rng = 42;
     for (int64_t i = 0; i < longest; i++) {

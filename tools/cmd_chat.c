@@ -1,13 +1,9 @@
 /* moex chat: interactive multi-turn chat in the model's ChatML template. The
- * conversation stays in the KV cache: each turn only the tokens that differ
- * from what the cache holds are evaluated. */
+ * conversation stays in the context: each turn only the tokens that differ
+ * from what it holds are evaluated. */
 #include "cli.h"
 #include "generate.h"
 #include "session.h"
-
-#include "core/error.h"
-#include "text/chat.h"
-#include "text/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,23 +23,44 @@ static void help(FILE *out) {
     session_opts_help(out);
 }
 
-/* Tokens of the whole conversation so far, as the KV cache holds them. */
-struct history {
-    int32_t *ids;
+/* The conversation's messages; their contents are owned. */
+struct conversation {
+    struct moex_chat_message *msgs;
     int n, cap;
 };
 
-static int history_push(struct history *h, const int32_t *ids, int n) {
-    if (h->n + n > h->cap) {
-        int cap = (h->n + n) * 2;
-        int32_t *g = realloc(h->ids, sizeof *g * (size_t)cap);
+static int conversation_add(struct conversation *c, const char *role, const char *content, size_t len) {
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 8;
+        struct moex_chat_message *g = realloc(c->msgs, sizeof *g * (size_t)cap);
         if (!g) return -1;
-        h->ids = g;
-        h->cap = cap;
+        c->msgs = g;
+        c->cap = cap;
     }
-    memcpy(h->ids + h->n, ids, sizeof *ids * (size_t)n);
-    h->n += n;
+    char *copy = malloc(len + 1);
+    if (!copy) return -1;
+    memcpy(copy, content, len);
+    copy[len] = 0;
+    c->msgs[c->n++] = (struct moex_chat_message){ role, copy };
     return 0;
+}
+
+static void conversation_clear(struct conversation *c) {
+    for (int i = 0; i < c->n; i++) free((char *)c->msgs[i].content);
+    c->n = 0;
+}
+
+/* Where the conversation's generation prompt begins in its tokens all[0..n),
+ * or 0 when the text before it does not tokenize to a prefix of them. */
+static int generation_start(const moex_model *m, const struct conversation *c, bool think, const int32_t *all, int n) {
+    size_t len = 0;
+    char *head = moex_chat_apply(m, c->msgs, c->n, false, think, &len);
+    int n_head = 0;
+    int32_t *ids = head ? moex_tokenize_alloc(m, head, len, false, true, &n_head) : NULL;
+    bool prefix = ids && n_head < n && !memcmp(ids, all, sizeof *all * (size_t)n_head);
+    free(head);
+    free(ids);
+    return prefix ? n_head : 0;
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -71,26 +88,20 @@ int cmd_chat(int argc, char **argv) {
     struct session s;
     int opened = session_open(&s, &so);
     if (opened) return opened;
-    struct tokenizer *tok = s.model->tok;
     int rc = 1;
-    if (!tok) {
+    if (!moex_model_has_tokenizer(s.mm)) {
         cli_fail("chat: -m %s: the model has no tokenizer", so.model_path ? so.model_path : default_model_path());
         session_close(&s);
         return 2;
     }
-    enum chat_format fmt = chat_format_detect(tokenizer_chat_template(tok));
-    if (fmt == CHAT_FORMAT_UNKNOWN) {
+    if (!moex_chat_template_known(s.mm))
         fprintf(stderr, "moex: the model's chat template is not one moex renders; using ChatML\n");
-        fmt = CHAT_FORMAT_CHATML;
-    }
-    struct sampler *smp = sampler_new(&sm.params, s.model->hp.n_vocab);
+    moex_sampler *smp = moex_sampler_new(s.mm, &sm.params);
     int32_t *reply_ids = malloc(sizeof *reply_ids * (size_t)n_predict);
-    struct chat_text conv = { 0 };
-    struct history hist = { 0 };
+    struct conversation conv = { 0 };
     char *line = NULL; /* one message, however long: a line is one user turn */
     size_t line_cap = 0;
     bool tty = isatty(0);
-    bool first = true;
     if (!smp || !reply_ids) { cli_fail("out of memory"); goto done; }
     for (;;) {
         if (tty) { fputs("> ", stdout); fflush(stdout); }
@@ -104,81 +115,53 @@ int cmd_chat(int argc, char **argv) {
         if (!line[0]) continue;
         if (!strcmp(line, "/exit")) break;
         if (!strcmp(line, "/reset")) {
-            chat_text_free(&conv);
-            memset(&conv, 0, sizeof conv);
-            hist.n = 0;
-            context_truncate(s.ctx, 0);
-            first = true;
+            conversation_clear(&conv);
+            moex_truncate(s.mc, 0);
             continue;
         }
-        if (chat_append_user(&conv, fmt, first ? system : NULL, line, think) != 0) { cli_fail("%s", moex_error()); goto done; }
-        first = false;
+        if ((conv.n == 0 && system && conversation_add(&conv, "system", system, strlen(system))) ||
+            conversation_add(&conv, "user", line, strlen(line))) { cli_fail("out of memory"); goto done; }
+        size_t text_len = 0;
+        char *text = moex_chat_apply(s.mm, conv.msgs, conv.n, true, think, &text_len);
         int n_all = 0;
-        int32_t *all = tokenizer_encode_alloc(tok, conv.data, conv.len, true, &n_all);
-        if (!all) { cli_fail("%s", moex_error()); goto done; }
-        /* Keep the cached prefix; evaluate only what is new. */
-        int keep = 0;
-        while (keep < hist.n && keep < n_all && hist.ids[keep] == all[keep]) keep++;
-        if (keep == n_all) keep--; /* something must be evaluated to get logits */
-        context_truncate(s.ctx, keep);
-        context_checkpoint(s.ctx); /* the turn's start: recurrent state comes back here cheaply */
-        hist.n = keep;
-        if (n_all > context_n_ctx(s.ctx)) {
-            fprintf(stderr, "moex: the conversation exceeds the context (%d tokens); use /reset\n", context_n_ctx(s.ctx));
+        int32_t *all = text ? moex_tokenize_alloc(s.mm, text, text_len, false, true, &n_all) : NULL;
+        free(text);
+        if (!all) { cli_fail("%s", moex_last_error()); goto done; }
+        if (n_all > moex_n_ctx(s.mc)) {
+            fprintf(stderr, "moex: the conversation exceeds the context (%d tokens); use /reset\n", moex_n_ctx(s.mc));
             free(all);
+            free((char *)conv.msgs[--conv.n].content);
             continue;
         }
-        /* generate() stops where the context is full and says so: the token
-         * sampled from the last position still fits in the reply. */
-        struct generate_result r;
-        /* Recurrent state cannot be cut back: checkpoint it where the
-         * generation prompt begins, which the next turn's text keeps (the
-         * reply is rewritten after it), so that the next turn need not
-         * evaluate the conversation again from the start. */
-        int start = keep;
-        if (model_is_recurrent(s.model)) {
-            int n_head = 0;
-            size_t head_len = conv.len - chat_generation_prompt_len(fmt, think);
-            int32_t *head = tokenizer_encode_alloc(tok, conv.data, head_len, true, &n_head);
-            bool prefix = head && n_head > keep && n_head < n_all && !memcmp(head, all, sizeof *all * (size_t)n_head);
-            free(head);
-            if (prefix) {
-                for (int i = keep; i < n_head; i++) sampler_accept(smp, all[i]);
-                if (context_eval(s.ctx, all + keep, n_head - keep, NULL, false) != 0) {
-                    cli_fail("%s", moex_error());
-                    free(all);
-                    goto done;
-                }
-                context_checkpoint(s.ctx);
-                start = n_head;
-            }
-        }
-        int grc = generate(&s, smp, all + start, n_all - start, (int)n_predict, false, stdout, NULL, reply_ids, &r);
-        r.n_prompt += start - keep;
-        if (history_push(&hist, all + keep, n_all - keep) != 0) { free(all); goto done; }
+        /* The context keeps what it shares with the conversation: only the
+         * new turn is evaluated. Recurrent state cannot be cut back, so it is
+         * checkpointed where the generation prompt begins, which the next
+         * turn's text keeps (the reply is rewritten after it). generate()
+         * stops where the context is full and says so: the token sampled
+         * from the last position still fits in the reply. */
+        struct moex_generate_result r;
+        int grc = generate(&s, smp, all, n_all, generation_start(s.mm, &conv, think, all, n_all), (int)n_predict,
+                           false, stdout, NULL, reply_ids, &r);
         free(all);
         if (grc != 0) goto done;
-        /* The cache now holds the reply except its last token. */
-        int n_cached_reply = r.n_generated > 0 ? r.n_generated - 1 : 0;
-        if (history_push(&hist, reply_ids, n_cached_reply) != 0) goto done;
         size_t reply_len = 0;
-        int n_text = r.stopped_at_eog ? r.n_generated - 1 : r.n_generated;
-        char *reply = tokenizer_decode_alloc(tok, reply_ids, n_text, &reply_len);
+        int n_text = r.finish == MOEX_FINISH_EOG ? r.n_generated - 1 : r.n_generated;
+        char *reply = moex_detokenize(s.mm, reply_ids, n_text, &reply_len);
         /* The reply's newline reaches a pipe before the stats line does. */
         fputc('\n', stdout);
         fflush(stdout);
         generate_report(stderr, "new prompt", &r);
-        int arc = reply ? chat_append_reply(&conv, fmt, reply) : -1;
+        int arc = reply ? conversation_add(&conv, "assistant", reply, reply_len) : -1;
         free(reply);
-        if (arc != 0) { cli_fail("%s", moex_error()); goto done; }
+        if (arc != 0) { cli_fail("%s", moex_last_error()); goto done; }
     }
     rc = 0;
 done:
     free(line);
-    chat_text_free(&conv);
-    free(hist.ids);
+    conversation_clear(&conv);
+    free(conv.msgs);
     free(reply_ids);
-    sampler_free(smp);
+    moex_sampler_free(smp);
     if (session_close(&s)) rc = 1;
     return rc;
 }

@@ -95,7 +95,7 @@ int cmd_eval(int argc, char **argv) {
     int opened = session_open(&s, &so);
     if (opened) { atomic_file_discard(out); free(ids64); return opened; }
     int32_t *ids = malloc(sizeof *ids * (size_t)n);
-    int n_vocab = s.model->hp.n_vocab;
+    int n_vocab = moex_model_n_vocab(s.mm);
     for (int i = 0; i < n; i++) {
         if (ids64[i] < n_vocab) continue;
         cli_fail("%s: invalid value '%lld' (expected a token id in 0..%d)", tokens_arg ? "--tokens" : "--tokens-file",

@@ -76,7 +76,7 @@ int cmd_pack(int argc, char **argv) {
     const char *model_path = o.model_path ? o.model_path : default_model_path();
     char default_out[4096];
     if (!out_path) {
-        if (pack_path_for(model_path, default_out, sizeof default_out) != 0) return cli_fail("pack: model path too long");
+        if (moex_pack_path_for(model_path, default_out, sizeof default_out) != 0) return cli_fail("pack: model path too long");
         out_path = default_out;
     }
     int refused = outputs_check(out_path == default_out ? "the pack file" : "-o", out_path,

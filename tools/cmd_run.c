@@ -4,9 +4,6 @@
 #include "outputs.h"
 #include "session.h"
 
-#include "core/error.h"
-#include "text/tokenizer.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,25 +89,16 @@ int cmd_run(int argc, char **argv) {
     int rc = 1, n_prompt = 0;
     int32_t *ids = NULL;
     if (tokens) {
-        if (prompt_from_ids(tokens, s.model->hp.n_vocab, &ids, &n_prompt)) { rc = 2; goto done; }
+        if (prompt_from_ids(tokens, moex_model_n_vocab(s.mm), &ids, &n_prompt)) { rc = 2; goto done; }
     } else {
-        if (!s.model->tok) { cli_fail("run: the model has no tokenizer; use --tokens"); rc = 2; goto done; }
+        if (!moex_model_has_tokenizer(s.mm)) { cli_fail("run: the model has no tokenizer; use --tokens"); rc = 2; goto done; }
         if (!file) {
             text = strdup(prompt ? prompt : default_prompt);
             text_len = text ? strlen(text) : 0;
         }
         if (!text) { cli_fail("out of memory"); goto done; }
-        ids = tokenizer_encode_alloc(s.model->tok, text, text_len, parse_special, &n_prompt);
-        if (!ids) { cli_fail("run: %s", moex_error()); goto done; }
-        if (tokenizer_add_bos(s.model->tok) && tokenizer_bos(s.model->tok) >= 0) {
-            int32_t *with = malloc(sizeof *with * (size_t)(n_prompt + 1));
-            if (!with) { cli_fail("out of memory"); goto done; }
-            with[0] = tokenizer_bos(s.model->tok);
-            memcpy(with + 1, ids, sizeof *ids * (size_t)n_prompt);
-            free(ids);
-            ids = with;
-            n_prompt++;
-        }
+        ids = moex_tokenize_alloc(s.mm, text, text_len, true, parse_special, &n_prompt);
+        if (!ids) { cli_fail("run: %s", moex_last_error()); goto done; }
         /* The text output is the prompt and its continuation; --print-ids
          * prints the generated ids alone. */
         if (!print_ids) {
@@ -119,23 +107,23 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (n_prompt == 0) { cli_fail("run: the prompt has no tokens"); rc = 2; goto done; }
-    if (n_prompt > context_n_ctx(s.ctx)) {
+    if (n_prompt > moex_n_ctx(s.mc)) {
         cli_fail("run: the prompt (%d tokens) does not fit the context of %d tokens (--ctx)", n_prompt,
-                 context_n_ctx(s.ctx));
+                 moex_n_ctx(s.mc));
         rc = 2;
         goto done;
     }
     /* Where prompt + generation exceed the context, generate() says so when it stops. */
-    struct sampler *smp = sampler_new(&sm.params, s.model->hp.n_vocab);
-    struct generate_result r;
+    moex_sampler *smp = moex_sampler_new(s.mm, &sm.params);
+    struct moex_generate_result r;
     if (!smp) cli_fail("out of memory");
-    else if (generate(&s, smp, ids, n_prompt, (int)n_predict, ignore_eos, print_ids ? NULL : stdout,
+    else if (generate(&s, smp, ids, n_prompt, 0, (int)n_predict, ignore_eos, print_ids ? NULL : stdout,
                       print_ids ? stdout : NULL, NULL, &r) == 0) {
         if (!print_ids) { putchar('\n'); fflush(stdout); }
         generate_report(stderr, "prompt", &r);
         rc = 0;
     }
-    sampler_free(smp);
+    moex_sampler_free(smp);
 done:
     free(ids);
     free(text);

@@ -1,20 +1,17 @@
 #include "generate.h"
 
 #include "cli.h"
-#include "core/error.h"
-#include "core/timer.h"
-#include "text/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-void sampler_opts_defaults(struct sampler_opts *o) { sampler_defaults(&o->params); }
+void sampler_opts_defaults(struct sampler_opts *o) { moex_sampler_params_default(&o->params); }
 
 int sampler_opts_parse(struct sampler_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
     double d;
     int64_t n;
-    struct sampler_params *p = &o->params;
+    struct moex_sampler_params *p = &o->params;
     if (!strcmp(a, "--temp")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_float("--temp", v, 0, 100, &d)) return -1;
         p->temperature = (float)d;
@@ -43,8 +40,8 @@ int sampler_opts_parse(struct sampler_opts *o, int argc, char **argv, int *i) {
 }
 
 void sampler_opts_help(FILE *out) {
-    struct sampler_params d;
-    sampler_defaults(&d);
+    struct moex_sampler_params d;
+    moex_sampler_params_default(&d);
     fprintf(out,
             "      --temp T            temperature; 0 = greedy (default %.2f)\n"
             "      --top-k K           keep the K most likely tokens; 0 = off (default %d)\n"
@@ -57,62 +54,41 @@ void sampler_opts_help(FILE *out) {
             (unsigned long long)d.seed);
 }
 
-int generate(struct session *s, struct sampler *smp, const int32_t *prompt, int n_prompt, int n_predict,
-             bool ignore_eos, FILE *text_out, FILE *ids_out, int32_t *generated, struct generate_result *r) {
-    struct model *m = s->model;
-    struct tokenizer *tok = m->tok;
-    int n_vocab = m->hp.n_vocab;
-    float *logits = malloc(sizeof(float) * (size_t)n_vocab);
-    size_t cap = tok ? tokenizer_stream_bound(tok) : 0;
-    char *piece = malloc(cap + 8);
-    memset(r, 0, sizeof *r);
-    if (!logits || !piece) { free(logits); free(piece); return cli_fail("out of memory"), -1; }
-    for (int i = 0; i < n_prompt; i++) sampler_accept(smp, prompt[i]);
-    struct tokenizer_stream stream;
-    tokenizer_stream_init(&stream);
+struct stream_out {
+    FILE *text_out, *ids_out;
+    int32_t *generated;
+    int n;
+};
 
-    double t0 = time_s();
-    int rc = context_eval(s->ctx, prompt, n_prompt, logits, false);
-    r->n_prompt = n_prompt;
-    r->prompt_s = time_s() - t0;
-    t0 = time_s();
-    for (int i = 0; rc == 0 && i < n_predict; i++) {
-        int32_t id = sampler_sample(smp, logits);
-        sampler_accept(smp, id);
-        if (generated) generated[i] = id;
-        r->n_generated++;
-        if (ids_out) { fprintf(ids_out, i ? " %d" : "%d", id); fflush(ids_out); }
-        bool eog = tok && tokenizer_is_eog(tok, id);
-        if (text_out && tok && !eog) {
-            int len = tokenizer_stream_put(tok, &stream, id, piece, cap);
-            if (len > 0) { fwrite(piece, 1, (size_t)len, text_out); fflush(text_out); }
-        }
-        if (eog && !ignore_eos) { r->stopped_at_eog = true; break; }
-        if (i + 1 == n_predict) break;
-        if (context_n_past(s->ctx) >= context_n_ctx(s->ctx)) {
-            fprintf(stderr, "\nmoex: context is full (%d tokens)\n", context_n_ctx(s->ctx));
-            break;
-        }
-        rc = context_eval(s->ctx, &id, 1, logits, false);
+static int put_token(void *user, int32_t id, const char *text, size_t len) {
+    struct stream_out *o = user;
+    if (id >= 0) {
+        if (o->generated) o->generated[o->n] = id;
+        if (o->ids_out) { fprintf(o->ids_out, o->n ? " %d" : "%d", id); fflush(o->ids_out); }
+        o->n++;
     }
-    r->generate_s = time_s() - t0;
-    if (text_out && tok) {
-        int len = tokenizer_stream_flush(&stream, piece, cap);
-        if (len > 0) fwrite(piece, 1, (size_t)len, text_out);
-        fflush(text_out);
-    }
+    if (o->text_out && len) { fwrite(text, 1, len, o->text_out); fflush(o->text_out); }
+    return 0;
+}
+
+int generate(struct session *s, moex_sampler *smp, const int32_t *prompt, int n_prompt, int checkpoint_at,
+             int n_predict, bool ignore_eos, FILE *text_out, FILE *ids_out, int32_t *generated,
+             struct moex_generate_result *r) {
+    struct stream_out out = { text_out, ids_out, generated, 0 };
+    struct moex_generate_params gp = { n_predict, ignore_eos, put_token, &out, checkpoint_at };
+    int rc = moex_generate(s->mc, smp, prompt, n_prompt, &gp, r);
+    if (rc == 0 && r->finish == MOEX_FINISH_CONTEXT) fprintf(stderr, "\nmoex: context is full (%d tokens)\n", moex_n_ctx(s->mc));
     if (ids_out) { fputc('\n', ids_out); fflush(ids_out); }
-    if (rc) cli_fail("%s", moex_error());
-    free(logits);
-    free(piece);
+    if (rc) cli_fail("%s", moex_last_error());
     return rc ? -1 : 0;
 }
 
 static const char *plural(int n) { return n == 1 ? "" : "s"; }
 
-void generate_report(FILE *out, const char *label, const struct generate_result *r) {
-    fprintf(out, "moex: %s %d token%s in %.2f s", label, r->n_prompt, plural(r->n_prompt), r->prompt_s);
-    if (r->n_prompt > 0 && r->prompt_s > 0) fprintf(out, " (%.1f t/s)", r->n_prompt / r->prompt_s);
+void generate_report(FILE *out, const char *label, const struct moex_generate_result *r) {
+    int n = r->n_evaluated;
+    fprintf(out, "moex: %s %d token%s in %.2f s", label, n, plural(n), r->prompt_s);
+    if (n > 0 && r->prompt_s > 0) fprintf(out, " (%.1f t/s)", n / r->prompt_s);
     fprintf(out, ", generated %d token%s", r->n_generated, plural(r->n_generated));
     if (r->n_generated > 1 && r->generate_s > 0)
         fprintf(out, " in %.2f s (%.1f t/s)", r->generate_s, (r->n_generated - 1) / r->generate_s);

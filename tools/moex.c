@@ -22,6 +22,7 @@ static const struct command commands[] = {
     { "profile", cmd_profile, "record routing statistics of a model" },
     { "probe", cmd_probe, "microbenchmark CPU vs device matmuls per rows M" },
     { "pack", cmd_pack, "pack experts into a device layout file" },
+    { "serve", cmd_serve, "OpenAI-compatible HTTP server (chat and text completions)" },
 };
 
 static void usage(FILE *out) {

@@ -4,9 +4,10 @@
 #include "outputs.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/threadpool.h"
 #include "core/timer.h"
 #include "core/trace.h"
+#include "api/api_impl.h"
+#include "core/progress.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -236,49 +237,10 @@ const char *default_model_path(void) {
     return path;
 }
 
-int pack_path_for(const char *model_path, char *out, size_t size) {
-    size_t n = strlen(model_path);
-    if (n >= 5 && !strcmp(model_path + n - 5, ".gguf")) n -= 5;
-    if (n + 6 > size) return -1;
-    memcpy(out, model_path, n);
-    memcpy(out + n, ".mxpk", 6);
-    return 0;
-}
-
-/* The pack file this run uses: --pack, else MODEL.mxpk when it exists;
- * none without a device or with --no-pack. */
-static const char *pick_pack(const struct session_opts *o, const char *model_path, char *buf, size_t size) {
-    const char *device = o->experts.device;
-    if (o->no_pack || !device || !strcmp(device, "none")) return NULL;
-    if (o->pack_path) return o->pack_path;
-    struct stat st;
-    if (pack_path_for(model_path, buf, size) != 0 || stat(buf, &st) != 0) return NULL;
-    return buf;
-}
-
-/* One message for a pack file that was not used: why, and the command that
- * makes one this run would take. */
-static bool report_pack(const struct session_opts *o, const char *model_path, struct moe_executor *e) {
-    const struct moe_pack_report *r = moe_executor_pack_report(e);
-    if (!r->path) return false;
-    if (r->status == 0) {
-        if (r->message[0]) fprintf(stderr, "moex: note: %s\n", r->message);
-        return false;
-    }
-    char budget[64] = "100%";
-    if (o->experts.hot_fraction > 0) snprintf(budget, sizeof budget, "%g%%", o->experts.hot_fraction * 100);
-    else snprintf(budget, sizeof budget, "%llu", (unsigned long long)o->experts.hot_budget);
-    fprintf(stderr, "moex: pack file refused, experts are packed live: %s. Rebuild it with: moex pack -m %s --device %s "
-                    "--hot-budget %s%s%s -o %s\n",
-            r->message, model_path, moe_executor_device(e), budget, o->experts.stats_path ? " --stats " : "",
-            o->experts.stats_path ? o->experts.stats_path : "", r->path);
-    return true;
-}
-
 /* A context longer than the one the model was trained for runs, but its
  * positions past the trained length are ones the model never saw. */
 static void check_ctx(const struct session_opts *o, const struct session *s) {
-    int trained = s->model->hp.n_ctx_train, n_ctx = context_n_ctx(s->ctx);
+    int trained = moex_model_n_ctx_train(s->mm), n_ctx = moex_n_ctx(s->mc);
     if (trained <= 0 || n_ctx <= trained) return;
     if (o->given & SESSION_GIVEN_CTX)
         fprintf(stderr, "moex: note: --ctx %d is above the %d tokens the model was trained for; output past them may "
@@ -286,6 +248,47 @@ static void check_ctx(const struct session_opts *o, const struct session *s) {
     else
         fprintf(stderr, "moex: note: the %d tokens are more than the %d the model was trained for; output past them "
                         "may be poor\n", n_ctx, trained);
+}
+
+void session_model_params(const struct session_opts *o, struct moex_model_params *mp) {
+    moex_model_params_default(mp);
+    mp->path = o->model_path;
+    mp->n_threads = o->threads;
+    mp->pin_threads = o->pin;
+    const struct moe_exec_options *e = &o->experts;
+    mp->device = (struct moex_device_params){ e->device, e->hot_budget, e->hot_fraction, e->min_m, e->stats_path,
+                                              e->no_overlap, e->sim_figures, o->pack_path, o->no_pack };
+    mp->log = session_log;
+    mp->progress = session_progress;
+}
+
+void session_context_params(const struct session_opts *o, struct moex_context_params *cp) {
+    moex_context_params_default(cp);
+    cp->n_ctx = o->n_ctx;
+    cp->n_batch = o->n_batch;
+    cp->kv_f32 = o->kv_type == KV_F32;
+    cp->trace = o->trace_path != NULL;
+}
+
+void session_log(void *user, enum moex_log_level level, const char *message) {
+    (void)user;
+    fprintf(stderr, "moex: %s%s\n", level == MOEX_LOG_NOTE ? "note: " : "", message);
+}
+
+void session_progress(void *user, const char *label, uint64_t done, uint64_t total) {
+    static struct progress bar; /* one start-up at a time: the tools are single-threaded there */
+    (void)user;
+    if (done == 0) progress_begin(&bar, label, total);
+    else progress_update(&bar, done);
+    if (done == total) progress_end(&bar);
+}
+
+const char *session_model_path(const struct session_opts *o) {
+    if (o->model_path) return o->model_path;
+    const char *path = default_model_path();
+    struct stat st;
+    if (stat(path, &st) != 0 && make_default_model(path) != 0) return NULL;
+    return path;
 }
 
 int session_open(struct session *s, const struct session_opts *o) {
@@ -304,55 +307,33 @@ int session_open(struct session *s, const struct session_opts *o) {
         cli_fail("%s", moex_error());
         return 1;
     }
-    const char *path = o->model_path;
-    if (!path) {
-        path = default_model_path();
-        struct stat st;
-        if (stat(path, &st) != 0 && make_default_model(path) != 0) {
-            session_close(s);
-            return 1;
-        }
+    struct moex_model_params mp;
+    struct moex_context_params cp;
+    session_model_params(o, &mp);
+    session_context_params(o, &cp);
+    if (!(mp.path = session_model_path(o))) {
+        session_close(s);
+        return 1;
     }
     int64_t t0 = time_ns();
-    s->model = model_load(path);
+    s->mm = moex_model_load(&mp);
     int64_t t_model = time_ns();
-    if (!s->model) {
-        cli_fail("%s", moex_error());
+    if (!s->mm) {
+        cli_fail("%s", moex_last_error());
         session_close(s);
         return 1;
     }
-    s->pool = threadpool_new(o->threads, o->pin);
-    if (!s->pool) {
-        cli_fail("%s", moex_error());
-        session_close(s);
-        return 1;
-    }
+    s->model = s->mm->model;
+    s->pool = s->mm->pool;
     s->profile = o->profile;
     s->trace_path = o->trace_path;
-    struct moe_exec_options experts = o->experts;
-    char pack_buf[4096];
-    experts.pack_path = pick_pack(o, path, pack_buf, sizeof pack_buf);
-    if (o->trace_path) {
-        s->trace = trace_new(1 << 20);
-        if (!s->trace) { cli_fail("out of memory"); session_close(s); return 1; }
-        experts.trace = s->trace;
-    }
-    struct context_params cp = { o->n_ctx, o->n_batch, o->kv_type, s->pool, &experts };
-    s->ctx = context_new(s->model, &cp);
-    if (!s->ctx) {
-        cli_fail("%s", moex_error());
+    if (!(s->mc = moex_context_new(s->mm, &cp))) {
+        cli_fail("%s", moex_last_error());
         session_close(s);
         return 1;
     }
+    s->ctx = s->mc->ctx;
     check_ctx(o, s);
-    /* Why the device is not used, said now rather than after the work; a
-     * refused pack file was just said with its reason. */
-    struct moe_executor *e = context_executor(s->ctx);
-    s->note_said = report_pack(o, path, e);
-    if (!s->note_said && moe_executor_note(e)[0]) {
-        fprintf(stderr, "moex: note: %s\n", moe_executor_note(e));
-        s->note_said = true;
-    }
     if (o->profile) {
         fprintf(stderr, "moex profile: start-up %.1f ms: model %.1f ms, context and device %.1f ms\n",
                 (time_ns() - t0) / 1e6, (t_model - t0) / 1e6, (time_ns() - t_model) / 1e6);
@@ -370,19 +351,17 @@ int session_close(struct session *s) {
     if (s->ctx) {
         struct moe_executor *e = context_executor(s->ctx);
         if (s->profile) moe_executor_print(e, stderr);
-        else if (!s->note_said && moe_executor_note(e)[0]) fprintf(stderr, "moex: note: %s\n", moe_executor_note(e));
+        else if (!s->mm->note_said && moe_executor_note(e)[0]) fprintf(stderr, "moex: note: %s\n", moe_executor_note(e));
     }
-    if (s->trace_file && s->trace && s->ctx) {
+    if (s->trace_file && s->mc && s->mc->trace) {
         struct atomic_file *f = s->trace_file;
         s->trace_file = NULL;
-        if (trace_write_file(s->trace, f) != 0) rc = cli_fail("%s", moex_error());
+        if (trace_write_file(s->mc->trace, f) != 0) rc = cli_fail("%s", moex_error());
         else fprintf(stderr, "moex: wrote the timeline to %s\n", s->trace_path);
     }
     atomic_file_discard(s->trace_file);
-    trace_free(s->trace);
-    context_free(s->ctx);
-    threadpool_free(s->pool);
-    model_free(s->model);
+    moex_context_free(s->mc);
+    moex_model_free(s->mm);
     memset(s, 0, sizeof *s);
     return rc;
 }

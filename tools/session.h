@@ -3,6 +3,8 @@
 #ifndef MOEX_SESSION_H
 #define MOEX_SESSION_H
 
+#include "moex.h"
+
 #include "model/model.h"
 #include "moe/executor.h"
 
@@ -42,14 +44,14 @@ struct session_opts {
 };
 
 struct session {
-    struct model *model;
+    moex_model *mm;                  /* the public handles */
+    moex_context *mc;
+    struct model *model;             /* what they wrap, for the commands that reach inside */
     struct threadpool *pool;
     struct context *ctx;
-    struct trace *trace;
     struct atomic_file *trace_file;  /* --trace, opened before the run */
     bool profile;
     const char *trace_path;
-    bool note_said;                  /* the executor's note was printed at start */
 };
 
 /* The defaults (always 0). */
@@ -65,6 +67,15 @@ int session_opts_finish(struct session_opts *o);
 /* The help lines of the shared options; for a command that needs a device. */
 void session_opts_help(FILE *out);
 void session_opts_help_device_required(FILE *out);
+/* The library's parameters for these options (strings point into o). */
+void session_model_params(const struct session_opts *o, struct moex_model_params *mp);
+void session_context_params(const struct session_opts *o, struct moex_context_params *cp);
+/* Prints the library's notes ("moex: note: ...") and progress (a bar on stderr). */
+void session_log(void *user, enum moex_log_level level, const char *message);
+void session_progress(void *user, const char *label, uint64_t done, uint64_t total);
+/* The model's path: -m, or the built-in default model, made on first use;
+ * NULL after printing the error. */
+const char *session_model_path(const struct session_opts *o);
 /* Opens the --trace output (refusing one that is an input), loads the model
  * (making the default one first if needed), starts the threads and makes a
  * context; says at once why a device is not used. 0, or the exit status
@@ -75,9 +86,6 @@ int session_open(struct session *s, const struct session_opts *o);
  * device failure that happened while running; then frees everything. 0, or
  * 1 after printing why the trace could not be written. */
 int session_close(struct session *s);
-/* The pack file that belongs next to a model: MODEL.gguf -> MODEL.mxpk (or
- * .mxpk appended). -1 when it does not fit in `size`. */
-int pack_path_for(const char *model_path, char *out, size_t size);
 /* Path of the built-in default model (made on first use). */
 const char *default_model_path(void);
 /* Makes the default model at path (default_model.c); 0, or 1 after printing the error. */

@@ -2,7 +2,6 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
-#include "core/progress.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "core/trace.h"
@@ -558,8 +557,9 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     e->cache = expert_cache_new(e->n_layers, e->n_expert, &e->plan);
     if (!e->cache) return moex_errorf("out of memory");
     /* The pinned core is filled now, once: from the pack file, or packed. */
-    struct progress bar;
-    progress_begin(&bar, e->pack ? "loading pinned experts" : "packing pinned experts", (uint64_t)e->plan.n_pinned);
+    const char *label = e->pack ? "loading pinned experts" : "packing pinned experts";
+    uint64_t n_pinned = (uint64_t)e->plan.n_pinned;
+    if (o->progress) o->progress(o->progress_user, label, 0, n_pinned);
     int64_t t0 = time_ns();
     struct dev_counters before, after;
     dev_get_counters(e->dev, &before);
@@ -579,9 +579,9 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
             e->counters[MOE_PREFILL].packs++;
             e->pack_report.experts_packed++;
         }
-        progress_update(&bar, (uint64_t)i + 1);
+        if (o->progress && (uint64_t)i + 1 < n_pinned) o->progress(o->progress_user, label, (uint64_t)i + 1, n_pinned);
     }
-    progress_end(&bar);
+    if (o->progress) o->progress(o->progress_user, label, n_pinned, n_pinned);
     e->pack_report.fill_ns = time_ns() - t0;
     dev_get_counters(e->dev, &after);
     e->pack_report.fill_device_ns = (int64_t)(after.pack_ns - before.pack_ns + after.load_ns - before.load_ns);

@@ -39,6 +39,9 @@ struct moe_exec_options {
     bool adaptive;             /* admission follows the CPU times measured in this run (results
                                   then vary run to run); ignored when cpu_row_ns > 0 */
     const char *pack_path;     /* pack file (moex pack) to fill device slots from; NULL: pack live */
+    /* Filling the pinned experts at start: done of total after each; NULL: silent. */
+    void (*progress)(void *user, const char *label, uint64_t done, uint64_t total);
+    void *progress_user;
 };
 
 enum moe_phase { MOE_PREFILL = 0, MOE_DECODE = 1, MOE_PHASES = 2 };

@@ -10,7 +10,7 @@ struct candidate {
 };
 
 struct sampler {
-    struct sampler_params p;
+    struct moex_sampler_params p;
     int n_vocab;
     uint64_t rng;
     int32_t *recent;      /* ring of the last repeat_last_n tokens */
@@ -18,7 +18,7 @@ struct sampler {
     struct candidate *cand;
 };
 
-void sampler_defaults(struct sampler_params *p) {
+void sampler_defaults(struct moex_sampler_params *p) {
     p->temperature = 0.8f;
     p->top_k = 40;
     p->top_p = 0.95f;
@@ -28,7 +28,7 @@ void sampler_defaults(struct sampler_params *p) {
     p->seed = 0x5eed;
 }
 
-struct sampler *sampler_new(const struct sampler_params *p, int n_vocab) {
+struct sampler *sampler_new(const struct moex_sampler_params *p, int n_vocab) {
     struct sampler *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->p = *p;

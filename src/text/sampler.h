@@ -3,22 +3,14 @@
 #ifndef MOEX_SAMPLER_H
 #define MOEX_SAMPLER_H
 
+#include "moex.h" /* struct moex_sampler_params */
+
 #include <stdint.h>
 
-struct sampler_params {
-    float temperature;     /* <= 0: greedy (argmax) */
-    int top_k;             /* <= 0: off */
-    float top_p;           /* >= 1: off */
-    float min_p;           /* <= 0: off */
-    float repeat_penalty;  /* 1: off */
-    int repeat_last_n;     /* tokens the penalty looks back over */
-    uint64_t seed;
-};
-
-void sampler_defaults(struct sampler_params *p);
+void sampler_defaults(struct moex_sampler_params *p);
 
 struct sampler;
-struct sampler *sampler_new(const struct sampler_params *p, int n_vocab);
+struct sampler *sampler_new(const struct moex_sampler_params *p, int n_vocab);
 void sampler_free(struct sampler *s);
 /* Picks a token; logits may be modified (penalties). */
 int32_t sampler_sample(struct sampler *s, float *logits);

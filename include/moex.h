@@ -1,0 +1,236 @@
+/* moex: MoE LLM inference. The one public header of libmoex.
+ *
+ * A model (weights mapped from a GGUF file, the worker threads, the device
+ * options) is shared by the contexts made from it; a context holds one
+ * sequence's state (KV cache, recurrent state, the expert executor) and the
+ * tokens it has evaluated, so that a new prompt evaluates only what differs.
+ *
+ * The library never prints and never reads the environment: notes and
+ * progress go to the callback in moex_model_params, errors are returned and
+ * described by moex_last_error().
+ *
+ * Thread safety. Loaded models and their tokenizer are read-only: the
+ * tokenizer, chat and model query functions may be called from any thread.
+ * The contexts of one model share its worker threads, so evaluation
+ * (moex_eval, moex_prefill, moex_generate, moex_context_new) runs on one
+ * thread at a time per model; a context and a sampler belong to one thread
+ * at a time. moex_last_error() is per thread. */
+#ifndef MOEX_H
+#define MOEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MOEX_VERSION_MAJOR 0
+#define MOEX_VERSION_MINOR 1
+#define MOEX_VERSION_PATCH 0
+#define MOEX_VERSION "0.1.0"
+/* The shared library is libmoex.so.MOEX_ABI: it changes when a struct or a
+ * signature here does. */
+#define MOEX_ABI 0
+
+#if defined(__GNUC__)
+#define MOEX_API __attribute__((visibility("default")))
+#else
+#define MOEX_API
+#endif
+
+typedef struct moex_model moex_model;
+typedef struct moex_context moex_context;
+typedef struct moex_sampler moex_sampler;
+typedef struct moex_decoder moex_decoder;
+
+/* The library's version string (MOEX_VERSION of the build). */
+MOEX_API const char *moex_version(void);
+/* This thread's last error message ("" when none). */
+MOEX_API const char *moex_last_error(void);
+
+enum moex_log_level {
+    MOEX_LOG_NOTE = 0,     /* something the user may want to know (a device not used, why) */
+    MOEX_LOG_WARN = 1,     /* something went wrong but the work goes on (a pack file refused) */
+};
+typedef void (*moex_log_fn)(void *user, enum moex_log_level level, const char *message);
+/* Long start-up work (packing experts for a device): done of total, after
+ * each step; done == total at the end. */
+typedef void (*moex_progress_fn)(void *user, const char *label, uint64_t done, uint64_t total);
+
+/* Where the MoE experts run. */
+struct moex_device_params {
+    const char *device;        /* "none" (default: CPU kernels), "cpu", "amx", "sim", "auto" */
+    uint64_t hot_budget;       /* device bytes for experts, when hot_fraction is 0 */
+    double hot_fraction;       /* > 0: that share of all experts' device bytes (default 1) */
+    int min_m;                 /* rows from which an expert goes to the device; 0: the device's figure */
+    const char *stats_path;    /* routing statistics (moex profile) for the pinned experts, or NULL */
+    bool no_overlap;           /* run device and CPU experts one after the other */
+    const char *sim_figures;   /* sim device: "rk3588[,key=value...]", or NULL */
+    const char *pack_path;     /* pack file (moex pack); NULL: MODEL.mxpk next to the model when it exists */
+    bool no_pack;              /* pack experts live, whatever files exist */
+};
+
+struct moex_model_params {
+    const char *path;          /* GGUF file */
+    int n_threads;             /* 0: physical cores */
+    bool pin_threads;          /* pin worker threads to CPUs (default true) */
+    struct moex_device_params device;
+    moex_log_fn log;           /* NULL: notes are dropped */
+    moex_progress_fn progress; /* NULL: no progress */
+    void *user;                /* passed to log and progress */
+};
+
+/* Fills the defaults. */
+MOEX_API void moex_model_params_default(struct moex_model_params *p);
+/* Loads and validates the model and starts its threads. NULL on error. */
+MOEX_API moex_model *moex_model_load(const struct moex_model_params *p);
+MOEX_API void moex_model_free(moex_model *m);
+
+MOEX_API const char *moex_model_name(const moex_model *m);
+MOEX_API const char *moex_model_arch(const moex_model *m);
+MOEX_API int moex_model_n_vocab(const moex_model *m);
+MOEX_API int moex_model_n_ctx_train(const moex_model *m);
+MOEX_API uint64_t moex_model_n_params(const moex_model *m);
+/* The pack file that belongs next to a model: MODEL.gguf -> MODEL.mxpk (or
+ * .mxpk appended); -1 when it does not fit in size. */
+MOEX_API int moex_pack_path_for(const char *model_path, char *out, size_t size);
+/* The pack file the model's contexts fill the device from, or NULL. */
+MOEX_API const char *moex_model_pack_path(const moex_model *m);
+
+/* ---- Text. All of these need a model with a tokenizer: -1 / NULL / false
+ * with an error otherwise. */
+MOEX_API bool moex_model_has_tokenizer(const moex_model *m);
+/* Encodes text[0..len) into out[0..max_out), BOS first when the model asks
+ * for one and add_bos; parse_special: "<|im_start|>" etc. become their ids.
+ * Returns the number of ids; -1 when they do not fit (the message says how
+ * many are needed). */
+MOEX_API int moex_tokenize(const moex_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
+                  int32_t *out, int max_out);
+/* The same into a malloc'd array (free it); NULL on error. */
+MOEX_API int32_t *moex_tokenize_alloc(const moex_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
+                             int *n_out);
+/* The bytes of ids[0..n), NUL-terminated and malloc'd; NULL on error. */
+MOEX_API char *moex_detokenize(const moex_model *m, const int32_t *ids, int n, size_t *len);
+/* End of generation (eos, eot and the end markers). */
+MOEX_API bool moex_token_is_eog(const moex_model *m, int32_t id);
+MOEX_API int32_t moex_token_bos(const moex_model *m);  /* -1 when none */
+MOEX_API int32_t moex_token_eos(const moex_model *m);  /* -1 when none */
+
+/* Streaming decode: only complete UTF-8 comes out of put; flush ends it. */
+MOEX_API moex_decoder *moex_decoder_new(const moex_model *m);
+MOEX_API void moex_decoder_free(moex_decoder *d);
+/* The text token id completes (*len bytes, valid until the next call); NULL on error. */
+MOEX_API const char *moex_decoder_put(moex_decoder *d, int32_t id, size_t *len);
+MOEX_API const char *moex_decoder_flush(moex_decoder *d, size_t *len);
+
+struct moex_chat_message {
+    const char *role;          /* "system", "user", "assistant" or "tool" */
+    const char *content;
+};
+/* The conversation as the model's chat template renders it (ChatML, Qwen3;
+ * an unknown template renders as ChatML), ending in the generation prompt
+ * when add_generation_prompt; malloc'd. Encode it with parse_special. */
+MOEX_API char *moex_chat_apply(const moex_model *m, const struct moex_chat_message *msgs, int n, bool add_generation_prompt,
+                      bool enable_thinking, size_t *len);
+/* Whether the model's template is one moex renders as itself (false: ChatML is used). */
+MOEX_API bool moex_chat_template_known(const moex_model *m);
+
+/* ---- Contexts. */
+struct moex_context_params {
+    int n_ctx;                 /* tokens; 0: min(4096, trained) */
+    int n_batch;               /* most tokens per forward pass; 0: 512 */
+    bool kv_f32;               /* KV cache in f32 (default f16) */
+    bool trace;                /* record a timeline (moex_context_write_trace) */
+};
+MOEX_API void moex_context_params_default(struct moex_context_params *p);
+MOEX_API moex_context *moex_context_new(moex_model *m, const struct moex_context_params *p);
+MOEX_API void moex_context_free(moex_context *c);
+MOEX_API int moex_n_ctx(const moex_context *c);
+/* Tokens the context holds (evaluated). */
+MOEX_API int moex_n_past(const moex_context *c);
+/* Evaluates tokens[0..n) after what the context holds; the last token's
+ * logits are then moex_logits. -1 on error, the context then emptied. */
+MOEX_API int moex_eval(moex_context *c, const int32_t *tokens, int n);
+/* Makes the context hold exactly tokens[0..n): keeps the longest common
+ * prefix of what it holds (at least one token is evaluated, for logits),
+ * forgets the rest and evaluates the remainder. The conversations of a chat
+ * thus cost only their new tokens. -1 on error. */
+MOEX_API int moex_prefill(moex_context *c, const int32_t *tokens, int n);
+/* How many of tokens[0..n) the context holds already, from the start. */
+MOEX_API int moex_shared_prefix(const moex_context *c, const int32_t *tokens, int n);
+/* Forgets positions >= n_past. */
+MOEX_API void moex_truncate(moex_context *c, int n_past);
+/* (n_vocab) logits of the last evaluated token; NULL before any eval. */
+MOEX_API const float *moex_logits(const moex_context *c);
+
+/* ---- Sampling: the chain runs repetition penalty, top-k, temperature,
+ * min-p, top-p, then draws (greedy when temperature <= 0). */
+struct moex_sampler_params {
+    float temperature;     /* <= 0: greedy */
+    int top_k;             /* <= 0: off */
+    float top_p;           /* >= 1: off */
+    float min_p;           /* <= 0: off */
+    float repeat_penalty;  /* 1: off */
+    int repeat_last_n;     /* tokens the penalty looks back over */
+    uint64_t seed;
+};
+MOEX_API void moex_sampler_params_default(struct moex_sampler_params *p);
+MOEX_API moex_sampler *moex_sampler_new(const moex_model *m, const struct moex_sampler_params *p);
+MOEX_API void moex_sampler_free(moex_sampler *s);
+/* Records a token of the context (for the repetition penalty). */
+MOEX_API void moex_sampler_accept(moex_sampler *s, int32_t id);
+/* Draws from the context's last logits (the repetition penalty rewrites
+ * them in place) and records the token; -1 on error. */
+MOEX_API int32_t moex_sample(moex_sampler *s, const moex_context *c);
+
+/* ---- Generation: prefill (with prefix reuse), then sample until an
+ * end-of-generation token, max_tokens, a full context or the callback. */
+enum moex_finish {
+    MOEX_FINISH_LENGTH = 0,    /* max_tokens generated */
+    MOEX_FINISH_EOG,           /* an end-of-generation token */
+    MOEX_FINISH_CONTEXT,       /* the context is full */
+    MOEX_FINISH_CALLBACK,      /* on_token returned non-zero */
+};
+/* Each generated token and the text it completes (empty for an
+ * end-of-generation token, or when a UTF-8 sequence is unfinished); at the
+ * end, id -1 with the decoder's rest when there is one. Non-zero stops. */
+typedef int (*moex_token_fn)(void *user, int32_t id, const char *text, size_t len);
+struct moex_generate_params {
+    int max_tokens;
+    bool ignore_eog;           /* go on past end-of-generation tokens */
+    moex_token_fn on_token;    /* may be NULL */
+    void *user;
+    /* > 0: also checkpoint recurrent state at this prompt position (a chat:
+     * where its generation prompt begins, which the next turn keeps), so
+     * that a later prompt sharing it evaluates from there, not the start. */
+    int checkpoint_at;
+};
+struct moex_generate_result {
+    int n_prompt, n_evaluated;         /* prompt tokens; those evaluated (not reused) */
+    int n_generated;                   /* tokens sampled, the end-of-generation one included */
+    double prompt_s, generate_s;       /* prefill; the rest */
+    enum moex_finish finish;
+};
+/* The prompt tokens are recorded in the sampler first. -1 on error. */
+MOEX_API int moex_generate(moex_context *c, moex_sampler *s, const int32_t *prompt, int n_prompt,
+                  const struct moex_generate_params *p, struct moex_generate_result *r);
+
+/* ---- Counters of the expert executor, both phases (prefill, decode) summed. */
+struct moex_counters {
+    uint64_t tokens;                   /* tokens evaluated */
+    uint64_t rows_device, rows_cpu;    /* routed (token, expert) rows */
+    uint64_t hits, misses, fallbacks;  /* expert uses with rows >= min M */
+    uint64_t resident_bytes;           /* device bytes of resident experts */
+    const char *device;                /* the device in use ("none" when none) */
+};
+MOEX_API void moex_context_counters(const moex_context *c, struct moex_counters *out);
+/* Writes the timeline (moex_context_params.trace) as Chrome trace-event JSON. */
+MOEX_API int moex_context_write_trace(const moex_context *c, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,145 @@
+/* Contexts for the public API: evaluation that keeps the tokens a context
+ * holds, so that a new prompt evaluates only what differs (prefix reuse),
+ * and the executor's counters. */
+#include "api/api_impl.h"
+
+#include "core/trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void moex_context_params_default(struct moex_context_params *p) { memset(p, 0, sizeof *p); }
+
+/* The executor's start-up notes, once per model: a refused pack file with
+ * the command that rebuilds it, or why the device is not used. */
+static void log_start_notes(moex_context *c) {
+    moex_model *m = c->m;
+    if (m->note_said) return;
+    struct moe_executor *e = context_executor(c->ctx);
+    const struct moe_pack_report *r = moe_executor_pack_report(e);
+    const struct moe_exec_options *o = &m->experts;
+    if (r->path && r->status != 0) {
+        char budget[64];
+        if (o->hot_fraction > 0) snprintf(budget, sizeof budget, "%g%%", o->hot_fraction * 100);
+        else snprintf(budget, sizeof budget, "%llu", (unsigned long long)o->hot_budget);
+        moex_log(m, MOEX_LOG_WARN, "pack file refused, experts are packed live: %s. Rebuild it with: moex pack -m %s "
+                 "--device %s --hot-budget %s%s%s -o %s", r->message, m->path, moe_executor_device(e), budget,
+                 o->stats_path ? " --stats " : "", o->stats_path ? o->stats_path : "", r->path);
+        m->note_said = true;
+        return;
+    }
+    if (r->path && r->message[0]) moex_log(m, MOEX_LOG_NOTE, "%s", r->message);
+    if (moe_executor_note(e)[0]) {
+        moex_log(m, MOEX_LOG_NOTE, "%s", moe_executor_note(e));
+        m->note_said = true;
+    }
+}
+
+moex_context *moex_context_new(moex_model *m, const struct moex_context_params *p) {
+    struct moex_context_params defaults;
+    if (!p) { moex_context_params_default(&defaults); p = &defaults; }
+    moex_context *c = calloc(1, sizeof *c);
+    if (!c) return moex_errorf("out of memory"), NULL;
+    c->m = m;
+    struct moe_exec_options experts = m->experts;
+    experts.progress = m->progress;
+    experts.progress_user = m->user;
+    if (p->trace) {
+        if (!(c->trace = trace_new(1 << 20))) goto oom;
+        experts.trace = c->trace;
+    }
+    if (!(c->logits = malloc(sizeof *c->logits * (size_t)m->model->hp.n_vocab))) goto oom;
+    struct context_params cp = { p->n_ctx, p->n_batch, p->kv_f32 ? KV_F32 : KV_F16, m->pool, &experts };
+    if (!(c->ctx = context_new(m->model, &cp))) goto fail;
+    c->cap = context_n_ctx(c->ctx);
+    if (!(c->tokens = malloc(sizeof *c->tokens * (size_t)c->cap))) goto oom;
+    log_start_notes(c);
+    return c;
+oom:
+    moex_errorf("out of memory");
+fail:
+    moex_context_free(c);
+    return NULL;
+}
+
+void moex_context_free(moex_context *c) {
+    if (!c) return;
+    context_free(c->ctx);
+    trace_free(c->trace);
+    free(c->logits);
+    free(c->tokens);
+    free(c);
+}
+
+int moex_n_ctx(const moex_context *c) { return context_n_ctx(c->ctx); }
+int moex_n_past(const moex_context *c) { return context_n_past(c->ctx); }
+const float *moex_logits(const moex_context *c) { return c->have_logits ? c->logits : NULL; }
+
+int moex_eval(moex_context *c, const int32_t *tokens, int n) {
+    if (n <= 0) return 0;
+    int past = context_n_past(c->ctx);
+    if (n > context_n_ctx(c->ctx) - past)
+        return moex_errorf("%d tokens do not fit after %d in the context of %d", n, past, context_n_ctx(c->ctx));
+    c->have_logits = false;
+    if (context_eval(c->ctx, tokens, n, c->logits, false) != 0) {
+        c->n_tokens = 0; /* unknown: the next prefill evaluates everything */
+        context_truncate(c->ctx, 0);
+        return -1;
+    }
+    if (c->n_tokens == past) { /* tokens are known from the start */
+        memcpy(c->tokens + past, tokens, sizeof *tokens * (size_t)n);
+        c->n_tokens = past + n;
+    }
+    c->evaluated += (uint64_t)n;
+    c->have_logits = true;
+    return 0;
+}
+
+void moex_truncate(moex_context *c, int n_past) {
+    if (n_past < 0) n_past = 0;
+    if (n_past >= context_n_past(c->ctx)) return;
+    context_truncate(c->ctx, n_past);
+    if (c->n_tokens > n_past) c->n_tokens = n_past;
+    c->have_logits = false;
+}
+
+int moex_shared_prefix(const moex_context *c, const int32_t *tokens, int n) {
+    int keep = 0, held = c->n_tokens < context_n_past(c->ctx) ? c->n_tokens : context_n_past(c->ctx);
+    while (keep < held && keep < n && c->tokens[keep] == tokens[keep]) keep++;
+    return keep;
+}
+
+int moex_prefill(moex_context *c, const int32_t *tokens, int n) {
+    if (n <= 0) return moex_errorf("the prompt has no tokens");
+    if (n > context_n_ctx(c->ctx))
+        return moex_errorf("the prompt (%d tokens) does not fit the context of %d tokens", n, context_n_ctx(c->ctx));
+    int keep = moex_shared_prefix(c, tokens, n);
+    if (keep == n) keep--; /* something must be evaluated to get logits */
+    if (keep < context_n_past(c->ctx)) {
+        context_truncate(c->ctx, keep);
+        if (c->n_tokens > keep) c->n_tokens = keep;
+    }
+    context_checkpoint(c->ctx); /* recurrent state comes back to here cheaply */
+    return moex_eval(c, tokens + keep, n - keep);
+}
+
+void moex_context_counters(const moex_context *c, struct moex_counters *out) {
+    memset(out, 0, sizeof *out);
+    const struct moe_executor *e = context_executor(c->ctx);
+    for (int p = 0; p < MOE_PHASES; p++) {
+        const struct moe_phase_counters *k = moe_executor_counters(e, (enum moe_phase)p);
+        out->rows_device += k->rows_device;
+        out->rows_cpu += k->rows_cpu;
+        out->hits += k->hits;
+        out->misses += k->misses;
+        out->fallbacks += k->fallbacks;
+    }
+    out->tokens = c->evaluated;
+    out->resident_bytes = moe_executor_resident_bytes(e);
+    out->device = moe_executor_device(e);
+}
+
+int moex_context_write_trace(const moex_context *c, const char *path) {
+    if (!c->trace) return moex_errorf("the context records no timeline (moex_context_params.trace)");
+    return trace_write(c->trace, path);
+}

@@ -1,0 +1,119 @@
+/* Loading a model for the public API: the file, its worker threads, the
+ * device options every context of it gets, and the pack file found next to
+ * the model. */
+#include "api/api_impl.h"
+
+#include "arch/arch.h"
+#include "core/threadpool.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *moex_version(void) { return MOEX_VERSION; }
+
+const char *moex_last_error(void) { return moex_error(); }
+
+void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, ...) {
+    if (!m->log) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    m->log(m->user, level, msg);
+}
+
+void moex_model_params_default(struct moex_model_params *p) {
+    memset(p, 0, sizeof *p);
+    p->pin_threads = true;
+    p->device.device = "none";
+    p->device.hot_fraction = 1.0;
+}
+
+static int dup_opt(const char *s, char **out) {
+    *out = NULL;
+    if (!s) return 0;
+    if (!(*out = strdup(s))) return moex_errorf("out of memory");
+    return 0;
+}
+
+int moex_pack_path_for(const char *model_path, char *out, size_t size) {
+    size_t n = strlen(model_path);
+    if (n >= 5 && !strcmp(model_path + n - 5, ".gguf")) n -= 5;
+    if (n + 6 > size) return moex_errorf("the model path is too long");
+    memcpy(out, model_path, n);
+    memcpy(out + n, ".mxpk", 6);
+    return 0;
+}
+
+/* MODEL.mxpk next to the model, when that file exists. */
+static int find_pack(const char *model_path, char **out) {
+    *out = NULL;
+    size_t size = strlen(model_path) + 6;
+    char *p = malloc(size);
+    if (!p) return moex_errorf("out of memory");
+    struct stat st;
+    if (moex_pack_path_for(model_path, p, size) == 0 && stat(p, &st) == 0) *out = p;
+    else free(p);
+    return 0;
+}
+
+static const char *device_name(const char *d) { return d && *d ? d : "none"; }
+
+moex_model *moex_model_load(const struct moex_model_params *p) {
+    if (!p || !p->path) return moex_errorf("moex_model_load: no model path"), NULL;
+    const struct moex_device_params *d = &p->device;
+    static const char *devices[] = { "none", "cpu", "amx", "sim", "auto" };
+    const char *device = NULL;
+    for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++)
+        if (!strcmp(device_name(d->device), devices[i])) device = devices[i];
+    if (!device) return moex_errorf("device '%s' is not one of none, cpu, amx, sim, auto", d->device), NULL;
+    moex_model *m = calloc(1, sizeof *m);
+    if (!m) return moex_errorf("out of memory"), NULL;
+    m->log = p->log;
+    m->progress = p->progress;
+    m->user = p->user;
+    if (dup_opt(p->path, &m->path) || dup_opt(d->stats_path, &m->stats_path) ||
+        dup_opt(d->sim_figures, &m->sim_figures))
+        goto fail;
+    bool on_device = strcmp(device, "none") != 0;
+    if (on_device && !d->no_pack && (d->pack_path ? dup_opt(d->pack_path, &m->pack_path) : find_pack(p->path, &m->pack_path)))
+        goto fail;
+    struct moe_exec_options *e = &m->experts;
+    e->device = device;
+    e->hot_budget = d->hot_budget;
+    e->hot_fraction = d->hot_fraction;
+    e->min_m = d->min_m;
+    e->stats_path = m->stats_path;
+    e->pinned_share = -1;
+    e->no_overlap = d->no_overlap;
+    e->sim_figures = m->sim_figures;
+    e->pack_path = m->pack_path;
+    if (!(m->model = model_load(p->path))) goto fail;
+    if (!(m->pool = threadpool_new(p->n_threads, p->pin_threads))) goto fail;
+    return m;
+fail:
+    moex_model_free(m);
+    return NULL;
+}
+
+void moex_model_free(moex_model *m) {
+    if (!m) return;
+    threadpool_free(m->pool);
+    model_free(m->model);
+    free(m->path);
+    free(m->stats_path);
+    free(m->sim_figures);
+    free(m->pack_path);
+    free(m);
+}
+
+const char *moex_model_name(const moex_model *m) { return m->model->name; }
+const char *moex_model_arch(const moex_model *m) { return m->model->arch ? m->model->arch->name : ""; }
+int moex_model_n_vocab(const moex_model *m) { return m->model->hp.n_vocab; }
+int moex_model_n_ctx_train(const moex_model *m) { return m->model->hp.n_ctx_train; }
+uint64_t moex_model_n_params(const moex_model *m) { return m->model->n_params; }
+const char *moex_model_pack_path(const moex_model *m) { return m->pack_path; }

@@ -1,0 +1,55 @@
+/* moex serve: an OpenAI-compatible HTTP server over the public API
+ * (libmicrohttpd for HTTP, cJSON for JSON). One thread per connection
+ * parses and answers; the scheduler (serve_sched.h) generates. */
+#ifndef MOEX_SERVE_H
+#define MOEX_SERVE_H
+
+#include "moex.h"
+
+#include <stddef.h>
+
+/* Each bound has its default here and a flag in moex serve --help. */
+struct serve_limits {
+    size_t max_body;           /* request body bytes (413) */
+    int max_prompt_tokens;     /* prompt tokens (400); never more than the slot's context */
+    int max_tokens;            /* most max_tokens a request may ask, and the default (400) */
+    size_t max_header_bytes;   /* all header names and values (431) */
+    int max_headers;           /* header count (431) */
+    int max_connections;       /* open connections; more get 503 */
+    int idle_timeout_s;        /* a connection silent this long is closed */
+    int total_timeout_s;       /* a generation running this long ends (finish_reason "length") */
+};
+
+#define SERVE_DEFAULT_MAX_BODY (1u << 20)
+#define SERVE_DEFAULT_MAX_PROMPT_TOKENS 8192
+#define SERVE_DEFAULT_MAX_TOKENS 2048
+#define SERVE_DEFAULT_MAX_HEADER_BYTES 8192
+#define SERVE_DEFAULT_MAX_HEADERS 64
+#define SERVE_DEFAULT_MAX_CONNECTIONS 64
+#define SERVE_DEFAULT_IDLE_TIMEOUT_S 30
+#define SERVE_DEFAULT_TOTAL_TIMEOUT_S 600
+
+struct serve_options {
+    const char *host;          /* default "127.0.0.1" */
+    int port;                  /* 0: any free port (serve_port says which) */
+    int parallel;              /* slots */
+    struct moex_context_params ctx;    /* per slot */
+    const char *api_key;       /* NULL: no Authorization check */
+    const char *model_id;      /* the name /v1/models lists */
+    struct serve_limits limits;
+};
+
+void serve_options_default(struct serve_options *o);
+/* What can be checked before a model loads (the address); -1 with moex_last_error(). */
+int serve_check_options(const struct serve_options *o);
+
+struct server;
+/* Makes the slots, binds and starts serving. NULL with moex_last_error(). */
+struct server *serve_start(moex_model *m, const struct serve_options *o);
+int serve_port(const struct server *s);
+/* The context length of each slot. */
+int serve_n_ctx(const struct server *s);
+/* Stops accepting, ends what runs, frees. */
+void serve_stop(struct server *s);
+
+#endif

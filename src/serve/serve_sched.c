@@ -1,0 +1,363 @@
+#include "serve/serve_sched.h"
+
+#include "core/timer.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct slot {
+    moex_context *ctx;
+    moex_sampler *sampler;
+    moex_decoder *decoder;
+    struct serve_job *job;             /* NULL: free */
+    int n_prefilled;                   /* prompt tokens the context holds for the job */
+};
+
+/* Prompt tokens one step evaluates: a long prompt goes in pieces, between
+ * which the other slots take their decode steps. */
+#define PREFILL_CHUNK 128
+
+struct scheduler {
+    moex_model *model;
+    struct slot *slots;
+    int n_slots;
+    pthread_mutex_t mu;
+    pthread_cond_t work;               /* a job was queued, or stop */
+    struct serve_job **queue;          /* FIFO ring of waiting jobs */
+    int q_head, q_len, q_cap;
+    bool stop;
+    pthread_t thread;
+    bool started;
+    struct sched_stats stats;          /* under mu */
+};
+
+struct serve_job *serve_job_new(void) {
+    struct serve_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    pthread_cond_init(&j->changed, NULL);
+    j->fd = -1;
+    j->refs = 1;
+    j->finish = "length";
+    return j;
+}
+
+void serve_job_unref(struct serve_job *j) {
+    if (!j || --j->refs > 0) return;
+    free(j->prompt);
+    for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
+    free(j->text);
+    pthread_cond_destroy(&j->changed);
+    free(j);
+}
+
+pthread_mutex_t *sched_mutex(struct scheduler *s) { return &s->mu; }
+
+/* A client whose socket is closed (or half-closed) is gone. */
+static bool client_gone(int fd) {
+    if (fd < 0) return false;
+    struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* Under mu: the text that can no longer become a stop string is released;
+ * a stop string found ends the text there. Returns true when one was found. */
+static bool release_text(struct serve_job *j) {
+    for (int i = 0; i < j->n_stop; i++) {
+        size_t n = strlen(j->stop[i]);
+        size_t from = j->released >= n ? j->released - n + 1 : 0;
+        for (size_t p = from; p + n <= j->len; p++)
+            if (!memcmp(j->text + p, j->stop[i], n)) {
+                j->len = p;
+                j->released = p;
+                return true;
+            }
+    }
+    size_t hold = 0; /* the longest end of the text that starts a stop string */
+    for (int i = 0; i < j->n_stop; i++) {
+        size_t n = strlen(j->stop[i]);
+        for (size_t k = n - 1; k > hold; k--)
+            if (k <= j->len && !memcmp(j->text + j->len - k, j->stop[i], k)) { hold = k; break; }
+    }
+    if (j->len - hold > j->released) j->released = j->len - hold;
+    return false;
+}
+
+static int append_text(struct serve_job *j, const char *text, size_t len) {
+    if (j->len + len + 1 > j->cap) {
+        size_t cap = (j->len + len + 1) * 2;
+        char *g = realloc(j->text, cap);
+        if (!g) return -1;
+        j->text = g;
+        j->cap = cap;
+    }
+    memcpy(j->text + j->len, text, len);
+    j->len += len;
+    j->text[j->len] = 0;
+    return 0;
+}
+
+/* Under mu: ends the slot's job and frees the slot. */
+static void finish_job(struct scheduler *s, struct slot *sl, const char *finish, const char *error) {
+    struct serve_job *j = sl->job;
+    if (!j) return;
+    if (finish) j->finish = finish;
+    if (error) snprintf(j->error, sizeof j->error, "%s", error);
+    if (j->cancelled) s->stats.cancelled++;
+    j->released = j->len;
+    j->done = true;
+    s->stats.requests_done++;
+    pthread_cond_broadcast(&j->changed);
+    serve_job_unref(j);
+    sl->job = NULL;
+    moex_sampler_free(sl->sampler);
+    moex_decoder_free(sl->decoder);
+    sl->sampler = NULL;
+    sl->decoder = NULL;
+}
+
+/* Under mu: the free slot whose context shares the longest prefix with the job's prompt. */
+static struct slot *pick_slot(struct scheduler *s, const struct serve_job *j) {
+    struct slot *best = NULL;
+    int best_keep = -1;
+    for (int i = 0; i < s->n_slots; i++) {
+        if (s->slots[i].job) continue;
+        int keep = moex_shared_prefix(s->slots[i].ctx, j->prompt, j->n_prompt);
+        if (keep > best_keep) { best = &s->slots[i]; best_keep = keep; }
+    }
+    return best;
+}
+
+/* Under mu: drops the queued jobs whose client went away while waiting. */
+static void sweep_queue(struct scheduler *s) {
+    int kept = 0;
+    for (int i = 0; i < s->q_len; i++) {
+        struct serve_job *j = s->queue[(s->q_head + i) % s->q_cap];
+        if (j->cancelled || client_gone(j->fd)) {
+            j->cancelled = true;
+            j->done = true;
+            s->stats.cancelled++;
+            pthread_cond_broadcast(&j->changed);
+            serve_job_unref(j);
+        } else {
+            s->queue[(s->q_head + kept++) % s->q_cap] = j;
+        }
+    }
+    s->q_len = kept;
+}
+
+/* Under mu: queued jobs into free slots. */
+static void assign(struct scheduler *s) {
+    sweep_queue(s);
+    while (s->q_len > 0) {
+        struct serve_job *j = s->queue[s->q_head];
+        struct slot *sl = pick_slot(s, j);
+        if (!sl) return;
+        s->q_head = (s->q_head + 1) % s->q_cap;
+        s->q_len--;
+        sl->job = j;
+        sl->n_prefilled = 0;
+        sl->sampler = moex_sampler_new(s->model, &j->sampler);
+        sl->decoder = moex_decoder_new(s->model);
+        if (!sl->sampler || !sl->decoder) finish_job(s, sl, NULL, "out of memory");
+    }
+}
+
+/* One step of a slot, outside mu except where it says: the prompt, or one token. */
+static void step(struct scheduler *s, struct slot *sl) {
+    struct serve_job *j = sl->job;
+    pthread_mutex_lock(&s->mu);
+    bool gone = j->cancelled || client_gone(j->fd);
+    if (gone) j->cancelled = true;
+    bool late = j->deadline_ns && time_ns() > j->deadline_ns;
+    if (gone || late) finish_job(s, sl, "length", NULL);
+    pthread_mutex_unlock(&s->mu);
+    if (gone || late) return;
+
+    double t0 = time_s();
+    if (sl->n_prefilled < j->n_prompt) {
+        /* Each piece is a prefill of a longer prefix: the context keeps what
+         * it holds and evaluates the next tokens. */
+        bool first = sl->n_prefilled == 0;
+        int keep = moex_shared_prefix(sl->ctx, j->prompt, j->n_prompt);
+        if (keep >= j->n_prompt) keep = j->n_prompt - 1;
+        if (first) {
+            for (int i = 0; i < j->n_prompt; i++) moex_sampler_accept(sl->sampler, j->prompt[i]);
+            j->n_reused = keep;
+        }
+        int upto = keep + PREFILL_CHUNK < j->n_prompt ? keep + PREFILL_CHUNK : j->n_prompt;
+        int rc = moex_prefill(sl->ctx, j->prompt, upto);
+        pthread_mutex_lock(&s->mu);
+        s->stats.prompt_s += time_s() - t0;
+        sl->n_prefilled = upto;
+        if (first) s->stats.reused_tokens += (uint64_t)j->n_reused;
+        if (rc == 0 && upto == j->n_prompt) s->stats.prompt_tokens += (uint64_t)j->n_prompt;
+        if (rc != 0) finish_job(s, sl, NULL, moex_last_error());
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    int32_t id = moex_sample(sl->sampler, sl->ctx);
+    bool eog = id >= 0 && moex_token_is_eog(s->model, id);
+    size_t len = 0;
+    const char *text = id >= 0 && !eog ? moex_decoder_put(sl->decoder, id, &len) : "";
+    bool ended = eog || id < 0 || !text || j->n_generated + 1 >= j->max_tokens ||
+                 moex_n_past(sl->ctx) >= moex_n_ctx(sl->ctx);
+    int rc = ended ? 0 : moex_eval(sl->ctx, &id, 1);
+    pthread_mutex_lock(&s->mu);
+    s->stats.generate_s += time_s() - t0;
+    if (id < 0 || !text || rc != 0) {
+        finish_job(s, sl, NULL, moex_last_error());
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    int arc = 0;
+    if (!eog) {
+        j->n_generated++;
+        s->stats.generated_tokens++;
+        arc = append_text(j, text, len);
+    }
+    if (ended && arc == 0) { /* an unfinished UTF-8 sequence comes out as U+FFFD */
+        text = moex_decoder_flush(sl->decoder, &len);
+        arc = append_text(j, text, len);
+    }
+    bool stopped = arc == 0 && release_text(j);
+    pthread_cond_broadcast(&j->changed);
+    if (arc != 0) finish_job(s, sl, NULL, "out of memory");
+    else if (stopped || eog) finish_job(s, sl, "stop", NULL);
+    else if (ended) finish_job(s, sl, "length", NULL);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void snapshot_counters(struct scheduler *s) {
+    struct moex_counters sum = { 0 }, k;
+    for (int i = 0; i < s->n_slots; i++) {
+        moex_context_counters(s->slots[i].ctx, &k);
+        sum.tokens += k.tokens;
+        sum.rows_device += k.rows_device;
+        sum.rows_cpu += k.rows_cpu;
+        sum.hits += k.hits;
+        sum.misses += k.misses;
+        sum.fallbacks += k.fallbacks;
+        sum.resident_bytes += k.resident_bytes;
+        sum.device = k.device;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stats.experts = sum;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *run(void *arg) {
+    struct scheduler *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        assign(s);
+        int busy = 0;
+        for (int i = 0; i < s->n_slots; i++) busy += s->slots[i].job != NULL;
+        if (!busy) {
+            pthread_cond_wait(&s->work, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < s->n_slots; i++)
+            if (s->slots[i].job) step(s, &s->slots[i]);
+        snapshot_counters(s);
+        pthread_mutex_lock(&s->mu);
+    }
+    for (int i = 0; i < s->n_slots; i++) finish_job(s, &s->slots[i], NULL, "the server is stopping");
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+struct scheduler *sched_new(moex_model *m, int n_slots, const struct moex_context_params *cp) {
+    struct scheduler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->model = m;
+    s->n_slots = n_slots;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    s->q_cap = 64;
+    s->slots = calloc((size_t)n_slots, sizeof *s->slots);
+    s->queue = malloc(sizeof *s->queue * (size_t)s->q_cap);
+    if (!s->slots || !s->queue) goto fail;
+    for (int i = 0; i < n_slots; i++)
+        if (!(s->slots[i].ctx = moex_context_new(m, cp))) goto fail;
+    if (pthread_create(&s->thread, NULL, run, s) != 0) goto fail;
+    s->started = true;
+    return s;
+fail:
+    sched_free(s);
+    return NULL;
+}
+
+void sched_stop(struct scheduler *s) {
+    if (s->started) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = true;
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+        s->started = false;
+    }
+    pthread_mutex_lock(&s->mu);
+    for (; s->q_len > 0; s->q_len--, s->q_head = (s->q_head + 1) % s->q_cap) {
+        struct serve_job *j = s->queue[s->q_head];
+        snprintf(j->error, sizeof j->error, "the server is stopping");
+        j->done = true;
+        pthread_cond_broadcast(&j->changed);
+        serve_job_unref(j);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+int sched_n_ctx(const struct scheduler *s) { return moex_n_ctx(s->slots[0].ctx); }
+
+void sched_free(struct scheduler *s) {
+    if (!s) return;
+    sched_stop(s);
+    for (int i = 0; s->slots && i < s->n_slots; i++) moex_context_free(s->slots[i].ctx);
+    free(s->slots);
+    free(s->queue);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void sched_submit(struct scheduler *s, struct serve_job *j) {
+    pthread_mutex_lock(&s->mu);
+    if (s->stop) {
+        snprintf(j->error, sizeof j->error, "the server is stopping");
+        j->done = true;
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    if (s->q_len == s->q_cap) {
+        int cap = s->q_cap * 2;
+        struct serve_job **g = malloc(sizeof *g * (size_t)cap);
+        if (!g) {
+            snprintf(j->error, sizeof j->error, "out of memory");
+            j->done = true;
+            pthread_mutex_unlock(&s->mu);
+            return;
+        }
+        for (int i = 0; i < s->q_len; i++) g[i] = s->queue[(s->q_head + i) % s->q_cap];
+        free(s->queue);
+        s->queue = g;
+        s->q_head = 0;
+        s->q_cap = cap;
+    }
+    j->refs++;
+    s->queue[(s->q_head + s->q_len++) % s->q_cap] = j;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_stats(struct scheduler *s, struct sched_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->stats;
+    out->slots = s->n_slots;
+    out->queued = s->q_len;
+    out->busy = 0;
+    for (int i = 0; i < s->n_slots; i++) out->busy += s->slots[i].job != NULL;
+    pthread_mutex_unlock(&s->mu);
+}
