@@ -5,7 +5,7 @@
 # each, and the weights each engine reads per second of decode next to the
 # read bandwidth moex bench measured in the same run. It never builds or
 # downloads anything: point it at binaries built beside the project
-# (DEVELOPERS.md says how).
+# (the README says how).
 #
 #   MODEL=/path/model.gguf [MOEX=build/moex] [LLAMA_BENCH=.../llama-bench]
 #   [IK_BENCH=.../llama-bench] [IK_MODES="default rtr"] [THREADS="1 2"]
