@@ -82,6 +82,9 @@ int model_interleave(struct model *m, struct threadpool *pool) {
         if (w->data == m->token_embd.data) continue; /* read by rows */
         if (interleave(m, pool, w)) return -1;
     }
+    /* A tied head is the embedding's bytes under its own matrix: the head
+     * gets the copy, the embedding keeps reading the file's rows. */
+    if (m->output.data == m->token_embd.data && interleave(m, pool, &m->output)) return -1;
     /* expert stacks are sliced by rows of whole experts: each must be whole groups */
     for (int l = 0; l < m->moe.n_layers; l++) {
         struct moe_layer_desc *E = &m->moe_layers[l];
