@@ -5,7 +5,6 @@
  * a model (264 positions: one routing flip among 64 positions alone can
  * cost 0.01 of mean KL). Prints the measures per set for the record. */
 #include "harness.h"
-#include "logit_compare.h"
 
 #include "core/threadpool.h"
 #include "model/model.h"

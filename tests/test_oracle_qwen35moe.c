@@ -11,12 +11,12 @@
  * tokens equal those of the CPU's quantized kernels (device none). Prints
  * the measures for the record. */
 #include "harness.h"
-#include "logit_compare.h"
 
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "model/model.h"
 #include "moe/executor.h"
+#include "text/sampler.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +74,7 @@ static void check_type(const char *type, int32_t ids[2][N_IDS]) {
         float *ref = read_logits(name, N_IDS, V);
         float *ours = batch_logits(m, ids[s], N_IDS);
         if (ref) {
-            struct measures r = compare(ref, ours, N_IDS, V);
+            struct logit_measures r = compare_logits(ref, ours, N_IDS, V);
             printf("%-7s ids-%c: argmax agreement %.4f  mean KL %.2e  median max|diff| %.4f  max %.4f\n", type,
                    'a' + s, r.argmax_agree, r.mean_kl, r.median_maxdiff, r.max_maxdiff);
             if (f32) {
@@ -93,14 +93,14 @@ static void check_type(const char *type, int32_t ids[2][N_IDS]) {
             struct context *c = new_context(m, N_IDS, N_IDS);
             for (int t = 0; t < N_IDS && c; t++) CHECK(context_eval(c, ids[s] + t, 1, step + (size_t)t * V, true) == 0);
             context_free(c);
-            struct measures d = compare(ours, step, N_IDS, V);
+            struct logit_measures d = compare_logits(ours, step, N_IDS, V);
             printf("F32     ids-%c: token by token vs batch: argmax %.4f  max|diff| %.2e\n", 'a' + s, d.argmax_agree,
                    d.max_maxdiff);
             CHECKF(d.argmax_agree == 1.0 && d.max_maxdiff <= 5e-3, "batch vs token by token: max %.2e", d.max_maxdiff);
             snprintf(name, sizeof name, "qwen35moe-o3/logits/o3-F32.ids-%c.decode.f32", 'a' + s);
             float *ref_step = read_logits(name, N_IDS, V);
             if (ref_step) {
-                d = compare(ref_step, step, N_IDS, V);
+                d = compare_logits(ref_step, step, N_IDS, V);
                 CHECKF(d.argmax_agree == 1.0 && d.median_maxdiff <= 0.005, "decode vs llama.cpp decode: median %.4f",
                        d.median_maxdiff);
             }
@@ -118,7 +118,7 @@ static void check_greedy(const int32_t *ids) {
     struct model *m = load("F32", "");
     if (!m) return;
     int32_t want[N_GREEDY + 8];
-    int n_want = read_ids(oracle_path("qwen35moe-o3/logits/o3-F32.ids-a.greedy24.txt"), want, N_GREEDY + 8);
+    int n_want = read_ids_file(oracle_path("qwen35moe-o3/logits/o3-F32.ids-a.greedy24.txt"), want, N_GREEDY + 8);
     CHECK(n_want == N_GREEDY);
     int V = m->hp.n_vocab;
     float *logits = malloc(sizeof(float) * V);
@@ -173,7 +173,7 @@ static void check_truncate(const int32_t *a, const int32_t *b) {
         context_truncate(c, keep);
         CHECK(context_n_past(c) == keep);
         CHECK(context_eval(c, a + keep, N_IDS - keep, again, true) == 0);
-        struct measures d = compare(fresh, again, N_IDS - keep, V);
+        struct logit_measures d = compare_logits(fresh, again, N_IDS - keep, V);
         printf("F32     truncated and continued (%s): max|diff| %.2e\n", checkpoint ? "checkpoint" : "replay",
                d.max_maxdiff);
         CHECKF(d.argmax_agree == 1.0 && d.max_maxdiff <= 1e-4, "%s: max %.2e", checkpoint ? "checkpoint" : "replay",
@@ -213,7 +213,7 @@ static void check_devices(int32_t ids[2][N_IDS]) {
         if (!c) continue;
         CHECK(context_eval(c, ids[0], N_IDS, d ? got : cpu, true) == 0);
         const char *ran = moe_executor_device(context_executor(c));
-        struct measures x = compare(ref, d ? got : cpu, N_IDS, V);
+        struct logit_measures x = compare_logits(ref, d ? got : cpu, N_IDS, V);
         printf("Q4_K_M  device %s (runs as %s), every expert resident: argmax %.4f  mean KL %.2e  median max|diff| "
                "%.4f\n", devices[d], ran, x.argmax_agree, x.mean_kl, x.median_maxdiff);
         CHECKF(x.argmax_agree >= 0.85 && x.mean_kl <= 0.05 && x.median_maxdiff <= 0.6, "device %s", devices[d]);
@@ -247,8 +247,8 @@ static void check_devices(int32_t ids[2][N_IDS]) {
 int main(void) {
     pool = threadpool_new(2, false);
     int32_t ids[2][N_IDS];
-    CHECK(read_ids(oracle_path("qwen35moe-o3/logits/ids-a.txt"), ids[0], N_IDS) == N_IDS);
-    CHECK(read_ids(oracle_path("qwen35moe-o3/logits/ids-b.txt"), ids[1], N_IDS) == N_IDS);
+    CHECK(read_ids_file(oracle_path("qwen35moe-o3/logits/ids-a.txt"), ids[0], N_IDS) == N_IDS);
+    CHECK(read_ids_file(oracle_path("qwen35moe-o3/logits/ids-b.txt"), ids[1], N_IDS) == N_IDS);
     static const char *types[] = { "F32", "Q8_0", "Q4_K_M" };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(types[i], ids);
     check_greedy(ids[0]);
