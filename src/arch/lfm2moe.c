@@ -92,17 +92,7 @@ static int load_hparams(struct model *m) {
     if (rc) return -1;
     w->gating = gating_func == GATING_FUNC_SIGMOID ? MOE_GATING_SIGMOID : MOE_GATING_SOFTMAX;
     if (hp->n_head_kv == 0) hp->n_head_kv = hp->n_head;   /* no attention layer: only products use it */
-    if (hp->n_head % hp->n_head_kv != 0)
-        return moex_errorf("%s: head_count %d is not a multiple of head_count_kv %d", path, hp->n_head, hp->n_head_kv);
-    if (hp->n_head / hp->n_head_kv > 64)
-        return moex_errorf("%s: %d query heads per KV head; moex supports up to 64", path, hp->n_head / hp->n_head_kv);
-    if (hp->n_expert_used > hp->n_expert)
-        return moex_errorf("%s: expert_used_count %d exceeds expert_count %d", path, hp->n_expert_used, hp->n_expert);
-    if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
-        return moex_errorf("%s: attention head size %d is invalid", path, hp->head_dim);
-    if (hp->value_dim != hp->head_dim)
-        return moex_errorf("%s: attention.value_length %d differs from key_length %d; moex's lfm2moe needs them equal",
-                           path, hp->value_dim, hp->head_dim);
+    if (model_check_attention_moe(m)) return -1;
     if (w->n_dense == hp->n_layers)
         return moex_errorf("%s: all %d layers are dense (leading_dense_block_count); an MoE model has experts",
                            path, hp->n_layers);

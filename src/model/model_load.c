@@ -240,7 +240,7 @@ int model_check_attention_moe(const struct model *m) {
     if (hp->n_expert_used > hp->n_expert)
         return moex_errorf("%s: expert_used_count %d exceeds expert_count %d", path, hp->n_expert_used, hp->n_expert);
     if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
-        return moex_errorf("%s: attention.key_length %d is invalid", path, hp->head_dim);
+        return moex_errorf("%s: attention head size (key_length) %d is invalid", path, hp->head_dim);
     if (hp->value_dim != hp->head_dim)
         return moex_errorf("%s: attention.value_length %d differs from key_length %d; moex's %s needs them equal",
                            path, hp->value_dim, hp->head_dim, m->arch->name);
