@@ -4,16 +4,31 @@
 # least 10 s each), so that CI's time stays bounded as targets are added.
 # Exits non-zero if a target finds a crash. Nothing is written in the source
 # tree: the build, the seeds, the growing corpora and any reproducers live
-# in $MOEX_FUZZ_DIR (default: $TMPDIR/moex-fuzz, else /tmp/moex-fuzz).
+# in $MOEX_FUZZ_DIR (kept between runs so the corpora grow), else in a fresh
+# temporary directory that is removed when every target passed and kept,
+# with its reproducers, when one failed. A build directory configured from
+# another source tree is rebuilt from scratch rather than reused.
 #   fuzz/run.sh 120
 # Needs clang and Debian's libclang-rt-14-dev (libFuzzer's runtime).
 set -eu
 seconds=${1:-120}
 case $seconds in ''|*[!0-9]*) echo "usage: $0 SECONDS" >&2; exit 2;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=${MOEX_FUZZ_DIR:-${TMPDIR:-/tmp}/moex-fuzz}
-case $work in "$root"|"$root"/*) echo "$0: MOEX_FUZZ_DIR must be outside the source tree" >&2; exit 2;; esac
+if [ -n "${MOEX_FUZZ_DIR:-}" ]; then
+    work=$MOEX_FUZZ_DIR
+    case $work in "$root"|"$root"/*) echo "$0: MOEX_FUZZ_DIR must be outside the source tree" >&2; exit 2;; esac
+    mkdir -p "$work"
+    fresh=0
+else
+    work=$(mktemp -d "${TMPDIR:-/tmp}/moex-fuzz.XXXXXX")
+    fresh=1
+fi
 build=$work/build
+# A cache written for another checkout makes cmake refuse to configure.
+if [ -f "$build/CMakeCache.txt" ] &&
+    ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$root" "$build/CMakeCache.txt"; then
+    rm -rf "$build"
+fi
 targets=$(cd "$root/fuzz" && ls fuzz_*.c | sed 's/\.c$//')
 n_targets=$(echo "$targets" | wc -w)
 each=$((seconds / n_targets))
@@ -46,4 +61,7 @@ for t in $targets; do
         status=1
     fi
 done
+if [ "$fresh" = 1 ]; then
+    if [ "$status" = 0 ]; then rm -rf "$work"; else echo "== kept $work" >&2; fi
+fi
 exit $status
