@@ -1,7 +1,7 @@
 /* libFuzzer target for the pack file reader. Random bytes rarely carry valid
  * checksums, so for inputs of even size the target first repairs them (the
- * header's, the plan's and index's, and the data section's over the entries'
- * checksums) and the fuzzer reaches the field and offset checks behind
+ * header's, the plan's and indexes', and the data sections' over the
+ * entries' checksums) and the fuzzer reaches the field and offset checks behind
  * them; odd sizes keep the bytes as they are. Whatever the reader accepts
  * must be safe to walk in full: every entry inside the input, found again by
  * its key, hashed, and checked against a model and a device. */
@@ -39,7 +39,22 @@ static void repair(uint8_t *d, size_t size) {
         }
         pf_put64(sec + 2 * PF_SECTION_BYTES + 24, xxh64_digest(&sums));
     }
-    for (uint32_t i = 0; i < 2; i++) {
+    uint8_t *hsec = sec + 4 * PF_SECTION_BYTES;
+    uint64_t host_off = pf_get64(hsec + 8), host_size = pf_get64(hsec + 16);
+    uint32_t n_host = pf_get32(d + PF_H_N_HOST);
+    if (in_range(host_off, host_size, size) && host_size == (uint64_t)n_host * PF_HOST_ENTRY_BYTES) {
+        struct xxh64_state sums;
+        xxh64_init(&sums, 0);
+        for (uint32_t i = 0; i < n_host; i++) {
+            uint8_t *e = d + host_off + (uint64_t)i * PF_HOST_ENTRY_BYTES;
+            uint64_t o = pf_get64(e + PF_X_OFFSET), n = pf_get64(e + PF_X_BYTES);
+            if (in_range(o, n, size)) pf_put64(e + PF_X_CHECKSUM, xxh64(d + o, (size_t)n, 0));
+            xxh64_update(&sums, e + PF_X_CHECKSUM, 8);
+        }
+        pf_put64(sec + 3 * PF_SECTION_BYTES + 24, xxh64_digest(&sums));
+    }
+    for (uint32_t i = 0; i < 5; i++) {
+        if (i == 2 || i == 3) continue; /* data sections: over their entries' checksums */
         uint8_t *s = sec + i * PF_SECTION_BYTES;
         uint64_t off = pf_get64(s + 8), n = pf_get64(s + 16);
         if (in_range(off, n, size)) pf_put64(s + 24, xxh64(d + off, (size_t)n, 0));
@@ -66,9 +81,17 @@ static void walk(const struct packfile *pf, const uint8_t *base, size_t size) {
     if (packfile_check_model(pf, &id, in->n_layers, in->n_expert, in->n_embd, in->n_ff, in->source_type) !=
         PACKFILE_OK)
         abort();
-    if (packfile_check_layout(pf, "fuzz", in->layout, in->k_multiple, in->n_multiple, in->slot_values,
-                              in->slot_max_n) != PACKFILE_OK)
+    if ((packfile_check_layout(pf, "fuzz", in->layout, in->k_multiple, in->n_multiple, in->slot_values,
+                               in->slot_max_n) == PACKFILE_OK) == in->no_device)
         abort();
+    for (int i = 0; i < in->n_host; i++) {
+        const struct packfile_host_entry *x = packfile_host_entry(pf, i);
+        const uint8_t *p = x->data;
+        if (p < base || x->bytes > size || p + x->bytes > base + size || packfile_host_find(pf, x->source_offset) != i)
+            abort();
+        packfile_verify_host_entry(pf, i);
+    }
+    if (packfile_host_entry(pf, in->n_host) || packfile_host_entry(pf, -1)) abort();
     id.hash ^= 1;
     if (packfile_check_model(pf, &id, in->n_layers, in->n_expert, in->n_embd, in->n_ff, in->source_type) !=
         PACKFILE_E_MODEL)

@@ -80,7 +80,7 @@ static struct model *toy_model(void) {
 }
 
 static struct context *new_ctx(struct model *m, struct threadpool *pool, int n_batch) {
-    struct context_params cp = { 32, n_batch, KV_F32, pool, NULL };
+    struct context_params cp = { 32, n_batch, KV_F32, pool, NULL, NULL };
     struct context *c = context_new(m, &cp);
     CHECK(c != NULL);
     return c;

@@ -32,7 +32,7 @@ struct run {
 static struct run run_model(struct model *m, const struct moe_exec_options *o) {
     struct run r;
     memset(&r, 0, sizeof r);
-    struct context_params cp = { 128, 64, KV_F16, pool, o };
+    struct context_params cp = { 128, 64, KV_F16, pool, o, NULL };
     struct context *c = context_new(m, &cp);
     if (!c) { fprintf(stderr, "context: %s\n", moex_error()); return r; }
     int V = m->hp.n_vocab;
@@ -280,7 +280,7 @@ int main(void) {
 
     /* 7. Bad options are errors, unavailable devices are notes. */
     struct moe_exec_options bad = { .device = "sim", .hot_fraction = 1, .sim_figures = "rk3588,nonsense=1" };
-    struct context_params cp = { 64, 64, KV_F16, pool, &bad };
+    struct context_params cp = { 64, 64, KV_F16, pool, &bad, NULL };
     CHECK(context_new(m, &cp) == NULL);
     struct moe_exec_options stats = { .device = "sim", .hot_fraction = 0.5, .stats_path = "/nonexistent.stats" };
     cp.experts = &stats;

@@ -35,7 +35,7 @@ int main(void) {
             float *ref = read_whole_file(oracle_path(path), &size);
             CHECKF(ref && size == sizeof(float) * (size_t)n * V, "%s", path);
             if (!ref || size != sizeof(float) * (size_t)n * V || total + n > 264) { free(ref); continue; }
-            struct context_params cp = { n, n, KV_F16, pool, NULL };
+            struct context_params cp = { n, n, KV_F16, pool, NULL, NULL };
             struct context *c = context_new(m, &cp);
             float *ours = all_ours + (size_t)total * V;
             CHECK(context_eval(c, ids, n, ours, true) == 0);

@@ -1,6 +1,8 @@
 /* moex pack: pack the experts a run would make resident (or every expert)
- * into a device layout once, and write them to a pack file that later runs
- * load instead of packing (docs/pack-format.md, src/moe/pack_experts.h). */
+ * into a device layout once, and the model's matrices into the CPU's
+ * interleaved layout, and write them to a pack file that later runs load
+ * instead of packing (docs/pack-format.md, src/moe/pack_experts.h,
+ * src/model/model_pack.h). */
 #include "cli.h"
 #include "outputs.h"
 #include "session.h"
@@ -9,7 +11,9 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/threadpool.h"
+#include "core/timer.h"
 #include "model/model.h"
+#include "model/model_pack.h"
 #include "moe/pack_experts.h"
 #include "quant/quant.h"
 
@@ -25,7 +29,10 @@ static void help(FILE *out) {
             "(every expert when the budget holds them all), or every expert with --all, into\n"
             "the device's layout, and writes them with the plan to a pack file. Runs pick up\n"
             "MODEL.mxpk next to the model by themselves (or take --pack FILE) and fill the\n"
-            "device from it instead of packing; admissions while running load from it too.\n\n"
+            "device from it instead of packing; admissions while running load from it too.\n"
+            "The file also holds the model's matrices in this CPU's interleaved layout (where\n"
+            "it has a kernel for them; not with MOEX_INTERLEAVE=0), which runs map instead of\n"
+            "repacking them at start-up; --device none writes that layout only.\n\n"
             "  -o, --output FILE   the pack file (default: the model's path with .mxpk for .gguf)\n"
             "      --all           every expert, whatever the plan pins (the plan is kept)\n"
             "  -q, --quiet         no progress bar and no summary\n"
@@ -37,6 +44,22 @@ static void show_progress(void *user, int done, int total) {
     struct progress *bar = user;
     bar->total = (uint64_t)total;
     progress_update(bar, (uint64_t)done);
+}
+
+struct layout_job {
+    struct model *m;
+    struct threadpool *pool;
+    uint64_t bytes;
+    int64_t ns;
+};
+
+/* After the experts: the model's matrices in the CPU's interleaved layout. */
+static int write_layout(void *user, struct packfile_writer *w) {
+    struct layout_job *j = user;
+    int64_t t0 = time_ns();
+    int rc = model_pack_interleaved(j->m, j->pool, w, &j->bytes);
+    j->ns = time_ns() - t0;
+    return rc;
 }
 
 int cmd_pack(int argc, char **argv) {
@@ -65,12 +88,10 @@ int cmd_pack(int argc, char **argv) {
     }
     if (session_opts_finish(&o)) return 2;
     const char *device = o.experts.device;
-    if (!device || !strcmp(device, "none")) {
-        if (o.given & SESSION_GIVEN_DEVICE)
-            cli_fail("pack: --device: invalid value 'none' (expected cpu, amx, sim or auto: a pack file holds one "
-                     "device's layout)");
-        else
-            cli_fail("pack: --device is required (cpu, amx, sim or auto): a pack file holds one device's layout");
+    bool no_device = !device || !strcmp(device, "none");
+    if (no_device && !(o.given & SESSION_GIVEN_DEVICE)) {
+        cli_fail("pack: --device is required (cpu, amx, sim or auto; none: the CPU's interleaved layout only): a pack "
+                 "file holds one device's layout");
         return 2;
     }
     const char *model_path = o.model_path ? o.model_path : default_model_path();
@@ -99,10 +120,23 @@ int cmd_pack(int argc, char **argv) {
         model_free(m);
         return 1;
     }
+    struct layout_job layout = { m, pool, 0, 0 };
+    int64_t t0 = time_ns();
+    if (no_device) {
+        int rc = model_pack_interleaved_file(m, pool, out, &layout.bytes);
+        if (rc == 0 && !quiet)
+            printf("moex pack: the CPU's interleaved layout of %d matrices (%.2f GiB) in %.2f s to %s\n",
+                   model_interleave_targets(m, NULL), layout.bytes / 1073741824.0, (time_ns() - t0) * 1e-9, out_path);
+        if (rc != 0) cli_fail("pack: %s", moex_error());
+        threadpool_free(pool);
+        model_free(m);
+        return rc == 0 ? 0 : 1;
+    }
     struct progress bar;
     progress_begin(&bar, "packing experts", (uint64_t)m->moe.n_layers * (uint64_t)m->hp.n_expert);
     struct moe_pack_result r;
-    int rc = moe_pack_experts(&m->moe, &o.experts, pool, all, out, quiet ? NULL : show_progress, &bar, &r);
+    int rc = moe_pack_experts(&m->moe, &o.experts, pool, all, out, quiet ? NULL : show_progress, &bar, write_layout,
+                              &layout, &r);
     if (rc == 0) {
         if (!quiet) progress_end(&bar);
         double secs = r.total_ns * 1e-9, pack_secs = r.pack_ns * 1e-9;
@@ -112,6 +146,9 @@ int cmd_pack(int argc, char **argv) {
                    r.experts, r.pinned, all ? ", all with --all" : "", r.device, secs, r.source_bytes / 1073741824.0,
                    quant_type_name(m->moe.layers[0].gate.type), pack_secs > 0 ? r.source_bytes / pack_secs / 1e9 : 0.0,
                    pack_secs, r.pack_modelled ? ", modelled" : "", r.file_bytes / 1073741824.0, out_path);
+        if (!quiet && layout.bytes)
+            printf("moex pack: with the CPU's interleaved layout of %d matrices (%.2f GiB, %.2f s)\n",
+                   model_interleave_targets(m, NULL), layout.bytes / 1073741824.0, layout.ns * 1e-9);
     } else {
         cli_fail("pack: %s", moex_error());
     }

@@ -62,8 +62,7 @@ static void note_unused(const struct session_opts *o) {
     static const struct { unsigned bit; const char *name; } device_only[] = {
         { SESSION_GIVEN_BUDGET, "--hot-budget" }, { SESSION_GIVEN_MIN_M, "--min-m" },
         { SESSION_GIVEN_STATS, "--stats" },       { SESSION_GIVEN_OVERLAP, "--no-overlap" },
-        { SESSION_GIVEN_SIM, "--sim" },           { SESSION_GIVEN_PACK, "--pack" },
-        { SESSION_GIVEN_ADAPTIVE, "--adaptive-placement" },
+        { SESSION_GIVEN_SIM, "--sim" },           { SESSION_GIVEN_ADAPTIVE, "--adaptive-placement" },
     };
     const char *device = o->experts.device;
     bool none = !strcmp(device, "none");
@@ -208,8 +207,9 @@ static void help(FILE *out, bool device_required) {
             "                      admit experts by the CPU times measured in this run instead of a\n"
             "                      fixed cost model (logits may then differ run to run)\n"
             "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n"
-            "      --pack FILE     fill the device's experts from this pack file (moex pack) instead of\n"
-            "                      packing them (default: MODEL.mxpk next to the model, when it exists);\n"
+            "      --pack FILE     fill the device's experts, and the CPU's interleaved layout, from this\n"
+            "                      pack file (moex pack) instead of packing them (default: MODEL.mxpk next\n"
+            "                      to the model, when it exists);\n"
             "                      a file made for another model, device or version is refused and\n"
             "                      the experts are packed live [MOEX_PACK]\n"
             "      --no-pack       pack experts live, ignoring pack files [MOEX_PACK=0]\n"

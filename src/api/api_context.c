@@ -15,6 +15,18 @@ void moex_context_params_default(struct moex_context_params *p) { memset(p, 0, s
 static void log_start_notes(moex_context *c) {
     moex_model *m = c->m;
     if (m->note_said) return;
+    const struct model_interleave_report *x = model_interleave_report(m->model);
+    if (x && x->path[0] && !m->interleave_said) {
+        m->interleave_said = true;
+        if (x->refused)
+            moex_log(m, MOEX_LOG_WARN, "pack file not used for the CPU's interleaved layout, %d matrices repacked at "
+                     "start-up: %s. Rebuild it with: moex pack -m %s --device none -o %s (or with the device it is "
+                     "for)", x->repacked, x->message, m->path, x->path);
+        else if (x->repacked)
+            moex_log(m, MOEX_LOG_NOTE, "%s: %d of %d matrices in the CPU's interleaved layout mapped from it, %d "
+                     "repacked at start-up (%d not in it%s)", x->path, x->mapped, x->targets, x->repacked, x->missing,
+                     x->other_variant ? ", others in another layout variant than this machine's" : "");
+    }
     struct moe_executor *e = context_executor(c->ctx);
     const struct moe_pack_report *r = moe_executor_pack_report(e);
     const struct moe_exec_options *o = &m->experts;
@@ -49,7 +61,7 @@ moex_context *moex_context_new(moex_model *m, const struct moex_context_params *
         experts.trace = c->trace;
     }
     if (!(c->logits = malloc(sizeof *c->logits * (size_t)m->model->hp.n_vocab))) goto oom;
-    struct context_params cp = { p->n_ctx, p->n_batch, p->kv_f32 ? KV_F32 : KV_F16, m->pool, &experts };
+    struct context_params cp = { p->n_ctx, p->n_batch, p->kv_f32 ? KV_F32 : KV_F16, m->pool, &experts, m->pack_path };
     if (!(c->ctx = context_new(m->model, &cp))) goto fail;
     c->cap = context_n_ctx(c->ctx);
     if (!(c->tokens = malloc(sizeof *c->tokens * (size_t)c->cap))) goto oom;

@@ -22,6 +22,7 @@ struct moex_model {
     moex_progress_fn progress;
     void *user;
     bool note_said;                    /* the executor's start-up note was logged (once per model) */
+    bool interleave_said;              /* the interleaved layout's pack file note was logged */
 };
 
 struct moex_context {

@@ -80,7 +80,8 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
         dup_opt(d->sim_figures, &m->sim_figures))
         goto fail;
     bool on_device = strcmp(device, "none") != 0;
-    if (on_device && !d->no_pack && (d->pack_path ? dup_opt(d->pack_path, &m->pack_path) : find_pack(p->path, &m->pack_path)))
+    /* A pack file serves the device's experts and the CPU's interleaved layout. */
+    if (!d->no_pack && (d->pack_path ? dup_opt(d->pack_path, &m->pack_path) : find_pack(p->path, &m->pack_path)))
         goto fail;
     struct moe_exec_options *e = &m->experts;
     e->device = device;
@@ -91,7 +92,7 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
     e->pinned_share = -1;
     e->no_overlap = d->no_overlap;
     e->sim_figures = m->sim_figures;
-    e->pack_path = m->pack_path;
+    e->pack_path = on_device ? m->pack_path : NULL;
     if (!(m->model = model_load(p->path))) goto fail;
     if (!(m->pool = threadpool_new(p->n_threads, p->pin_threads))) goto fail;
     return m;

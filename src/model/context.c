@@ -99,7 +99,7 @@ struct context *context_new(struct model *m, const struct context_params *p) {
     }
     struct moe_exec_options cpu_only = { 0 };
     c->exec = moe_executor_new(&m->moe, c->pool, c->n_batch, p->experts ? p->experts : &cpu_only);
-    if (c->exec && model_interleave(m, c->pool)) {
+    if (c->exec && model_interleave(m, c->pool, p->pack_path)) {
         context_free(c);
         return NULL;
     }

@@ -27,6 +27,7 @@ struct context_params {
     enum kv_type kv_type;
     struct threadpool *pool;
     const struct moe_exec_options *experts; /* where experts run; NULL: the CPU */
+    const char *pack_path; /* the CPU's interleaved layout from this pack file (moex pack); NULL: repacked */
 };
 
 struct context;
