@@ -188,8 +188,11 @@ static int map_from_pack(struct model *m, struct threadpool *pool, struct matrix
             r->refused = true;
             snprintf(r->message, sizeof r->message, "%s", moex_error());
         }
-    for (int k = 0; k < found && !r->refused; k++)
-        targets[target[k]]->r16 = packfile_host_entry(pf, entry[k])->data;
+    for (int k = 0; k < found && !r->refused; k++) {
+        struct matrix *w = targets[target[k]];
+        w->r16 = packfile_host_entry(pf, entry[k])->data;
+        drop_pages(w->data, (size_t)w->rows * w->row_bytes); /* what the identity's samples read */
+    }
     r->mapped = r->refused ? 0 : found;
     r->mapped_bytes = 0;
     for (int k = 0; k < r->mapped; k++) r->mapped_bytes += packfile_host_entry(pf, entry[k])->bytes;
