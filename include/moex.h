@@ -96,7 +96,7 @@ MOEX_API uint64_t moex_model_n_params(const moex_model *m);
 /* The pack file that belongs next to a model: MODEL.gguf -> MODEL.mxpk (or
  * .mxpk appended); -1 when it does not fit in size. */
 MOEX_API int moex_pack_path_for(const char *model_path, char *out, size_t size);
-/* The pack file the model's contexts fill the device from, or NULL. */
+/* The pack file the model's contexts fill the device and the CPU's interleaved layout from, or NULL. */
 MOEX_API const char *moex_model_pack_path(const moex_model *m);
 
 /* ---- Text. All of these need a model with a tokenizer: -1 / NULL / false

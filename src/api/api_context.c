@@ -24,8 +24,9 @@ static void log_start_notes(moex_context *c) {
                      "for)", x->repacked, x->message, m->path, x->path);
         else if (x->repacked)
             moex_log(m, MOEX_LOG_NOTE, "%s: %d of %d matrices in the CPU's interleaved layout mapped from it, %d "
-                     "repacked at start-up (%d not in it%s)", x->path, x->mapped, x->targets, x->repacked, x->missing,
-                     x->other_variant ? ", others in another layout variant than this machine's" : "");
+                     "repacked at start-up: %d not in it, %d in layout variant %u where this machine's kernels read "
+                     "another (moex pack on this machine rebuilds it)", x->path, x->mapped, x->targets, x->repacked,
+                     x->missing, x->other_variant, (unsigned)x->file_variant);
     }
     struct moe_executor *e = context_executor(c->ctx);
     const struct moe_pack_report *r = moe_executor_pack_report(e);
