@@ -1,6 +1,7 @@
 /* The CPU's interleaved layout from a pack file: a run that maps every
  * matrix from the file holds the same bytes as one that repacks them at
- * load and computes byte-identical logits; a file of another model, with a
+ * load and computes byte-identical logits, whether the file holds the
+ * layout only or after the device's experts; a file of another model, with a
  * damaged matrix, of another version, or without the layout is not used
  * (the report says why) and the run repacks, with the same logits; a matrix
  * the file holds in another layout variant is repacked alone. The file
@@ -16,6 +17,7 @@
 #include "model/model.h"
 #include "model/model_pack.h"
 #include "moe/executor.h"
+#include "moe/pack_experts.h"
 #include "pack/packfile.h"
 #include "pack/packfile_format.h"
 
@@ -140,6 +142,23 @@ static int write_layout(const char *model_path, const char *out) {
     return rc;
 }
 
+static int add_layout(void *user, struct packfile_writer *w) {
+    uint64_t bytes;
+    return model_pack_interleaved(user, pool, w, &bytes);
+}
+
+/* The cpu device's experts (all of them), then the layout, as moex pack --device cpu writes. */
+static int write_device_and_layout(const char *model_path, const char *out) {
+    struct model *m = model_load(model_path);
+    struct moe_exec_options cpu = { .device = "cpu", .hot_fraction = 1.0, .min_m = 1, .pinned_share = -1 };
+    struct moe_pack_result r;
+    int rc = m ? moe_pack_experts(&m->moe, &cpu, pool, false, atomic_file_create(out), NULL, NULL, add_layout, m, &r)
+               : -1;
+    if (rc) fprintf(stderr, "pack %s: %s\n", out, moex_error());
+    model_free(m);
+    return rc;
+}
+
 static int patch_file(const char *path, const char *out, void (*patch)(uint8_t *file, size_t size)) {
     size_t size = 0;
     uint8_t *d = read_whole_file(path, &size);
@@ -221,6 +240,14 @@ int main(void) {
         CHECK(live.source_resident < 0.05 && mapped.source_resident < 0.05);
     }
     run_free(&mapped);
+
+    /* A file with device experts holds the layout after them. */
+    CHECK(write_device_and_layout(model, tmp("both.mxpk")) == 0);
+    struct run both = run_with(model, tmp("both.mxpk"));
+    CHECKF(both.report.mapped == targets && same_logits(&live, &both) && same_layout(live.m, both.m), "mapped %d: %s",
+           both.report.mapped, both.report.message);
+    run_free(&both);
+    unlink(tmp("both.mxpk"));
 
     /* Not used, said why, repacked: the same logits. */
     struct {
