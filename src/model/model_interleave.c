@@ -155,6 +155,7 @@ static int matching_entry(const struct model *m, const struct packfile *pf, cons
 static int map_from_pack(struct model *m, struct threadpool *pool, struct matrix **targets, int n, const char *path) {
     struct model_copies *c = m->copies;
     struct model_interleave_report *r = &c->report;
+    if (n <= 0) return 0;
     struct packfile *pf = NULL;
     struct packfile_info want;
     int rc = packfile_open(path, &pf);
@@ -168,8 +169,12 @@ static int map_from_pack(struct model *m, struct threadpool *pool, struct matrix
         packfile_close(pf);
         return 0;
     }
-    int *entry = malloc(sizeof *entry * (size_t)(n ? n : 1)), *target = malloc(sizeof *target * (size_t)(n ? n : 1));
-    bool *bad = calloc((size_t)(n ? n : 1), sizeof *bad);
+    /* The identity's samples mapped pages of the GGUF (whole large folios,
+     * where the page cache has them): dropped before the file's copies are
+     * read, so the peak does not hold both. */
+    for (int t = 0; t < n; t++) drop_pages(targets[t]->data, (size_t)targets[t]->rows * targets[t]->row_bytes);
+    int *entry = malloc(sizeof *entry * (size_t)n), *target = malloc(sizeof *target * (size_t)n);
+    bool *bad = calloc((size_t)n, sizeof *bad);
     if (!entry || !target || !bad) {
         free(entry), free(target), free(bad);
         packfile_close(pf);
@@ -188,11 +193,7 @@ static int map_from_pack(struct model *m, struct threadpool *pool, struct matrix
             r->refused = true;
             snprintf(r->message, sizeof r->message, "%s", moex_error());
         }
-    for (int k = 0; k < found && !r->refused; k++) {
-        struct matrix *w = targets[target[k]];
-        w->r16 = packfile_host_entry(pf, entry[k])->data;
-        drop_pages(w->data, (size_t)w->rows * w->row_bytes); /* what the identity's samples read */
-    }
+    for (int k = 0; k < found && !r->refused; k++) targets[target[k]]->r16 = packfile_host_entry(pf, entry[k])->data;
     r->mapped = r->refused ? 0 : found;
     r->mapped_bytes = 0;
     for (int k = 0; k < r->mapped; k++) r->mapped_bytes += packfile_host_entry(pf, entry[k])->bytes;
