@@ -27,12 +27,12 @@ extern "C" {
 #endif
 
 #define MOEX_VERSION_MAJOR 0
-#define MOEX_VERSION_MINOR 1
+#define MOEX_VERSION_MINOR 2
 #define MOEX_VERSION_PATCH 0
-#define MOEX_VERSION "0.1.0"
+#define MOEX_VERSION "0.2.0"
 /* The shared library is libmoex.so.MOEX_ABI: it changes when a struct or a
  * signature here does. */
-#define MOEX_ABI 0
+#define MOEX_ABI 1
 
 #if defined(__GNUC__)
 #define MOEX_API __attribute__((visibility("default")))
@@ -49,6 +49,15 @@ typedef struct moex_decoder moex_decoder;
 MOEX_API const char *moex_version(void);
 /* This thread's last error message ("" when none). */
 MOEX_API const char *moex_last_error(void);
+
+/* ---- CPU kernels. They are chosen once for the whole process, not per
+ * model. moex_set_isa caps them at "scalar", "avx2", "avx512" or "neon" (the
+ * best of those this CPU has at or below it); NULL or "": the best this CPU
+ * has, the default. Call it before loading models: -1 while a model is
+ * loaded, and for another name. Safe from any thread. */
+MOEX_API int moex_set_isa(const char *isa);
+/* The instruction set the kernels use now ("scalar", "avx2", ...). */
+MOEX_API const char *moex_isa(void);
 
 enum moex_log_level {
     MOEX_LOG_NOTE = 0,     /* something the user may want to know (a device not used, why) */
@@ -76,6 +85,8 @@ struct moex_model_params {
     const char *path;          /* GGUF file */
     int n_threads;             /* 0: physical cores */
     bool pin_threads;          /* pin worker threads to CPUs (default true) */
+    bool no_interleave;        /* keep the file's row layout: no interleaved copies of the Q4_K/Q6_K
+                                  weights for this CPU's kernels (default: interleaved where it has them) */
     struct moex_device_params device;
     moex_log_fn log;           /* NULL: notes are dropped */
     moex_progress_fn progress; /* NULL: no progress */
@@ -226,6 +237,14 @@ struct moex_counters {
     const char *device;                /* the device in use ("none" when none) */
 };
 MOEX_API void moex_context_counters(const moex_context *c, struct moex_counters *out);
+
+/* ---- Memory, in bytes. Safe while no other thread evaluates the context. */
+struct moex_memory {
+    uint64_t kv, conv, recurrent;      /* the context's KV cache, conv and recurrent state */
+    uint64_t checkpoint, scratch;      /* its recurrent-state checkpoint, its activations */
+    uint64_t interleaved;              /* the model's interleaved weight copies (no_interleave: 0) */
+};
+MOEX_API void moex_context_memory(const moex_context *c, struct moex_memory *out);
 /* Writes the timeline (moex_context_params.trace) as Chrome trace-event JSON. */
 MOEX_API int moex_context_write_trace(const moex_context *c, const char *path);
 

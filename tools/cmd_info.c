@@ -26,7 +26,7 @@ int cmd_info(int argc, char **argv) {
         if (!strcmp(argv[i], "--all")) all = true;
         else if (argv[i][0] == '-') return cli_usage("info", "unknown option '%s'", argv[i]);
     }
-    if (cli_check_env()) return 2;
+    if (cli_check_env(NULL)) return 2;
     for (int i = 1; i <= argc; i++) {
         const char *path = i < argc ? argv[i] : NULL;
         if (path && path[0] == '-') continue;

@@ -358,7 +358,7 @@ int cmd_probe(int argc, char **argv) {
             return cli_usage("probe", "unknown option '%s'", a);
         }
     }
-    if (cli_check_env()) return 2;
+    if (cli_check_env(NULL)) return 2;
     /* --sim may name its preset itself ("rk3588,cores=2"); else --sim-preset's */
     char sim_spec[512];
     const char *eq = sim ? strchr(sim, '=') : NULL, *comma = sim ? strchr(sim, ',') : NULL;

@@ -110,7 +110,7 @@ int cmd_synth(int argc, char **argv) {
         else return cli_usage("synth", "unknown option '%s'", argv[i]);
     }
     if (!out) return cli_usage("synth", "-o OUT.gguf is required");
-    if (cli_check_env()) return 2;
+    if (cli_check_env(NULL)) return 2;
     int refused = outputs_check("-o", out, "--vocab-from", vocab_from);
     if (refused) return refused;
     /* Fail now, not after the model's design: -o's directory must take a new file. */

@@ -38,7 +38,7 @@ int cmd_tokenize(int argc, char **argv) {
         else return cli_usage("tokenize", "unknown option '%s'", a);
     }
     if (!prompt == !file) return cli_usage("tokenize", "give exactly one of -p and -f");
-    if (cli_check_env()) return 2;
+    if (cli_check_env(NULL)) return 2;
     char *text = NULL;
     size_t len = 0;
     if (file) {

@@ -97,7 +97,8 @@ int session_opts_finish(struct session_opts *o) {
     o->finished = true;
     if ((given & SESSION_GIVEN_PACK) && (given & SESSION_GIVEN_NO_PACK))
         return cli_fail("--pack %s and --no-pack exclude each other", o->pack_path ? o->pack_path : ""), -1;
-    if (cli_check_env()) return -1;
+    if (cli_check_env(o->isa)) return -1;
+    if (!(given & SESSION_GIVEN_INTERLEAVE) && cli_env_no_interleave(&o->no_interleave)) return -1;
     if (!(given & SESSION_GIVEN_DEVICE) && (v = getenv("MOEX_DEVICE")) && parse_device("MOEX_DEVICE", v, o)) return -1;
     if (!(given & SESSION_GIVEN_BUDGET) && (v = getenv("MOEX_HOT_BUDGET")) && parse_budget("MOEX_HOT_BUDGET", v, o))
         return -1;
@@ -145,6 +146,12 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         else return cli_fail("--kv-type: invalid value '%s' (expected f16 or f32)", v), -1;
     } else if (!strcmp(a, "--no-pin")) {
         o->pin = false;
+    } else if (!strcmp(a, "--isa")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        o->isa = v;
+    } else if (!strcmp(a, "--no-interleave")) {
+        o->no_interleave = true;
+        o->given |= SESSION_GIVEN_INTERLEAVE;
     } else if (!strcmp(a, "--device")) {
         if (!(v = cli_value(argc, argv, i)) || parse_device("--device", v, o)) return -1;
         o->given |= SESSION_GIVEN_DEVICE;
@@ -216,7 +223,11 @@ static void help(FILE *out, bool device_required) {
             "      --profile       print expert placement counters per phase at the end\n"
             "      --trace FILE    write a Chrome trace-event timeline (opens in Perfetto)\n"
             "      --no-pin        do not pin worker threads to CPUs (pinned by default: an unpinned\n"
-            "                      pool migrates and costs ~25 us per parallel step instead of ~2)\n",
+            "                      pool migrates and costs ~25 us per parallel step instead of ~2)\n"
+            "      --isa I         the most the CPU kernels may use: scalar, avx2, avx512 or neon\n"
+            "                      (default: the best this CPU has) [MOEX_ISA]\n"
+            "      --no-interleave keep the file's row layout: no interleaved copies of the Q4_K/Q6_K\n"
+            "                      weights for this CPU's kernels [MOEX_INTERLEAVE=0]\n",
             default_model_path(),
             device_required ? "; required"
                             : ", none (default: none = all\n                      on the CPU's quantized kernels)");
@@ -255,6 +266,7 @@ void session_model_params(const struct session_opts *o, struct moex_model_params
     mp->path = o->model_path;
     mp->n_threads = o->threads;
     mp->pin_threads = o->pin;
+    mp->no_interleave = o->no_interleave;
     const struct moe_exec_options *e = &o->experts;
     mp->device = (struct moex_device_params){ e->device, e->hot_budget, e->hot_fraction, e->min_m, e->stats_path,
                                               e->no_overlap, e->sim_figures, o->pack_path, o->no_pack };
@@ -337,11 +349,13 @@ int session_open(struct session *s, const struct session_opts *o) {
     if (o->profile) {
         fprintf(stderr, "moex profile: start-up %.1f ms: model %.1f ms, context and device %.1f ms\n",
                 (time_ns() - t0) / 1e6, (t_model - t0) / 1e6, (time_ns() - t_model) / 1e6);
-        struct context_memory mem;
-        context_memory(s->ctx, &mem);
+        struct moex_memory mem;
+        moex_context_memory(s->mc, &mem);
         fprintf(stderr, "moex profile: context of %d tokens: KV cache %.1f MiB, conv state %.2f MiB, recurrent state "
-                "%.2f MiB, checkpoint %.2f MiB, scratch %.1f MiB\n", context_n_ctx(s->ctx), mem.kv / 1048576.0,
+                "%.2f MiB, checkpoint %.2f MiB, scratch %.1f MiB\n", moex_n_ctx(s->mc), mem.kv / 1048576.0,
                 mem.conv / 1048576.0, mem.recurrent / 1048576.0, mem.checkpoint / 1048576.0, mem.scratch / 1048576.0);
+        fprintf(stderr, "moex profile: CPU kernels %s, interleaved weights %.1f MiB\n", moex_isa(),
+                mem.interleaved / 1048576.0);
     }
     return 0;
 }

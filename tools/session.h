@@ -26,6 +26,7 @@ enum {
     SESSION_GIVEN_NO_PACK = 1 << 7,
     SESSION_GIVEN_CTX = 1 << 8,
     SESSION_GIVEN_ADAPTIVE = 1 << 9,
+    SESSION_GIVEN_INTERLEAVE = 1 << 10,
 };
 
 struct session_opts {
@@ -34,6 +35,8 @@ struct session_opts {
     int n_ctx, n_batch;
     enum kv_type kv_type;
     bool pin;
+    const char *isa;                 /* --isa: the most the CPU kernels may use (moex_set_isa) */
+    bool no_interleave;              /* --no-interleave [MOEX_INTERLEAVE=0] */
     struct moe_exec_options experts; /* --device, --hot-budget, --min-m, --stats, --no-overlap, --sim */
     bool profile;                    /* --profile: counters per phase on stderr at the end */
     const char *trace_path;          /* --trace FILE */
@@ -61,8 +64,8 @@ int session_opts_defaults(struct session_opts *o);
 int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i);
 /* After the command line: the MOEX_* environment variables of the options it
  * did not set (MOEX_DEVICE, MOEX_HOT_BUDGET, MOEX_MIN_M, MOEX_STATS,
- * MOEX_OVERLAP, MOEX_SIM, MOEX_PACK) and MOEX_ISA, parsed strictly, and the
- * options that exclude each other: -1 after printing an error (exit 2). */
+ * MOEX_OVERLAP, MOEX_SIM, MOEX_PACK, MOEX_INTERLEAVE) and MOEX_ISA, parsed
+ * strictly; applies --isa (over MOEX_ISA); and the options that exclude each other: -1 after printing an error (exit 2). */
 int session_opts_finish(struct session_opts *o);
 /* The help lines of the shared options; for a command that needs a device. */
 void session_opts_help(FILE *out);

@@ -143,3 +143,10 @@ int moex_context_write_trace(const moex_context *c, const char *path) {
     if (!c->trace) return moex_errorf("the context records no timeline (moex_context_params.trace)");
     return trace_write(c->trace, path);
 }
+
+void moex_context_memory(const moex_context *c, struct moex_memory *out) {
+    struct context_memory mem;
+    context_memory(c->ctx, &mem);
+    *out = (struct moex_memory){ mem.kv, mem.conv, mem.recurrent, mem.checkpoint, mem.scratch,
+                                 model_interleaved_bytes(c->m->model) };
+}

@@ -21,6 +21,7 @@ struct moex_model {
     moex_log_fn log;
     moex_progress_fn progress;
     void *user;
+    bool counted;                      /* in api_model_loaded's count */
     bool note_said;                    /* the executor's start-up note was logged (once per model) */
 };
 
@@ -34,6 +35,10 @@ struct moex_context {
     int n_tokens, cap;
     uint64_t evaluated;                /* tokens evaluated in all */
 };
+
+/* Counts the loaded models (+1 at load, -1 at free): moex_set_isa refuses
+ * to change the kernels under them. */
+void api_model_loaded(int delta);
 
 /* Logs a message through the model's callback (printf-style). */
 void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, ...) MOEX_PRINTF(3, 4);

@@ -93,7 +93,10 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
     e->sim_figures = m->sim_figures;
     e->pack_path = m->pack_path;
     if (!(m->model = model_load(p->path))) goto fail;
+    m->model->plain_rows = p->no_interleave;
     if (!(m->pool = threadpool_new(p->n_threads, p->pin_threads))) goto fail;
+    m->counted = true;
+    api_model_loaded(1);
     return m;
 fail:
     moex_model_free(m);
@@ -102,6 +105,7 @@ fail:
 
 void moex_model_free(moex_model *m) {
     if (!m) return;
+    bool counted = m->counted;
     threadpool_free(m->pool);
     model_free(m->model);
     free(m->path);
@@ -109,6 +113,7 @@ void moex_model_free(moex_model *m) {
     free(m->sim_figures);
     free(m->pack_path);
     free(m);
+    if (counted) api_model_loaded(-1); /* the kernels are no longer in use by it */
 }
 
 const char *moex_model_name(const moex_model *m) { return m->model->name; }
