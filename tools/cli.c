@@ -2,8 +2,6 @@
 
 #include "moex.h"
 
-#include "core/error.h"
-#include "dev/sim.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 int cli_fail(const char *fmt, ...) {
     va_list ap;
@@ -179,12 +178,17 @@ int cli_set_isa(const char *what, const char *isa) {
 }
 
 int cli_check_sim(const char *what, const char *value, const char *spec) {
-    struct sim_figures f;
-    if (sim_figures_parse(spec, &f) == 0) return 0;
-    const char *why = moex_error();
+    if (moex_check_sim_figures(spec) == 0) return 0;
+    const char *why = moex_last_error();
     if (!strncmp(why, "sim: ", 5)) why += 5;
     cli_fail("%s: invalid value '%s': %s", what, value, why);
     return -1;
+}
+
+int64_t cli_time_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 bool cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }

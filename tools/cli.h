@@ -59,6 +59,8 @@ int cli_usage(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Monotonic time in nanoseconds. */
+int64_t cli_time_ns(void);
 /* True when argv[i] is "-h" or "--help". */
 bool cli_is_help(const char *arg);
 /* Takes the value of an option that needs one: prints an error and returns

@@ -5,11 +5,6 @@
 
 #include "moex.h"
 
-#include "model/model.h"
-#include "moe/executor.h"
-
-struct atomic_file;
-
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -33,15 +28,14 @@ struct session_opts {
     const char *model_path;  /* NULL: the built-in default model */
     int threads;             /* 0: physical cores */
     int n_ctx, n_batch;
-    enum kv_type kv_type;
+    bool kv_f32;                     /* --kv-type f32 */
     bool pin;
     const char *isa;                 /* --isa: the most the CPU kernels may use (moex_set_isa) */
     bool no_interleave;              /* --no-interleave [MOEX_INTERLEAVE=0] */
-    struct moe_exec_options experts; /* --device, --hot-budget, --min-m, --stats, --no-overlap, --sim */
+    struct moex_device_params experts; /* --device, --hot-budget, --min-m, --stats, --no-overlap, --sim,
+                                          --pack, --no-pack, --adaptive-placement */
     bool profile;                    /* --profile: counters per phase on stderr at the end */
     const char *trace_path;          /* --trace FILE */
-    const char *pack_path;           /* --pack FILE; NULL: MODEL.mxpk next to the model, if there */
-    bool no_pack;                    /* --no-pack: pack experts live, whatever files exist */
     unsigned given;                  /* SESSION_GIVEN_* */
     bool finished;                   /* session_opts_finish ran */
 };
@@ -49,10 +43,7 @@ struct session_opts {
 struct session {
     moex_model *mm;                  /* the public handles */
     moex_context *mc;
-    struct model *model;             /* what they wrap, for the commands that reach inside */
-    struct threadpool *pool;
-    struct context *ctx;
-    struct atomic_file *trace_file;  /* --trace, opened before the run */
+    moex_file *trace_file;           /* --trace, opened before the run */
     bool profile;
     const char *trace_path;
 };

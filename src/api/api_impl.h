@@ -1,6 +1,5 @@
 /* What the public handles of include/moex.h hold: the internals they wrap.
- * tools/ reaches through these for what the public header does not offer
- * (profiles, benchmarks, teacher-forced evaluation). */
+ * Only src/api/ reads them. */
 #ifndef MOEX_API_IMPL_H
 #define MOEX_API_IMPL_H
 
@@ -34,6 +33,7 @@ struct moex_context {
     int32_t *tokens;                   /* (cap) what the context holds, n_tokens of them */
     int n_tokens, cap;
     uint64_t evaluated;                /* tokens evaluated in all */
+    uint64_t barriers0;                /* the pool's parallel steps at moex_context_reset_op_times */
 };
 
 /* Counts the loaded models (+1 at load, -1 at free): moex_set_isa refuses

@@ -72,6 +72,9 @@ struct model {
 /* Loads and validates path. NULL with moex_error() naming the file and, for
  * a bad tensor or key, the tensor or key. */
 struct model *model_load(const char *path);
+/* Only the tokenizer (and the name): no architecture, no weights, so a
+ * GGUF without tensors loads. NULL with moex_error() when it has no tokenizer. */
+struct model *model_load_vocab(const char *path);
 void model_free(struct model *m);
 
 /* Gives the Q4_K and Q6_K matrices (dense ones, expert stacks, lm head) a
