@@ -395,6 +395,34 @@ struct moex_pack_result {
  * thread at a time per model, as evaluation. -1 on error. */
 MOEX_API int moex_pack(moex_model *m, bool all, moex_file *f, struct moex_pack_result *r);
 
+/* ---- The device probe (moex probe): per weight shape (K inputs x N
+ * outputs, a Q4_K weight) and rows M, the CPU path (activations quantized to
+ * Q8_K once) against the device with the weight resident (int8 activations),
+ * where the device starts to win, and packing (GB/s of Q4_K read) next to
+ * the memory read bandwidth. It measures and asserts nothing; the report
+ * (markdown) goes to write a line at a time as it is made. Device times on
+ * sim are modelled. Runs its own threads; safe from any thread. */
+struct moex_probe_shape {
+    int K, N;                          /* K a multiple of 256 */
+};
+struct moex_probe_params {
+    const char *device;                /* "cpu", "amx" or "sim"; NULL: amx where present, else sim */
+    const struct moex_probe_shape *shapes; /* n_shapes 0: 2048x768 and 768x2048 (Qwen3-30B-A3B's experts) */
+    int n_shapes;
+    const int *rows;                   /* M to try; n_rows 0: 1, 8, 16, 32, 64, 128 */
+    int n_rows;
+    int n_threads;                     /* 0: one per physical core */
+    const char *sim_figures;           /* sim: "rk3588[,key=value...]"; NULL: rk3588 */
+    bool no_pack_types;                /* skip the table of host packing per source type */
+    void (*write)(void *user, const char *text, size_t len);
+    void *user;
+};
+/* 0; -2 when a shape does not fit the device (the message is "'KxN' for
+ * device D (expected ...)", its envelope); -1 on another error. */
+MOEX_API int moex_probe(const struct moex_probe_params *p);
+/* The sim device's figures, one per line with its meaning and default. */
+MOEX_API const char *moex_sim_figures_help(void);
+
 /* ---- Synthetic models: GGUF files of any shape with random, well-scaled
  * weights and a router that prefers experts by a Zipf law per layer and keeps
  * consecutive tokens on shared experts, like a trained MoE; files that

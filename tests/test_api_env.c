@@ -5,7 +5,6 @@
 
 #include "harness.h"
 #include "quant/quant.h"
-#include "synth/synth.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -57,12 +56,13 @@ int main(void) {
         if (isa_available((enum isa)i)) best = (enum isa)i;
     CHECKF(!strcmp(moex_isa(), isa_name(best)), "kernels %s, best %s", moex_isa(), isa_name(best));
 
-    struct synth_params p;
-    synth_preset("tiny", &p);
-    p.type = SYNTH_Q4_K; /* matrices this CPU's kernels may interleave */
+    struct moex_synth_params p;
+    moex_synth_params_default(&p);
+    p.preset = "tiny";
+    p.type = "q4_k"; /* matrices this CPU's kernels may interleave */
     p.n_threads = 2;
     snprintf(model_path, sizeof model_path, "%s/api_env.gguf", test_tmpdir());
-    if (synth_write(&p, model_path) != 0) {
+    if (moex_synth_write(&p, model_path) != 0) {
         fprintf(stderr, "synth: %s\n", moex_last_error());
         return 1;
     }
