@@ -454,7 +454,8 @@ struct moex_synth_params {
 enum moex_synth_status {
     MOEX_SYNTH_OK = 0,
     MOEX_SYNTH_BAD_ARCH,       /* an architecture synth does not write */
-    MOEX_SYNTH_BAD_PRESET,     /* an unknown preset, or one of another arch */
+    MOEX_SYNTH_BAD_PRESET,     /* an unknown preset */
+    MOEX_SYNTH_OTHER_ARCH,     /* a preset of another architecture than arch */
     MOEX_SYNTH_BAD_TYPE,
     MOEX_SYNTH_BAD_VOCAB,      /* n_vocab below what the built-in vocabulary needs */
     MOEX_SYNTH_BAD_SHAPE,      /* sizes that contradict each other (top-k above the experts) */

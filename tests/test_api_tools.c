@@ -57,7 +57,7 @@ static void test_synth(void) {
     CHECK(moex_synth_check(&p, NULL) == MOEX_SYNTH_BAD_PRESET && strstr(moex_last_error(), "huge"));
     p.preset = "tiny";
     p.arch = "lfm2moe";
-    CHECK(moex_synth_check(&p, NULL) == MOEX_SYNTH_BAD_PRESET && strstr(moex_last_error(), "tiny"));
+    CHECK(moex_synth_check(&p, NULL) == MOEX_SYNTH_OTHER_ARCH && strstr(moex_last_error(), "tiny"));
     p.preset = NULL;
     CHECK(moex_synth_check(&p, &shape) == MOEX_SYNTH_OK && !strcmp(shape.arch, "lfm2moe"));
     p.arch = "gpt2";

@@ -132,9 +132,8 @@ int cmd_synth(int argc, char **argv) {
     case MOEX_SYNTH_BAD_ARCH:
         why = strstr(moex_last_error(), "is not one of ");
         return cli_fail("--arch: invalid value '%s' (expected %s)", p.arch, why ? why + 14 : "?"), 2;
+    case MOEX_SYNTH_OTHER_ARCH: return cli_fail("synth: --%s", moex_last_error()), 2;
     case MOEX_SYNTH_BAD_PRESET:
-        if (p.preset && p.arch && !strstr(moex_last_error(), "unknown"))
-            return cli_fail("synth: --%s", moex_last_error()), 2;
         why = moex_last_error();
         return cli_fail("--preset: invalid value '%s': %s", p.preset ? p.preset : "small", strncmp(why, "synth: ", 7) ? why : why + 7), 2;
     case MOEX_SYNTH_BAD_TYPE:

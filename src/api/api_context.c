@@ -166,16 +166,10 @@ void moex_context_memory(const moex_context *c, struct moex_memory *out) {
 }
 
 char *moex_context_profile_text(const moex_context *c) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    if (!out) return moex_errorf("out of memory"), NULL;
-    moe_executor_print(context_executor(c->ctx), out);
-    if (fclose(out) != 0) {
-        free(text);
-        return moex_errorf("out of memory"), NULL;
-    }
-    return text;
+    struct api_text t;
+    FILE *out = api_text_open(&t);
+    if (out) moe_executor_print(context_executor(c->ctx), out);
+    return api_text_close(&t, true);
 }
 
 const char *moex_context_note(const moex_context *c) {

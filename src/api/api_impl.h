@@ -9,6 +9,8 @@
 #include "model/model.h"
 #include "moe/executor.h"
 
+#include <stdio.h>
+
 struct trace;
 struct threadpool;
 
@@ -39,6 +41,18 @@ struct moex_context {
 /* Counts the loaded models (+1 at load, -1 at free): moex_set_isa refuses
  * to change the kernels under them. */
 void api_model_loaded(int delta);
+
+/* Text for people, written into a memory stream by the internals' printers:
+ * api_text_open gives the stream (NULL when out of memory), api_text_close
+ * the malloc'd text, or NULL with an error when the writing failed (ok
+ * false, or the stream could not be completed). */
+struct api_text {
+    FILE *out;
+    char *text;
+    size_t len;
+};
+FILE *api_text_open(struct api_text *t);
+char *api_text_close(struct api_text *t, bool ok);
 
 /* Logs a message through the model's callback (printf-style). */
 void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, ...) MOEX_PRINTF(3, 4);

@@ -145,18 +145,29 @@ int moex_check_sim_figures(const char *spec) {
     return sim_figures_parse(spec, &f);
 }
 
+FILE *api_text_open(struct api_text *t) {
+    t->text = NULL;
+    t->len = 0;
+    t->out = open_memstream(&t->text, &t->len);
+    if (!t->out) moex_errorf("out of memory");
+    return t->out;
+}
+
+char *api_text_close(struct api_text *t, bool ok) {
+    if (!t->out) return NULL;
+    if (fclose(t->out) != 0 || !ok) {
+        free(t->text);
+        return moex_errorf("out of memory for a report"), NULL;
+    }
+    return t->text;
+}
+
 char *moex_file_info(const char *path, bool all_metadata) {
     struct gguf_file *f = gguf_open(path);
     if (!f) return NULL;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    int rc = out ? gguf_print_info(out, f, all_metadata) : -1;
-    if (out && fclose(out) != 0) rc = -1;
+    struct api_text t;
+    FILE *out = api_text_open(&t);
+    bool ok = out && gguf_print_info(out, f, all_metadata) == 0;
     gguf_close(f);
-    if (rc != 0) {
-        free(text);
-        return moex_errorf("%s: out of memory for its description", path), NULL;
-    }
-    return text;
+    return api_text_close(&t, ok);
 }

@@ -80,14 +80,8 @@ static void report(FILE *out, const struct model *m, const struct routing_stats 
 }
 
 char *moex_routing_report(const moex_routing *r) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    if (!out) return moex_errorf("out of memory"), NULL;
-    report(out, r->c->m->model, r->st);
-    if (fclose(out) != 0) {
-        free(text);
-        return moex_errorf("out of memory"), NULL;
-    }
-    return text;
+    struct api_text t;
+    FILE *out = api_text_open(&t);
+    if (out) report(out, r->c->m->model, r->st);
+    return api_text_close(&t, true);
 }

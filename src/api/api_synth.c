@@ -28,7 +28,7 @@ static enum moex_synth_status resolve(const struct moex_synth_params *in, struct
     if (synth_preset(preset, p)) return MOEX_SYNTH_BAD_PRESET;
     if (in->arch && strcmp(in->arch, p->arch)) {
         moex_errorf("preset %s is a %s preset, not %s", preset, p->arch, in->arch);
-        return MOEX_SYNTH_BAD_PRESET;
+        return MOEX_SYNTH_OTHER_ARCH;
     }
     const int overrides[][2] = {
         { in->n_layers, offsetof(struct synth_params, n_layers) },
