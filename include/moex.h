@@ -12,15 +12,18 @@
  * Thread safety. Loaded models and their tokenizer are read-only: the
  * tokenizer, chat and model query functions may be called from any thread.
  * The contexts of one model share its worker threads, so evaluation
- * (moex_eval, moex_eval_all_logits, moex_prefill, moex_generate,
- * moex_context_new) and the other users of those threads (moex_pack,
- * moex_measure_bandwidth) run on one thread at a time per model; a context,
- * a sampler, a routing recorder and a moex_file belong to one thread at a
- * time. Functions that need none of these say "safe from any thread". The
- * CPU kernels are one choice per process (moex_set_isa). moex_last_error()
- * is per thread. */
+ * (moex_eval, moex_prefill, moex_generate, moex_context_new) runs on one
+ * thread at a time per model; a context and a sampler belong to one thread
+ * at a time. moex_last_error() is per thread. */
 #ifndef MOEX_H
 #define MOEX_H
+
+/* The model's threads have other users, one thread at a time per model like
+ * evaluation (moex_eval_all_logits among it): moex_pack and
+ * moex_measure_bandwidth. A routing recorder and a moex_file belong to one
+ * thread at a time too. Functions that need neither a model's threads nor a
+ * context say "safe from any thread". The CPU kernels are one choice per
+ * process (moex_set_isa). */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -44,6 +44,7 @@ moex_context *moex_context_new(moex_model *m, const struct moex_context_params *
     moex_context *c = calloc(1, sizeof *c);
     if (!c) return moex_errorf("out of memory"), NULL;
     c->m = m;
+    c->barriers0 = threadpool_barriers(m->pool);
     struct moe_exec_options experts = m->experts;
     experts.progress = m->progress;
     experts.progress_user = m->user;
@@ -55,7 +56,6 @@ moex_context *moex_context_new(moex_model *m, const struct moex_context_params *
     struct context_params cp = { p->n_ctx, p->n_batch, p->kv_f32 ? KV_F32 : KV_F16, m->pool, &experts };
     if (!(c->ctx = context_new(m->model, &cp))) goto fail;
     c->cap = context_n_ctx(c->ctx);
-    c->barriers0 = threadpool_barriers(m->pool);
     if (!(c->tokens = malloc(sizeof *c->tokens * (size_t)c->cap))) goto oom;
     log_start_notes(c);
     return c;

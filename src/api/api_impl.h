@@ -30,13 +30,16 @@ struct moex_context {
     moex_model *m;
     struct context *ctx;
     struct trace *trace;
+    uint64_t barriers0;                /* the pool's parallel steps at moex_context_reset_op_times */
     float *logits;                     /* (n_vocab) of the last evaluated token */
     bool have_logits;
     int32_t *tokens;                   /* (cap) what the context holds, n_tokens of them */
     int n_tokens, cap;
     uint64_t evaluated;                /* tokens evaluated in all */
-    uint64_t barriers0;                /* the pool's parallel steps at moex_context_reset_op_times */
 };
+
+/* Logs a message through the model's callback (printf-style). */
+void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, ...) MOEX_PRINTF(3, 4);
 
 /* Counts the loaded models (+1 at load, -1 at free): moex_set_isa refuses
  * to change the kernels under them. */
@@ -53,8 +56,5 @@ struct api_text {
 };
 FILE *api_text_open(struct api_text *t);
 char *api_text_close(struct api_text *t, bool ok);
-
-/* Logs a message through the model's callback (printf-style). */
-void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, ...) MOEX_PRINTF(3, 4);
 
 #endif
