@@ -131,6 +131,22 @@ static void test_submit_through_device(void) {
     run_expert_batch("rk3588", 1792, 2048, 555, 555, "refused");
 }
 
+/* chain=N: a batch of chainable jobs runs as submissions of at most N jobs
+ * (the board's "8 experts chained per submit"); 0 keeps one for all. */
+static void test_chain_limit(void) {
+    struct sim_shape jobs[16];
+    for (int i = 0; i < 16; i++) jobs[i] = (struct sim_shape){ 1, 2048, 512 };
+    struct sim *all = new_sim("rk3588,mode=chain"), *eight = new_sim("rk3588,mode=chain,chain=8");
+    struct sim *five = new_sim("rk3588,mode=chain,chain=5");
+    double one = sim_batch_ns(all, jobs, 16), two = sim_batch_ns(eight, jobs, 16), four = sim_batch_ns(five, jobs, 16);
+    double submit_ns = 1e3 * sim_get_figures(all)->submit_us;
+    CHECKF(fabs(two - one - submit_ns) < 1, "chain=8: 16 jobs in 2 submissions: %.0f vs %.0f ns", two, one);
+    CHECKF(fabs(four - one - 3 * submit_ns) < 1, "chain=5: 16 jobs in 4 submissions: %.0f vs %.0f ns", four, one);
+    sim_delete(all);
+    sim_delete(eight);
+    sim_delete(five);
+}
+
 /* ---- packing, DMA fill, create/destroy churn ---- */
 
 static double expert_pack_ns(struct sim *s, int d_model, int d_ff) {
@@ -546,6 +562,7 @@ int main(void) {
     test_domains();
     test_submit_table();
     test_submit_through_device();
+    test_chain_limit();
     test_host_side_figures();
     test_churn();
     test_keep_every_expert();

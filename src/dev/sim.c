@@ -182,7 +182,9 @@ double sim_batch_ns(const struct sim *s, const struct sim_shape *jobs, int n) {
         for (int i = 0; i < n; i++) total += single_ns(s, &jobs[i]);
         return total;
     }
-    /* The chainable jobs form one submission; the rest go one by one. */
+    /* The chainable jobs form submissions of at most `chain` jobs (one when
+     * chain is 0); the rest go one by one. */
+    const int per_submission = s->f.chain >= 1 ? (int)s->f.chain : n;
     double total = 0, work = 0, fill = 0;
     int chained = 0;
     for (int i = 0; i < n; i++) {
@@ -193,8 +195,12 @@ double sim_batch_ns(const struct sim *s, const struct sim_shape *jobs, int n) {
         chained++;
         work += chained_job_ns(s, &jobs[i]);
         fill += fill_of(s, &jobs[i]);
+        if (chained % per_submission == 0) {
+            total += 1e3 * s->f.submit_us + (mode == SIM_STREAM ? work / s->f.cores : work) + fill;
+            work = fill = 0;
+        }
     }
-    if (chained) total += 1e3 * s->f.submit_us + (mode == SIM_STREAM ? work / s->f.cores : work) + fill;
+    if (chained % per_submission) total += 1e3 * s->f.submit_us + (mode == SIM_STREAM ? work / s->f.cores : work) + fill;
     return total;
 }
 

@@ -35,6 +35,7 @@ struct sim_figures {
     double submit_us, job_us, core_gbps, core_gmacs, cores;
     double chain_k_multiple, chain_k_max;
     double mode; /* how dev_submit runs several jobs: 0 single, 1 chain, 2 stream */
+    double chain; /* jobs one chained or streamed submission takes at most (0: all of the batch) */
     /* host side */
     double fill_gbps, pack_ns_per_value;
     double create_us, create_us_per_mib, destroy_us, destroy_us_per_mib;
@@ -48,6 +49,14 @@ struct sim_figures {
     double fail_alloc, fail_submit, fail_seed, fail_prob;
     /* 1: the device's memory is PROT_NONE outside its own calls */
     double guard;
+    /* board=1: the board around the NPU is modelled too (dev/board.h) */
+    double board;
+    double cpu_threads, cpu_gemv_ps, cpu_gemm_gmacs, cpu_expert_us, cpu_attn_gmacs, dram_gbps;
+    double dense_npu; /* dense matmuls with rows >= min_m on the NPU, backbone resident */
+    /* the earlier backend's policies, replayed on this run's routing */
+    double legacy, legacy_pack_ns_per_value, legacy_row_us, hot, load_ms, gemv1_gbps;
+    /* the model the prediction is for, when the file is a cut-down copy (0: as the file) */
+    double attn_layers, conv_layers, delta_layers, dense_layers, moe_layers, vocab;
 };
 
 enum sim_mode { SIM_SINGLE = 0, SIM_CHAIN = 1, SIM_STREAM = 2 };
@@ -88,9 +97,10 @@ struct sim_shape {
 /* One submission of these jobs in a mode (ns); -1 when the mode refuses
  * them (single takes one job; chain and stream need chainable K). */
 double sim_submission_ns(const struct sim *s, enum sim_mode mode, const struct sim_shape *jobs, int n);
-/* How dev_submit runs a batch: the chainable jobs as one submission of the
- * preset's mode (single when there is one job), the others one single
- * submission each. Total ns. */
+/* How dev_submit runs a batch: the chainable jobs as submissions of the
+ * preset's mode of at most `chain` jobs each (one for all when chain is 0;
+ * single when there is one job), the others one single submission each.
+ * Total ns. */
 double sim_batch_ns(const struct sim *s, const struct sim_shape *jobs, int n);
 /* A batch on the clock: DEV_OK and *ns, or DEV_E_SUBMIT when a fault is
  * injected (the clock still pays the submission floor). */
