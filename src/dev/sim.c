@@ -82,10 +82,15 @@ int sim_buffer_create(struct sim *s, uint64_t bytes, uint64_t *addr) {
                     s->f.max_buffers);
         return DEV_E_DEVMEM;
     }
-    /* First fit over the domains in order: a buffer lies in one window. */
-    int d = 0;
-    while (d < s->n_domains && iova_alloc(s->window[d], bytes, addr) != 0) d++;
-    if (d == s->n_domains) {
+    /* Best fit over the domains: the window whose largest free range fits
+     * most tightly; within it, first fit. A buffer lies in one window. */
+    int d = -1;
+    uint64_t fit = UINT64_MAX;
+    for (int w = 0; w < s->n_domains; w++) {
+        uint64_t room = iova_largest_free(s->window[w]);
+        if (room >= bytes && room < fit) { fit = room; d = w; }
+    }
+    if (d < 0 || iova_alloc(s->window[d], bytes, addr) != 0) {
         moex_errorf("sim: no %llu-byte range left in the %d window(s) of %g MiB (%llu bytes in %llu buffers, largest "
                     "free %llu in the last): Bad address",
                     (unsigned long long)bytes, s->n_domains, s->f.iova_mib, (unsigned long long)sim_window_used(s),
@@ -127,6 +132,14 @@ uint64_t sim_largest_free(const struct sim *s) {
     uint64_t m = 0;
     for (int i = 0; i < s->n_domains; i++) m = iova_largest_free(s->window[i]) > m ? iova_largest_free(s->window[i]) : m;
     return m;
+}
+uint64_t sim_tightest_free(const struct sim *s, uint64_t bytes) {
+    uint64_t best = 0;
+    for (int i = 0; i < s->n_domains; i++) {
+        uint64_t room = iova_largest_free(s->window[i]);
+        if (room >= bytes && (best == 0 || room < best)) best = room;
+    }
+    return best;
 }
 uint64_t sim_domain_used(const struct sim *s, int domain) {
     return domain >= 0 && domain < s->n_domains ? iova_used(s->window[domain]) : 0;

@@ -82,13 +82,17 @@ int sim_buffer_create(struct sim *s, uint64_t bytes, uint64_t *addr);
 int sim_buffer_destroy(struct sim *s, uint64_t addr); /* DEV_E_ARG when unknown */
 uint64_t sim_window_used(const struct sim *s);  /* all windows */
 uint64_t sim_buffer_count(const struct sim *s);
-/* Several IOMMU domains (domains=N): a buffer lies in the first window
- * that has room for it, its address names the window. */
+/* Several IOMMU domains (domains=N): a buffer lies in the window whose
+ * largest free range fits it most tightly (the first of equals), so that
+ * big ranges stay whole for big buffers; its address names the window. */
 int sim_domains(const struct sim *s);
 uint64_t sim_domain_used(const struct sim *s, int domain);
 uint64_t sim_domain_buffers(const struct sim *s, int domain);
 int sim_address_domain(uint64_t addr);
 uint64_t sim_largest_free(const struct sim *s); /* the largest free range of any window */
+/* The largest free range of the fullest window that has one of at least
+ * `bytes` (0: none): where a piece fills a window's tail. */
+uint64_t sim_tightest_free(const struct sim *s, uint64_t bytes);
 
 struct sim_shape {
     int m, k, n;

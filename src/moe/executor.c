@@ -888,10 +888,13 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
         fprintf(out, "moex profile: device failures: %llu allocations, %llu submissions, %llu packs\n",
                 (unsigned long long)dc.failed_allocs, (unsigned long long)dc.failed_submissions,
                 (unsigned long long)dc.failed_packs);
-        char windows[512];
+        char windows[1024], pinned_slots[48] = "none pinned";
+        if (e->plan.n_pinned)
+            snprintf(pinned_slots, sizeof pinned_slots, "the hottest first: slots 0-%d pinned", MATS * e->plan.n_pinned - 1);
         if (dev_sim_windows(e->dev, windows, sizeof windows) == DEV_OK)
-            fprintf(out, "moex profile: device memory: staging %.1f MiB, slots %.1f MiB; %s\n",
-                     dc.staging_bytes / 1048576.0, (dc.resident_bytes - dc.staging_bytes) / 1048576.0, windows);
+            fprintf(out, "moex profile: device memory: staging %.1f MiB, slots %.1f MiB (3 per expert, %s); %s\n",
+                    dc.staging_bytes / 1048576.0, (dc.resident_bytes - dc.staging_bytes) / 1048576.0, pinned_slots,
+                    windows);
     }
     if (e->note[0]) fprintf(out, "moex profile: note: %s\n", e->note);
     const struct moe_pack_report *r = &e->pack_report;
