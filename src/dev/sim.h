@@ -16,7 +16,8 @@
  * M = 1 table within 25% for every entry (tests/test_dev_sim.c).
  *
  * Memory: one 32-bit window per IOMMU domain (domains=N: the vendor driver
- * can give a process several), each buffer in the first with room. Buffers are created and destroyed on the NPU's one stream, so
+ * can give a process several), each buffer in the window that fits it most
+ * tightly. Buffers are created and destroyed on the NPU's one stream, so
  * their cost (create_us + create_us_per_mib * MiB, likewise destroy) adds
  * to the clock. With iova_reuse=0 (the preset) a destroyed buffer's range
  * is never handed out again: on the board, LRU churn with free + re-create

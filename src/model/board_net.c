@@ -98,9 +98,3 @@ double board_net_ns(const struct board *b, const struct board_net *n, int n_toke
         ns += ratio(f->vocab, (int)n->head.N) * matmul_ns(b, all_logits ? n_tokens : 1, &n->head);
     return ns;
 }
-
-uint64_t board_net_backbone_bytes(const struct board_net *n) {
-    uint64_t bytes = (uint64_t)(n->head.K * n->head.N);
-    for (int i = 0; i < n->n_mm; i++) bytes += (uint64_t)(n->mm[i].K * n->mm[i].N);
-    return bytes;
-}

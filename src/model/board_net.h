@@ -39,7 +39,5 @@ void board_net_free(struct board_net *n);
  * the board's CPU, or on its NPU where dense_npu is set and that is faster;
  * each layer's ops times its kind's count in the predicted model (ns). */
 double board_net_ns(const struct board *b, const struct board_net *n, int n_tokens, int n_past, bool all_logits);
-/* The dense weights' bytes once resident as int8 on the NPU (dense_npu). */
-uint64_t board_net_backbone_bytes(const struct board_net *n);
 
 #endif
