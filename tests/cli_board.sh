@@ -3,7 +3,8 @@
 # t/s are the model's, the same on every run whatever the host does; the
 # earlier backend's policy (legacy=1) is slower than the CPU alone; scaling
 # a cut-down file to more layers slows the prediction; --ops says where the
-# board's time goes. (test_board checks the calibration on the full shapes.)
+# board's time goes; with domains=N, --profile says which window holds
+# which slots. (test_board checks the calibration on the full shapes.)
 set -u
 [ -d "$MOEX_ORACLE" ] || { echo "SKIP: oracle directory $MOEX_ORACLE not found"; exit 77; }
 fail=0
@@ -39,5 +40,14 @@ good &= check(cpu[0] / 12 < deep[0] < cpu[0] / 5, "20 layers predicted %s agains
 good &= check(moex != cpu, "experts on the sim change the prediction: %s vs %s" % (moex, cpu))
 sys.exit(0 if good else 1)
 PY
+# domains=2 of 4 MiB: the staging and the slots fill window 0 before window 1 is cut into, and
+# --profile says which window holds which slots
+"$MOEX_BIN" run -m "$model" --tokens 1,2,3,4,5,6,7,8,9,10 -n 2 --temp 0 --device sim --sim rk3588,domains=2,iova_mib=4 \
+    --hot-budget 100% --min-m 1 --profile > "$tmp/out" 2> "$tmp/err" || { echo "FAIL: run with domains=2"; fail=1; }
+line=$(grep "moex profile: device memory:" "$tmp/err")
+case "$line" in
+*"window 0: 4.0 MiB used, 0.0 free (4 staging buffers, slot codes 0-"*"window 1: "*"slot codes "*) echo "ok: $line" ;;
+*) echo "FAIL: windows line: '$line'"; cat "$tmp/err"; fail=1 ;;
+esac
 rm -rf "$tmp"
 exit $fail
