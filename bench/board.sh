@@ -33,8 +33,8 @@ echo "|---|---:|---:|"
 row "CPU only" "$Q" 128 16 "$QS" --hot-budget 0
 row "legacy: one submit per expert" "$Q" 128 16 "$QS,legacy=1,mode=single" --hot-budget 0
 row "legacy: 8 chained per submit" "$Q" 128 16 "$QS,legacy=1,mode=chain,chain=8" --hot-budget 0
-row "legacy: + SIMD repack (4.2 ms an expert)" "$Q" 128 16 "$QS,legacy=1,mode=chain,chain=8,legacy_pack_ns_per_value=1.34" --hot-budget 0
-row "legacy: + fused pack (3.1 ms an expert)" "$Q" 128 16 "$QS,legacy=1,mode=chain,chain=8,legacy_pack_ns_per_value=0.99" --hot-budget 0
+row "legacy: + SIMD repack (4.2 ms an expert)" "$Q" 128 16 "$QS,legacy=1,mode=chain,chain=8,legacy_pack_ns=1.34" --hot-budget 0
+row "legacy: + fused pack (3.1 ms an expert)" "$Q" 128 16 "$QS,legacy=1,mode=chain,chain=8,legacy_pack_ns=0.99" --hot-budget 0
 row "moex: experts 20% (the window), M>=8, stream, overlap" "$Q" 128 16 "$QS" --hot-budget 20%
 row "moex: the same, no overlap" "$Q" 128 16 "$QS" --hot-budget 20% --no-overlap
 row "moex: the same, M>=4" "$Q" 128 16 "$QS" --hot-budget 20% --min-m 4

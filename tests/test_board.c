@@ -201,9 +201,9 @@ int main(void) {
     CHECK_RATE(pp, 0.97, "Qwen3-35B-A3B 8 chained per submit pp128");
     /* "+ SIMD repack 2.90", "+ fused Q4_K -> int8 pack 3.13": the repack at the live path's
      * "3.7-4.7 ms" and at "repack in place ... 3.1 ms" an expert */
-    predict("rk3588,board=1,legacy=1,mode=chain,chain=8,legacy_pack_ns_per_value=1.34", &q, 128, 0, &pp, &tg);
+    predict("rk3588,board=1,legacy=1,mode=chain,chain=8,legacy_pack_ns=1.34", &q, 128, 0, &pp, &tg);
     CHECK_RATE(pp, 2.90, "Qwen3-35B-A3B + SIMD repack pp128");
-    predict("rk3588,board=1,legacy=1,mode=chain,chain=8,legacy_pack_ns_per_value=0.99", &q, 128, 0, &pp, &tg);
+    predict("rk3588,board=1,legacy=1,mode=chain,chain=8,legacy_pack_ns=0.99", &q, 128, 0, &pp, &tg);
     CHECK_RATE(pp, 3.13, "Qwen3-35B-A3B + fused pack pp128");
     /* "LFM2-8B-A1B, CPU only: pp64 36.2, tg64 19.09" */
     predict("rk3588,board=1", &m, 64, 64, &pp, &tg);
@@ -219,9 +219,9 @@ int main(void) {
     CHECKF(!within(pp, 22.59, 0.25), "cpu_gemm_gmacs doubled: pp128 %.2f", pp);
     predict("rk3588,board=1,legacy=1,mode=single,legacy_row_us=1225", &q, 128, 0, &pp, &tg);
     CHECKF(!within(pp, 0.28, 0.25), "legacy_row_us halved: pp128 %.3f", pp);
-    predict("rk3588,board=1,legacy=1,mode=chain,chain=8,legacy_pack_ns_per_value=13.2", &q, 128, 0, &pp, &tg);
-    CHECKF(!within(pp, 0.97, 0.25), "legacy_pack_ns_per_value doubled: pp128 %.3f", pp);
-    predict("rk3588,board=1,legacy=1,mode=chain,chain=8,legacy_pack_ns_per_value=1.34,legacy_refill_us=6000", &q, 128,
+    predict("rk3588,board=1,legacy=1,mode=chain,chain=8,legacy_pack_ns=13.2", &q, 128, 0, &pp, &tg);
+    CHECKF(!within(pp, 0.97, 0.25), "legacy_pack_ns doubled: pp128 %.3f", pp);
+    predict("rk3588,board=1,legacy=1,mode=chain,chain=8,legacy_pack_ns=1.34,legacy_refill_us=6000", &q, 128,
             0, &pp, &tg);
     CHECKF(!within(pp, 2.90, 0.25), "legacy_refill_us doubled: pp128 %.3f", pp);
     predict("rk3588,board=1,dram_gbps=10.65", &m, 64, 64, &pp, &tg);

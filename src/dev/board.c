@@ -156,7 +156,7 @@ static double legacy_layer_ns(struct board *b, const struct board_moe_layer *L) 
             }
             if (first_touch) npu += 1e6 * f->load_ms;
         } else {
-            npu += f->legacy_pack_ns_per_value * MATS * values + 1e3 * f->legacy_refill_us;
+            npu += f->legacy_pack_ns * MATS * values + 1e3 * f->legacy_refill_us;
         }
         b->hits++;
         if ((int)f->mode == SIM_SINGLE) npu += 1e3 * f->legacy_row_us * (rows - 1) * MATS;

@@ -17,7 +17,7 @@
  * legacy=1 replays the earlier backend's expert policy on the run's
  * routing instead of the executor's decisions (no M rule, synchronous):
  *   hot = 0: every expert with rows goes to the NPU and is repacked per use
- *     (legacy_pack_ns_per_value per value + legacy_refill_us); single submissions also pay
+ *     (legacy_pack_ns per value + legacy_refill_us); single submissions also pay
  *     legacy_row_us per weight for each row after the first
  *   hot = N: the first N experts each layer touches stay resident (a
  *     first-touch load of load_ms); the others run on the CPU as one GEMV

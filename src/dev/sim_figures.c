@@ -101,7 +101,7 @@ static const struct figure figures[] = {
     /* fitted: "+ 8 experts chained per submit" pp128 0.97 (every touched expert repacked, before
      * "+ SIMD repack" 2.90); the decode row 0.11 then follows. "+ SIMD repack" is 1.34 (the
      * older live path's "3.7-4.7 ms" an expert), "+ fused" 0.99 ("repack in place 3.1 ms") */
-    FIG(legacy_pack_ns_per_value, 6.6, 1e6, "board, legacy: repacking a weight per use (ns per value)"),
+    FIG(legacy_pack_ns, 6.6, 1e6, "board, legacy: repacking a weight per use (ns per value)"),
     /* fitted: "+ SIMD repack" pp128 2.90; "+ fused Q4_K -> int8 pack" 3.13 then follows */
     FIG(legacy_refill_us, 3000, 1e8, "board, legacy: refilling an expert's slots besides the repack (us)"),
     /* fitted: "one submit per expert" pp128 0.28; the M = 1 table has no such term, and decode
