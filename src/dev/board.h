@@ -7,6 +7,8 @@
  *   CPU matmul, m rows of a K x N weight of B bytes, T = cpu_threads:
  *     m = 1:  max(B / dram_gbps, K*N * cpu_gemv_ps / T)
  *     m > 1:  max(B / dram_gbps, m*K*N / (T * cpu_gemm_gmacs))
+ *     (quant types differ by their bytes B only: NPU-FACTS.md gives no
+ *     per-type CPU rates)
  *   CPU experts (the batched kernel): per expert with rows, its three
  *     matmuls at its rows + cpu_expert_us
  *   NPU: a job or batch priced by sim.h (mode, chain, single submits)
