@@ -311,6 +311,21 @@ struct moex_op_times {
 MOEX_API void moex_context_op_times(const moex_context *c, struct moex_op_times *out);
 MOEX_API void moex_context_reset_op_times(moex_context *c);
 
+/* ---- The board model (sim figure board=1): what the RK3588 board would
+ * take for the context's work, every op priced, not only the experts' (their
+ * modelled time is moex_phase_counters.modelled_ns). Call while no other
+ * thread evaluates the context. */
+/* Whether the context's device is the sim with the board model. */
+MOEX_API bool moex_context_has_board(const moex_context *c);
+/* The board's time (ns) for n_tokens at positions n_past.. through the dense
+ * matmuls, attention and lm head (the last row's); -1 with an error without
+ * the board model or when out of memory. */
+MOEX_API double moex_context_board_dense_ns(moex_context *c, int n_tokens, int n_past);
+/* With the sim figure legacy=1 (the earlier backend's expert policy
+ * replayed): expert uses so far with rows on the board's NPU (hits) and its
+ * CPU (misses); both 0 otherwise. */
+MOEX_API void moex_context_board_expert_uses(const moex_context *c, uint64_t *hits, uint64_t *misses);
+
 /* ---- The machine. */
 /* The CPU features moex detected ("avx2 fma f16c avx512f ..."). Safe from any thread. */
 MOEX_API const char *moex_cpu_features(void);

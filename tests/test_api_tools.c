@@ -1,7 +1,8 @@
 /* The public API the command line is built on (include/moex.h only): output
  * files, synthetic models and their checks, file descriptions, vocab-only
  * loads, teacher-forced logits, the executor's per-phase counters and op
- * times, model facts, routing statistics, pack files and the probe. */
+ * times, model facts, routing statistics, pack files, the board model and
+ * the probe. */
 #include "moex.h"
 
 #include "harness.h"
@@ -213,6 +214,18 @@ static void test_pack(void) {
     struct moex_phase_counters pre;
     if (c) moex_context_phase_counters(c, MOEX_PHASE_PREFILL, &pre);
     CHECK(c && pre.rows_device > 0 && moex_context_device_modelled(c));
+    CHECK(c && !moex_context_has_board(c) && moex_context_board_dense_ns(c, 1, 0) == -1);
+    moex_context_free(c);
+    moex_model_free(m);
+
+    /* the board model prices the dense work too */
+    mp.device.sim_figures = "rk3588,board=1";
+    m = moex_model_load(&mp);
+    c = m ? moex_context_new(m, NULL) : NULL;
+    CHECKF(c && moex_context_has_board(c), "%s", moex_last_error());
+    CHECK(c && moex_eval(c, tokens, 4) == 0);
+    double one = c ? moex_context_board_dense_ns(c, 1, 4) : -1, four = c ? moex_context_board_dense_ns(c, 4, 0) : -1;
+    CHECKF(one > 0 && four > one, "%g ns for 1 token, %g for 4", one, four);
     moex_context_free(c);
     moex_model_free(m);
 }

@@ -20,6 +20,9 @@ static void help(FILE *out) {
             "  -r, --repetitions N   runs per test, after one warm-up (default 3)\n"
             "      --ops             also print where the time goes per op\n"
             "      --no-roofline     skip the read-bandwidth probe (about a second)\n\n"
+            "With --device sim --sim rk3588,board=1 the t/s are the RK3588 board model's\n"
+            "prediction (every op's modelled time: dense matmuls and attention on its\n"
+            "CPU or NPU, experts as placed); the host still computes the logits.\n\n"
             "Next to each test: the weights read per second (tg: bytes of weights a\n"
             "decoded token reads, times t/s), that as a share of the machine's read\n"
             "bandwidth measured before and after the tests (all threads, widest loads,\n"
@@ -133,6 +136,7 @@ int cmd_bench(int argc, char **argv) {
         tokens[i] = (int32_t)((rng >> 33) % (uint64_t)n_vocab);
     }
     uint64_t tok_bytes = info.decode_bytes;
+    bool board = moex_context_has_board(s.mc);
     struct moex_bandwidth bw = { 0 };
     if (roofline && moex_measure_bandwidth(s.mm, 8, &bw)) {
         cli_fail("bench: %s", moex_last_error());
@@ -156,6 +160,7 @@ int cmd_bench(int argc, char **argv) {
             double *rate = malloc(sizeof(double) * (size_t)(reps + 1));
             double *modelled_rate = malloc(sizeof(double) * (size_t)(reps + 1));
             enum moex_phase phase = kind == 0 ? MOEX_PHASE_PREFILL : MOEX_PHASE_DECODE;
+            double board_dense = 0, board_experts = 0; /* the measured runs' modelled ns */
             for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up */
                 moex_truncate(s.mc, 0);
                 if (r == 0) moex_context_reset_op_times(s.mc);
@@ -172,10 +177,21 @@ int cmd_bench(int argc, char **argv) {
                  * replaced by the modelled one. */
                 moex_context_phase_counters(s.mc, phase, &pc);
                 double mdt = dt - (double)((pc.wall_ns - before.wall_ns) - (pc.modelled_ns - before.modelled_ns)) * 1e-9;
+                if (board) {
+                    /* every op modelled: the dense part from the shapes, the experts per layer */
+                    double dense = 0, experts = (double)(pc.modelled_ns - before.modelled_ns);
+                    for (int i = 0; i < (kind == 0 ? 1 : n) && !rc; i++) {
+                        double ns = moex_context_board_dense_ns(s.mc, kind == 0 ? n : 1, kind == 0 ? 0 : i);
+                        if (ns < 0) rc = -1;
+                        else dense += ns;
+                    }
+                    mdt = (dense + experts) * 1e-9;
+                    if (r >= 0) { board_dense += dense; board_experts += experts; }
+                }
                 if (r >= 0) { rate[r] = n / dt; modelled_rate[r] = n / mdt; }
             }
             if (rc) { cli_fail("bench: %s", moex_last_error()); free(rate); free(modelled_rate); break; }
-            bool modelled = moex_context_device_modelled(s.mc);
+            bool modelled = moex_context_device_modelled(s.mc) || board;
             struct moex_counters counters;
             moex_context_counters(s.mc, &counters);
             double mean = 0, var = 0;
@@ -186,7 +202,8 @@ int cmd_bench(int argc, char **argv) {
             char test[32];
             snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
             char backend[48];
-            if (!strcmp(counters.device, "none")) snprintf(backend, sizeof backend, "CPU");
+            if (board) snprintf(backend, sizeof backend, "RK3588 board (modelled)");
+            else if (!strcmp(counters.device, "none")) snprintf(backend, sizeof backend, "CPU");
             else snprintf(backend, sizeof backend, "CPU+%s%s", counters.device, modelled ? " (modelled)" : "");
             double gib = (double)info.weight_bytes / (1024.0 * 1024 * 1024);
             char gbps[32] = "-", share[32] = "-";
@@ -202,6 +219,15 @@ int cmd_bench(int argc, char **argv) {
                    info.n_params >= 1000000000 ? "B" : "M", backend,
                    info.n_threads, test, mean, sd, gbps, share, peak_rss_gib());
             fflush(stdout);
+            if (ops && board) {
+                uint64_t hits, misses;
+                moex_context_board_expert_uses(s.mc, &hits, &misses);
+                fprintf(stderr, "%s per run on the board: dense matmuls, attention and lm head %.1f ms, experts %.1f ms",
+                        test, board_dense / 1e6 / reps, board_experts / 1e6 / reps);
+                if (hits + misses)
+                    fprintf(stderr, "; legacy expert uses so far: %.1f%% on the NPU", 100.0 * hits / (double)(hits + misses));
+                fputc('\n', stderr);
+            }
             if (ops) {
                 struct moex_op_times times;
                 moex_context_op_times(s.mc, &times);

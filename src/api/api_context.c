@@ -70,6 +70,7 @@ void moex_context_free(moex_context *c) {
     if (!c) return;
     context_free(c->ctx);
     trace_free(c->trace);
+    api_board_free(c);
     free(c->logits);
     free(c->tokens);
     free(c);

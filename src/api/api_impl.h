@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 
+struct board_net;
 struct trace;
 struct threadpool;
 
@@ -31,6 +32,7 @@ struct moex_context {
     struct context *ctx;
     struct trace *trace;
     uint64_t barriers0;                /* the pool's parallel steps at moex_context_reset_op_times */
+    struct board_net *board_net;       /* the forward pass as the board model prices it (made on first use) */
     float *logits;                     /* (n_vocab) of the last evaluated token */
     bool have_logits;
     int32_t *tokens;                   /* (cap) what the context holds, n_tokens of them */
@@ -40,6 +42,9 @@ struct moex_context {
 
 /* Logs a message through the model's callback (printf-style). */
 void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, ...) MOEX_PRINTF(3, 4);
+
+/* Frees what api_board.c made for c. */
+void api_board_free(moex_context *c);
 
 /* Counts the loaded models (+1 at load, -1 at free): moex_set_isa refuses
  * to change the kernels under them. */
