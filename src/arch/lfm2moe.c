@@ -133,7 +133,10 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
         L->moe_layer = -1;
         return model_want_matrix(m, &L->ffn.gate, D, hp->n_ff, "blk.%d.ffn_gate.weight", l) ||
                model_want_matrix(m, &L->ffn.up, D, hp->n_ff, "blk.%d.ffn_up.weight", l) ||
-               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ? -1 : 0;
+               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ||
+                       ffn_describe(m, &L->ffn, DENSE_FFN, l)
+                   ? -1
+                   : 0;
     }
     L->moe_layer = l - w->n_dense;
     L->router = (struct moe_router){ .gating = w->gating, .renormalise = true };
