@@ -161,8 +161,16 @@ int main(void) {
     uint64_t staging = ref.staging + ref.backbone, all = ref.resident - ref.staging - ref.backbone;
     CHECK(ref.staging > 0 && ref.backbone > 0 && ref.resident > staging);
     for (int i = 0; i <= 8; i++) {
-        struct moe_exec_options b = { .device = "sim", .hot_budget = staging + all * (uint64_t)i / 8 + (i == 3 ? 4096 : 0),
-                                      .min_m = 1, .pinned_share = -1 };
+        /* i/8 of the experts as bytes: the device allocates in whole
+         * granules, so the plan of that share says how many bytes it takes */
+        struct moe_exec_options share = { .device = "sim", .hot_fraction = i / 8.0, .pinned_share = -1 };
+        struct moe_device_plan p;
+        CHECK(moe_device_plan(&m->moe, &share, &p) == 0);
+        uint64_t bytes = i ? p.budget_bytes : staging;
+        moe_device_plan_free(&p);
+        CHECK(bytes >= staging + all * (uint64_t)i / 8 && bytes < staging + all * (uint64_t)i / 8 + 4 * 4096);
+        struct moe_exec_options b = { .device = "sim", .hot_budget = bytes + (i == 3 ? 4096 : 0), .min_m = 1,
+                                      .pinned_share = -1 };
         struct run r = run_model(m, &b);
         CHECKF(r.ok && r.resident <= b.hot_budget, "budget %llu: resident %llu", (unsigned long long)b.hot_budget,
                (unsigned long long)r.resident);

@@ -19,7 +19,8 @@
 
 static uint64_t round64(uint64_t x) { return (x + 63) / 64 * 64; }
 
-static struct stage_layout stage_layout(int n_embd, int n_ff, int top_k) {
+/* The staging buffers' layout; their total as the device counts them. */
+static struct stage_layout stage_layout(const struct dev *d, int n_embd, int n_ff, int top_k) {
     struct stage_layout l = { .rows = STAGE_TOKENS * top_k };
     uint64_t R = (uint64_t)l.rows;
     l.scale_offset[BUF_ACT] = round64(R * (uint64_t)n_embd);
@@ -28,7 +29,7 @@ static struct stage_layout stage_layout(int n_embd, int n_ff, int top_k) {
     l.scale_offset[BUF_H] = round64(R * (uint64_t)n_ff);
     l.bytes[BUF_H] = l.scale_offset[BUF_H] + R * sizeof(float);
     l.bytes[BUF_OUT] = R * (uint64_t)n_embd * sizeof(float);
-    for (int b = 0; b < N_STAGE_BUFS; b++) l.total += round64(l.bytes[b]);
+    for (int b = 0; b < N_STAGE_BUFS; b++) l.total += dev_mem_bytes(d, l.bytes[b]);
     return l;
 }
 
@@ -262,33 +263,54 @@ static void plan_note(struct moe_device_plan *p, const char *fmt, const char *de
     snprintf(p->note, sizeof p->note, fmt, detail);
 }
 
+/* The slots a pool needs and what it takes: experts_slots for experts, the backbone's after them. */
+struct pool_shape {
+    const struct dev *dev;
+    int64_t slot_values;
+    int max_n;
+};
+
+static uint64_t pool_bytes(const struct pool_shape *p, int slots) {
+    return dev_pool_bytes(p->dev, slots, p->slot_values, p->max_n);
+}
+
 /* The backbone: the dense matmuls in the description's order, each whole
- * (all its slots) while it fits in `room`, before any expert. */
-static int plan_backbone(const struct moe_model_desc *d, const struct dev_caps *caps, enum pack_layout layout,
-                         int64_t slot_values, int max_n, uint64_t slot_bytes, uint64_t room, struct moe_device_plan *out) {
+ * (all its slots) while the pool still fits in `room`, before any expert. */
+static int plan_backbone(const struct moe_model_desc *d, const struct pool_shape *ps, uint64_t room,
+                         struct moe_device_plan *out) {
+    const struct dev_caps *caps = dev_caps(ps->dev);
+    uint64_t slot_bytes = dev_slot_bytes(ps->dev, ps->slot_values, ps->max_n);
     out->dense_slot = malloc(sizeof *out->dense_slot * (size_t)(d->n_dense ? d->n_dense : 1));
     if (!out->dense_slot) return moex_errorf("out of memory");
     for (int i = 0; i < d->n_dense; i++) {
-        int rows, chunks = dense_geometry(caps, layout, slot_values, max_n, d->dense[i].w, &rows);
-        uint64_t bytes = (uint64_t)chunks * slot_bytes;
+        int rows, chunks = dense_geometry(caps, dev_layout(ps->dev), ps->slot_values, ps->max_n, d->dense[i].w, &rows);
         out->dense_slot[i] = -1;
-        if (chunks == 0 || out->backbone_bytes + bytes > room) continue;
+        if (chunks == 0 || pool_bytes(ps, out->backbone_slots + chunks) > room) continue;
         out->dense_slot[i] = out->backbone_slots;
         out->backbone_slots += chunks;
-        out->backbone_bytes += bytes;
+        out->backbone_bytes += (uint64_t)chunks * slot_bytes;
     }
     return 0;
 }
 
-/* All dense matmuls' device bytes, resident or not. */
-static uint64_t all_backbone_bytes(const struct moe_model_desc *d, const struct dev_caps *caps, enum pack_layout layout,
-                                   int64_t slot_values, int max_n, uint64_t slot_bytes) {
-    uint64_t all = 0;
+/* Every dense matmul's slots, resident or not. */
+static int all_backbone_slots(const struct moe_model_desc *d, const struct pool_shape *ps) {
+    int all = 0;
     for (int i = 0; i < d->n_dense; i++) {
         int rows;
-        all += (uint64_t)dense_geometry(caps, layout, slot_values, max_n, d->dense[i].w, &rows) * slot_bytes;
+        all += dense_geometry(dev_caps(ps->dev), dev_layout(ps->dev), ps->slot_values, ps->max_n, d->dense[i].w, &rows);
     }
     return all;
+}
+
+/* The most experts (at most n_keys) whose slots fit in room beside the backbone's. */
+static int fit_experts(const struct pool_shape *ps, int backbone_slots, uint64_t room, int n_keys) {
+    uint64_t expert_bytes = MATS * dev_slot_bytes(ps->dev, ps->slot_values, ps->max_n);
+    uint64_t used = backbone_slots ? pool_bytes(ps, backbone_slots) : 0;
+    uint64_t n = room > used ? (room - used) / expert_bytes : 0;
+    if (n > (uint64_t)n_keys) n = (uint64_t)n_keys;
+    while (n > 0 && pool_bytes(ps, backbone_slots + MATS * (int)n) > room) n--;
+    return (int)n;
 }
 
 int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_options *o, struct moe_device_plan *out) {
@@ -302,37 +324,42 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
     }
     const struct moe_layer_desc *L0 = &d->layers[0];
     int n_embd = L0->n_embd, n_ff = L0->n_ff, n_layers = d->n_layers, n_expert = L0->n_expert;
+    int n_keys = n_layers * n_expert;
     /* One slot size for experts and the backbone: a dense matmul takes as
      * many slots as its output channels need. */
     int64_t slot_values = (int64_t)n_embd * n_ff;
     int max_n = n_embd > n_ff ? n_embd : n_ff;
     struct dev_options dopt = { 0, NULL, 1, o->sim_figures };
     struct dev *probe = NULL;
-    /* Open once without a budget to learn the slot size and envelope. */
+    /* Open once without a budget to learn the slot size, the envelope and
+     * how the device counts its memory. */
     int rc = dev_open(name, &dopt, &probe);
     if (rc == DEV_E_OPTION) return moex_errorf("device %s: %s", name, moex_error());
     if (rc != DEV_OK) { plan_note(out, "device unavailable: %s; experts run on the CPU", moex_error()); return 0; }
-    uint64_t slot_bytes = dev_slot_bytes(probe, slot_values, max_n), expert_bytes = MATS * slot_bytes;
-    struct dev_caps caps = *dev_caps(probe);
-    bool in_envelope = n_embd % caps.k_multiple == 0 && n_ff % caps.k_multiple == 0 &&
-                       n_embd % caps.n_multiple == 0 && n_ff % caps.n_multiple == 0 &&
-                       n_embd <= caps.k_max && n_ff <= caps.k_max && n_embd <= caps.n_max &&
-                       n_ff <= caps.n_max;
-    out->k_multiple = caps.k_multiple;
-    out->n_multiple = caps.n_multiple;
+    struct pool_shape ps = { probe, slot_values, max_n };
+    uint64_t expert_bytes = MATS * dev_slot_bytes(probe, slot_values, max_n);
+    const struct dev_caps *caps = dev_caps(probe);
+    bool in_envelope = n_embd % caps->k_multiple == 0 && n_ff % caps->k_multiple == 0 &&
+                       n_embd % caps->n_multiple == 0 && n_ff % caps->n_multiple == 0 &&
+                       n_embd <= caps->k_max && n_ff <= caps->k_max && n_embd <= caps->n_max &&
+                       n_ff <= caps->n_max;
+    out->k_multiple = caps->k_multiple;
+    out->n_multiple = caps->n_multiple;
     out->layout = dev_layout(probe);
-    dev_close(probe);
-    uint64_t all_experts = in_envelope ? expert_bytes * (uint64_t)n_layers * n_expert : 0;
-    uint64_t all_dense = all_backbone_bytes(d, &caps, out->layout, slot_values, max_n, slot_bytes);
-    /* A share of the experts' bytes buys that share of them, the staging
-     * and the whole backbone on top; a budget in bytes holds the staging
-     * first, then the backbone, then experts. */
-    uint64_t staging = stage_layout(n_embd, n_ff, L0->n_used).total;
-    uint64_t budget = o->hot_fraction > 0 ? (uint64_t)(o->hot_fraction * (double)all_experts) + staging + all_dense
+    /* A share of the experts buys that share of them, the staging and the
+     * whole backbone on top; a budget in bytes holds the staging first,
+     * then the backbone, then experts. */
+    uint64_t staging = stage_layout(probe, n_embd, n_ff, L0->n_used).total;
+    int share = in_envelope ? (int)(o->hot_fraction * (double)n_keys) : 0;
+    if (share > n_keys) share = n_keys;
+    uint64_t budget = o->hot_fraction > 0 ? staging + pool_bytes(&ps, all_backbone_slots(d, &ps) + MATS * share)
                                           : o->hot_budget;
     uint64_t room = budget > staging ? budget - staging : 0;
     out->staging_bytes = staging;
-    if (plan_backbone(d, &caps, out->layout, slot_values, max_n, slot_bytes, room, out) != 0) return -1;
+    rc = plan_backbone(d, &ps, room, out);
+    int n_fit = rc == 0 && in_envelope ? fit_experts(&ps, out->backbone_slots, room, n_keys) : 0;
+    dev_close(probe);
+    if (rc != 0) return -1;
     double *rates = NULL;
     if (o->stats_path && (load_rates(d, n_expert, o->stats_path, &rates) != 0 ||
                           packfile_hash_file(o->stats_path, &out->stats_hash) != PACKFILE_OK)) {
@@ -341,8 +368,8 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
         return -1;
     }
     out->pinned_share = o->pinned_share < 0 ? 0.25 : o->pinned_share;
-    struct placement_input pin = { n_layers, n_expert, rates, expert_bytes, in_envelope ? room : 0,
-                                   out->backbone_bytes, out->pinned_share };
+    struct placement_input pin = { n_layers, n_expert, rates, expert_bytes, (uint64_t)n_fit * expert_bytes, 0,
+                                   out->pinned_share };
     rc = placement_plan(&pin, &out->plan);
     free(rates);
     if (rc != 0) { moe_device_plan_free(out); return moex_errorf("out of memory"); }
@@ -498,7 +525,7 @@ static int start_device(struct moe_executor *e, const struct moe_exec_options *o
         exec_note(e, "device unavailable: %s; experts run on the CPU", moex_error());
         return 0;
     }
-    e->stage = stage_layout(e->n_embd, e->n_ff, e->top_k);
+    e->stage = stage_layout(e->dev, e->n_embd, e->n_ff, e->top_k);
     int rc = DEV_OK;
     for (int b = 0; b < N_STAGE_BUFS && rc == DEV_OK; b++) rc = dev_buffer_alloc(e->dev, e->stage.bytes[b], &e->stage_buf[b]);
     if (rc != DEV_OK) {
