@@ -1,13 +1,17 @@
-/* The expert executor with a device: per batch and per expert, the rows of
- * each active expert run either on the device (when rows >= the device's min
- * M, the shape is in its envelope, and the expert is resident or worth
- * packing now) or on the CPU straight from the quantized weights. All device
- * work of a layer is queued on the device's stream (its host steps too:
- * packing admitted experts, staging activations in and outputs out, the
- * gating between) as two submissions (gate+up, then down); while the
- * device's worker runs them the CPU threads run the cold experts; then the
- * executor waits on the last fence and combines the outputs. Any device error moves the work to the CPU for
- * the rest of the run; it is counted and reported once. */
+/* The executor with a device: per batch and per expert, the rows of each
+ * active expert run either on the device (when rows >= the device's min M,
+ * the shape is in its envelope, and the expert is resident or worth packing
+ * now) or on the CPU straight from the quantized weights. All device work of
+ * a layer is queued on the device's stream (its host steps too: packing
+ * admitted experts, staging activations in and outputs out, the gating
+ * between) as two submissions (gate+up, then down); while the device's
+ * worker runs them the CPU threads run the cold experts; then the executor
+ * waits on the last fence and combines the outputs. The dense matmuls
+ * (attention projections, shared experts, dense FFN layers, the lm head) go
+ * through the same rule (moe_executor_dense; docs/placement.md): the
+ * resident ones (the backbone, counted in the budget before the experts)
+ * run on the device when their rows reach min M. Any device error moves the
+ * work to the CPU for the rest of the run; it is counted and reported once. */
 #ifndef MOEX_EXECUTOR_H
 #define MOEX_EXECUTOR_H
 
@@ -111,6 +115,10 @@ struct moe_dense_counters {
 };
 const struct moe_dense_counters *moe_executor_dense_counters(const struct moe_executor *e, enum moe_phase phase,
                                                              enum dense_kind kind);
+/* Host time spent simulating the device past its modelled time in a phase,
+ * experts and dense matmuls together: a wall time less this reads as the
+ * modelled run's. 0 for devices with real clocks and on the CPU. */
+int64_t moe_executor_simulation_ns(const struct moe_executor *e, enum moe_phase phase);
 /* Resident dense bytes (the backbone), all or of one kind. */
 uint64_t moe_executor_backbone_bytes(const struct moe_executor *e);
 uint64_t moe_executor_dense_resident_bytes(const struct moe_executor *e, enum dense_kind kind);

@@ -230,6 +230,13 @@ const struct moe_dense_counters *moe_executor_dense_counters(const struct moe_ex
     return &e->dense.counters[phase][kind];
 }
 
+int64_t moe_executor_simulation_ns(const struct moe_executor *e, enum moe_phase phase) {
+    const struct moe_phase_counters *c = &e->counters[phase];
+    int64_t ns = c->wall_ns - c->modelled_ns;
+    for (int k = 0; k < DENSE_KINDS; k++) ns += e->dense.counters[phase][k].wall_ns - e->dense.counters[phase][k].modelled_ns;
+    return ns;
+}
+
 uint64_t moe_executor_backbone_bytes(const struct moe_executor *e) { return e->dense.backbone_bytes; }
 
 uint64_t moe_executor_dense_resident_bytes(const struct moe_executor *e, enum dense_kind kind) {
