@@ -124,7 +124,9 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
         /* The kernel is (n_embd, l_cache) floats: ne = [l_cache, n_embd]. */
         if (!(L->conv.kernel = model_want_floats(m, w->l_cache, D, "blk.%d.shortconv.conv.weight", l)) ||
             model_want_matrix(m, &L->conv.in_proj, D, 3 * D, "blk.%d.shortconv.in_proj.weight", l) ||
-            model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l))
+            model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l) ||
+            model_describe_dense(m, DENSE_SHORTCONV, l, &L->conv.in_proj) ||
+            model_describe_dense(m, DENSE_SHORTCONV, l, &L->conv.out_proj))
             return -1;
     } else if (attn_bind(m, &L->attn, l, L->n_head_kv)) {
         return -1;
@@ -219,7 +221,7 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
             attention(c, &ws->shape, &L->attn, ws->attn, state, n, c->xn, c->tmp);
         } else {
             int64_t t1 = time_ns();
-            shortconv_forward(c->pool, &L->conv, c->xn, n, D, state->conv, ws->bcx, ws->conv_out, c->act, c->tmp);
+            shortconv_forward(c, &L->conv, c->xn, n, D, state->conv, ws->bcx, ws->conv_out, c->tmp);
             c->times.shortconv += time_ns() - t1;
         }
         add_residual(c->x, c->tmp, (int64_t)n * D);

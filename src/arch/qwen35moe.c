@@ -159,6 +159,11 @@ static int bind_delta_net(struct model *m, const struct qwen35moe *q, struct del
     if (w->conv.type != QT_F32)
         return moex_errorf("%s: tensor 'blk.%d.ssm_conv1d.weight' must be F32, it is %s", m->file->path, l,
                            quant_type_name(w->conv.type));
+    /* beta and alpha are per-head gates, a few channels wide, and as
+     * sensitive as a router: they stay on the CPU's kernels */
+    const struct matrix *proj[3] = { &w->qkv, &w->z, &w->out };
+    for (int i = 0; i < 3; i++)
+        if (model_describe_dense(m, DENSE_DELTA_NET, l, proj[i])) return -1;
     return 0;
 }
 

@@ -25,6 +25,8 @@ enum dense_kind {
     DENSE_SHARED_EXPERT,             /* gate, up, down of a shared expert */
     DENSE_FFN,                       /* gate, up, down of a dense FFN layer */
     DENSE_LM_HEAD,
+    DENSE_SHORTCONV,                 /* in and out projections of a short-convolution layer */
+    DENSE_DELTA_NET,                 /* qkv, output gate (z) and output projections of a delta net */
     DENSE_KINDS,
 };
 const char *dense_kind_name(enum dense_kind k);
