@@ -62,8 +62,10 @@ typedef void (*moex_progress_fn)(void *user, const char *label, uint64_t done, u
 /* Where the MoE experts run. */
 struct moex_device_params {
     const char *device;        /* "none" (default: CPU kernels), "cpu", "amx", "sim", "auto" */
-    uint64_t hot_budget;       /* device bytes for experts, when hot_fraction is 0 */
-    double hot_fraction;       /* > 0: that share of all experts' device bytes (default 1) */
+    uint64_t hot_budget;       /* device bytes, when hot_fraction is 0: staging first, then the backbone
+                                  (dense matmuls), then experts */
+    double hot_fraction;       /* > 0: that share of all experts' device bytes, the staging and the
+                                  backbone on top (default 1) */
     int min_m;                 /* rows from which an expert goes to the device; 0: the device's figure */
     const char *stats_path;    /* routing statistics (moex profile) for the pinned experts, or NULL */
     bool no_overlap;           /* run device and CPU experts one after the other */
@@ -222,7 +224,8 @@ struct moex_counters {
     uint64_t tokens;                   /* tokens evaluated */
     uint64_t rows_device, rows_cpu;    /* routed (token, expert) rows */
     uint64_t hits, misses, fallbacks;  /* expert uses with rows >= min M */
-    uint64_t resident_bytes;           /* device bytes of resident experts */
+    uint64_t resident_bytes;           /* resident device bytes: staging buffers, the backbone (dense
+                                          matmuls) and experts */
     const char *device;                /* the device in use ("none" when none) */
 };
 MOEX_API void moex_context_counters(const moex_context *c, struct moex_counters *out);
