@@ -32,7 +32,7 @@ extern "C" {
 #define MOEX_VERSION "0.1.0"
 /* The shared library is libmoex.so.MOEX_ABI: it changes when a struct or a
  * signature here does. */
-#define MOEX_ABI 0
+#define MOEX_ABI 1
 
 #if defined(__GNUC__)
 #define MOEX_API __attribute__((visibility("default")))
@@ -72,6 +72,8 @@ struct moex_device_params {
     const char *sim_figures;   /* sim device: "rk3588[,key=value...]", or NULL */
     const char *pack_path;     /* pack file (moex pack); NULL: MODEL.mxpk next to the model when it exists */
     bool no_pack;              /* pack experts live, whatever files exist */
+    bool no_backbone;          /* only experts on the device: the dense matmuls stay on the CPU */
+    bool adaptive;             /* admit experts by the CPU times measured in this run */
 };
 
 struct moex_model_params {

@@ -43,5 +43,19 @@ for k in "attn q" "lm head"; do
     dev=$(col "$k" prefill 6)
     [ "${dev:-x}" = 0 ] || { echo "FAIL: $k on the device without a resident weight ($dev rows)"; cat "$tmp/err"; fail=1; }
 done
+# --no-backbone, or MOEX_BACKBONE=0: every expert resident, no dense matmul.
+for how in "--no-backbone" "MOEX_BACKBONE=0"; do
+    case $how in
+    --*) env MOEX_BACKBONE=1 "$MOEX_BIN" eval -m "$model" --device sim --profile --tokens "$ids" \
+             --logits "$tmp/l.f32" "$how" > "$tmp/out" 2> "$tmp/err" ;;
+    *) env "$how" "$MOEX_BIN" eval -m "$model" --device sim --profile --tokens "$ids" \
+           --logits "$tmp/l.f32" > "$tmp/out" 2> "$tmp/err" ;;
+    esac || { echo "FAIL: $how: exit $?"; fail=1; }
+    grep -q "backbone resident 0.0 MiB" "$tmp/err" && [ "$(col "attn q" prefill 6)" = 0 ] \
+        && grep -q "16 expert slots of which 16 pinned" "$tmp/err" \
+        || { echo "FAIL: $how: dense matmuls resident, or experts missing"; cat "$tmp/err"; fail=1; }
+done
+expect_bad() { "$@" > "$tmp/out" 2> "$tmp/err"; [ $? -eq 2 ] && grep -q MOEX_BACKBONE "$tmp/err" || { echo "FAIL: $*"; fail=1; }; }
+expect_bad env MOEX_BACKBONE=maybe "$MOEX_BIN" run -m "$model" -n 1
 rm -rf "$tmp"
 exit $fail

@@ -63,7 +63,7 @@ static void note_unused(const struct session_opts *o) {
         { SESSION_GIVEN_BUDGET, "--hot-budget" }, { SESSION_GIVEN_MIN_M, "--min-m" },
         { SESSION_GIVEN_STATS, "--stats" },       { SESSION_GIVEN_OVERLAP, "--no-overlap" },
         { SESSION_GIVEN_SIM, "--sim" },           { SESSION_GIVEN_PACK, "--pack" },
-        { SESSION_GIVEN_ADAPTIVE, "--adaptive-placement" },
+        { SESSION_GIVEN_ADAPTIVE, "--adaptive-placement" }, { SESSION_GIVEN_BACKBONE, "--no-backbone" },
     };
     const char *device = o->experts.device;
     bool none = !strcmp(device, "none");
@@ -112,6 +112,11 @@ int session_opts_finish(struct session_opts *o) {
     if (!(given & SESSION_GIVEN_OVERLAP) && (v = getenv("MOEX_OVERLAP"))) {
         if (parse_bool("MOEX_OVERLAP", v, &overlap)) return -1;
         o->experts.no_overlap = !overlap;
+    }
+    if (!(given & SESSION_GIVEN_BACKBONE) && (v = getenv("MOEX_BACKBONE"))) {
+        bool backbone;
+        if (parse_bool("MOEX_BACKBONE", v, &backbone)) return -1;
+        o->experts.no_backbone = !backbone;
     }
     if (!(given & SESSION_GIVEN_SIM) && (v = getenv("MOEX_SIM"))) {
         if (cli_check_sim("MOEX_SIM", v, v)) return -1;
@@ -162,6 +167,9 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--no-overlap")) {
         o->experts.no_overlap = true;
         o->given |= SESSION_GIVEN_OVERLAP;
+    } else if (!strcmp(a, "--no-backbone")) {
+        o->experts.no_backbone = true;
+        o->given |= SESSION_GIVEN_BACKBONE;
     } else if (!strcmp(a, "--adaptive-placement")) {
         o->experts.adaptive = true;
         o->given |= SESSION_GIVEN_ADAPTIVE;
@@ -206,6 +214,8 @@ static void help(FILE *out, bool device_required) {
             "                      device (default: the device's figure) [MOEX_MIN_M]\n"
             "      --stats FILE    routing statistics (moex profile) for the pinned experts [MOEX_STATS]\n"
             "      --no-overlap    run device and CPU experts one after the other [MOEX_OVERLAP=0]\n"
+            "      --no-backbone   keep the dense matmuls on the CPU: the budget is the staging's and\n"
+            "                      the experts' only [MOEX_BACKBONE=0]\n"
             "      --adaptive-placement\n"
             "                      admit experts by the CPU times measured in this run instead of a\n"
             "                      fixed cost model (logits may then differ run to run)\n"
@@ -259,8 +269,9 @@ void session_model_params(const struct session_opts *o, struct moex_model_params
     mp->n_threads = o->threads;
     mp->pin_threads = o->pin;
     const struct moe_exec_options *e = &o->experts;
-    mp->device = (struct moex_device_params){ e->device, e->hot_budget, e->hot_fraction, e->min_m, e->stats_path,
-                                              e->no_overlap, e->sim_figures, o->pack_path, o->no_pack };
+    mp->device = (struct moex_device_params){ e->device,     e->hot_budget,  e->hot_fraction, e->min_m,
+                                              e->stats_path, e->no_overlap,  e->sim_figures,  o->pack_path,
+                                              o->no_pack,    e->no_backbone, e->adaptive };
     mp->log = session_log;
     mp->progress = session_progress;
 }

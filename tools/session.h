@@ -26,6 +26,7 @@ enum {
     SESSION_GIVEN_NO_PACK = 1 << 7,
     SESSION_GIVEN_CTX = 1 << 8,
     SESSION_GIVEN_ADAPTIVE = 1 << 9,
+    SESSION_GIVEN_BACKBONE = 1 << 10,
 };
 
 struct session_opts {

@@ -352,11 +352,11 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
     uint64_t staging = stage_layout(probe, n_embd, n_ff, L0->n_used).total;
     int share = in_envelope ? (int)(o->hot_fraction * (double)n_keys) : 0;
     if (share > n_keys) share = n_keys;
-    uint64_t budget = o->hot_fraction > 0 ? staging + pool_bytes(&ps, all_backbone_slots(d, &ps) + MATS * share)
-                                          : o->hot_budget;
+    int backbone_all = o->no_backbone ? 0 : all_backbone_slots(d, &ps);
+    uint64_t budget = o->hot_fraction > 0 ? staging + pool_bytes(&ps, backbone_all + MATS * share) : o->hot_budget;
     uint64_t room = budget > staging ? budget - staging : 0;
     out->staging_bytes = staging;
-    rc = plan_backbone(d, &ps, room, out);
+    rc = plan_backbone(d, &ps, o->no_backbone ? 0 : room, out);
     int n_fit = rc == 0 && in_envelope ? fit_experts(&ps, out->backbone_slots, room, n_keys) : 0;
     dev_close(probe);
     if (rc != 0) return -1;

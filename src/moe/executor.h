@@ -39,6 +39,7 @@ struct moe_exec_options {
     const char *stats_path;    /* routing statistics (moex profile) for the pinned core; NULL: none */
     double pinned_share;       /* share of the expert slots pinned from stats (default 0.25 when < 0) */
     bool no_overlap;           /* run device and CPU work one after the other */
+    bool no_backbone;          /* no dense matmul resident: they run on the CPU, the budget is the experts' */
     const char *sim_figures;   /* sim: "rk3588[,key=value...]" */
     struct trace *trace;       /* timeline, or NULL */
     double cpu_row_ns;         /* > 0: the CPU's time per routed row for admission decisions;
