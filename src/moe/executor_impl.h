@@ -92,6 +92,10 @@ struct moe_executor {
     bool running;                    /* start-up is over: moe_executor_run has been called */
     struct moe_pack_report pack_report;
     struct dense_exec dense;         /* the dense matmuls (executor_dense.c) */
+    /* sim board=1: each layer's modelled time is the board's (dev/board.h) */
+    struct board *board;
+    int *board_rows;                 /* (n_expert) */
+    bool *board_on_device;           /* (n_expert) */
 };
 
 /* The first note of a run (fmt with one %s). */
