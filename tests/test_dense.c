@@ -96,6 +96,12 @@ static void test_reference(struct model *m, const char *device) {
     const struct matrix *unknown = &m->token_embd;
     moe_executor_begin_batch(e, ROWS);
     CHECK(moe_executor_dense(e, 1, &unknown, &y[3], x, ROWS) == 1);
+    /* ... also first in a group: the others still run on the device */
+    const struct matrix *mixed[2] = { unknown, w[0] };
+    float *mixed_y[2] = { y[3], y[0] };
+    memset(y[0], 0, sizeof(float) * ROWS * w[0]->rows);
+    CHECK(moe_executor_dense(e, 2, mixed, mixed_y, x, ROWS) == 1);
+    CHECK(memcmp(y[0], want[0], sizeof(float) * ROWS * w[0]->rows) == 0);
     for (int i = 0; i < 4; i++) { free(y[i]); free(want[i]); }
     free(x);
     moe_executor_free(e);

@@ -130,7 +130,8 @@ static int pass_rows(const struct moe_executor *e, int64_t K, int64_t sum_n) {
  * and staged, every chunk of every device matmul in one submission, the
  * outputs read back into y. */
 static int run_device(struct moe_executor *e, int k, const struct matrix *const *w, float *const *y, const float *x,
-                      int n, const int *ids, const bool *on_dev, int rows_per_pass, int64_t *wait_ns) {
+                      int n, const int *ids, const bool *on_dev, int rows_per_pass, struct moe_dense_counters *c,
+                      int64_t *wait_ns) {
     struct dense_exec *dx = &e->dense;
     int64_t K = w[0]->cols;
     for (int r0 = 0; r0 < n; r0 += rows_per_pass) {
@@ -147,15 +148,14 @@ static int run_device(struct moe_executor *e, int k, const struct matrix *const 
         for (int i = 0; i < k; i++) {
             if (!on_dev[i]) continue;
             offset[i] = base;
-            for (int c = 0; c < dx->chunks[ids[i]]; c++)
+            for (int ch = 0; ch < dx->chunks[ids[i]]; ch++)
                 dx->jobs[n_jobs++] = (struct dev_job){
-                    dx->slot[ids[i]] + c, rows, exec_at(e, BUF_ACT, 0),
+                    dx->slot[ids[i]] + ch, rows, exec_at(e, BUF_ACT, 0),
                     exec_at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT]),
-                    exec_at(e, BUF_OUT, (base + (uint64_t)c * dx->chunk_rows[ids[i]]) * sizeof(float)),
+                    exec_at(e, BUF_OUT, (base + (uint64_t)ch * dx->chunk_rows[ids[i]]) * sizeof(float)),
                     (size_t)w[i]->rows };
             base += (uint64_t)rows * (uint64_t)w[i]->rows;
         }
-        struct moe_dense_counters *c = &dx->counters[e->phase][e->desc.dense[ids[0]].kind];
         dev_fence fence = 0;
         rc = exec_submit(e, dx->jobs, n_jobs, &fence, &c->submissions, &c->jobs);
         int64_t t0 = time_ns();
@@ -189,16 +189,16 @@ unsigned moe_executor_dense(struct moe_executor *e, int k, const struct matrix *
     }
     int rows_per_pass = sum_n ? pass_rows(e, K, sum_n) : 0;
     if (rows_per_pass < 1) memset(on_dev, 0, sizeof on_dev);
-    bool any = false;
-    for (int i = 0; i < k; i++) any |= on_dev[i];
-    if (any) {
+    int first = 0; /* the call's device time and submissions count under its first device matmul */
+    while (first < k && !on_dev[first]) first++;
+    if (first < k) {
+        struct moe_dense_counters *c0 = &dx->counters[e->phase][e->desc.dense[ids[first]].kind];
         int64_t t0 = time_ns(), wait = 0;
         struct dev_counters before, after;
         dev_get_counters(e->dev, &before);
-        int rc = run_device(e, k, w, y, x, n, ids, on_dev, rows_per_pass, &wait);
+        int rc = run_device(e, k, w, y, x, n, ids, on_dev, rows_per_pass, c0, &wait);
         dev_get_counters(e->dev, &after);
         int64_t wall = time_ns() - t0, busy = (int64_t)(after.busy_ns - before.busy_ns);
-        struct moe_dense_counters *c0 = &dx->counters[e->phase][e->desc.dense[ids[0]].kind];
         c0->device_ns += busy;
         c0->wall_ns += wall;
         c0->modelled_ns += e->caps->modelled_time ? wall - wait + busy : wall;
@@ -271,5 +271,6 @@ void dense_exec_print(const struct moe_executor *e, FILE *out) {
                     c->wall_ns / 1e6);
         }
     fprintf(out, "moex profile: dense rows: token rows of each matmul; resident: matmuls of that kind in the backbone; "
-                 "jobs: slots (chunks of output channels)\n");
+                 "jobs: slots (chunks of output channels); a call's submissions and device time count under its "
+                 "first matmul on the device\n");
 }
