@@ -79,14 +79,17 @@ typedef void (*moex_progress_fn)(void *user, const char *label, uint64_t done, u
 /* Where the MoE experts run. */
 struct moex_device_params {
     const char *device;        /* "none" (default: CPU kernels), "cpu", "amx", "sim", "auto" */
-    uint64_t hot_budget;       /* device bytes for experts, when hot_fraction is 0 */
-    double hot_fraction;       /* > 0: that share of all experts' device bytes (default 1) */
+    uint64_t hot_budget;       /* device bytes, when hot_fraction is 0: staging first, then the backbone
+                                  (dense matmuls), then experts */
+    double hot_fraction;       /* > 0: that share of all experts' device bytes, the staging and the
+                                  backbone on top (default 1) */
     int min_m;                 /* rows from which an expert goes to the device; 0: the device's figure */
     const char *stats_path;    /* routing statistics (moex profile) for the pinned experts, or NULL */
     bool no_overlap;           /* run device and CPU experts one after the other */
     const char *sim_figures;   /* sim device: "rk3588[,key=value...]", or NULL */
     const char *pack_path;     /* pack file (moex pack); NULL: MODEL.mxpk next to the model when it exists */
     bool no_pack;              /* pack experts live, whatever files exist */
+    bool no_backbone;          /* only experts on the device: the dense matmuls stay on the CPU */
     bool adaptive;             /* admit experts by the CPU times measured in this run instead of a
                                   fixed cost model (results may then differ run to run) */
 };
@@ -275,7 +278,8 @@ struct moex_counters {
     uint64_t tokens;                   /* tokens evaluated */
     uint64_t rows_device, rows_cpu;    /* routed (token, expert) rows */
     uint64_t hits, misses, fallbacks;  /* expert uses with rows >= min M */
-    uint64_t resident_bytes;           /* device bytes of resident experts */
+    uint64_t resident_bytes;           /* resident device bytes: staging buffers, the backbone (dense
+                                          matmuls) and experts */
     const char *device;                /* the device in use ("none" when none) */
 };
 MOEX_API void moex_context_counters(const moex_context *c, struct moex_counters *out);
@@ -296,6 +300,10 @@ MOEX_API void moex_context_phase_counters(const moex_context *c, enum moex_phase
                                           struct moex_phase_counters *out);
 /* Whether the device's times are modelled (sim), not measured. */
 MOEX_API bool moex_context_device_modelled(const moex_context *c);
+/* Host time (ns) spent simulating the device past its modelled time in a
+ * phase, experts and dense matmuls together: a wall time less this reads as
+ * the modelled run's. 0 for devices with real clocks and on the CPU. */
+MOEX_API int64_t moex_context_simulated_ns(const moex_context *c, enum moex_phase phase);
 
 /* ---- Where the time of the forward passes goes, summed over evaluations
  * since the context was made or reset (nanoseconds). Call while no other

@@ -109,6 +109,8 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
     e->adaptive = d->adaptive;
     e->sim_figures = m->sim_figures;
     e->pack_path = m->pack_path;
+    e->no_backbone = d->no_backbone;
+    e->adaptive = d->adaptive;
     if (!(m->model = model_load(p->path))) goto fail;
     m->model->plain_rows = p->no_interleave;
     if (!(m->pool = threadpool_new(p->n_threads, p->pin_threads))) goto fail;

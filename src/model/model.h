@@ -57,7 +57,9 @@ struct model {
     struct matrix output;              /* (n_vocab, n_embd); the embedding when tied */
     void *weights;                     /* the architecture's per-layer weights (its own struct; freed with free) */
     struct moe_layer_desc *moe_layers; /* (moe.n_layers) */
-    struct moe_model_desc moe;         /* the MoE layers, for the executor */
+    struct moe_model_desc moe;         /* the MoE layers and dense matmuls, for the executor */
+    struct dense_desc *dense;          /* (n_dense) the dense matmuls described (moe.dense) */
+    int n_dense, cap_dense;
     struct matrix **matrices;          /* (n_matrices) every 2-D weight bound (the embedding too):
                                           scratch sizing, CPU-layout copies; expert stacks: moe_layers */
     int n_matrices, cap_matrices;
