@@ -7,20 +7,11 @@
 #include "outputs.h"
 #include "session.h"
 
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/progress.h"
-#include "core/threadpool.h"
-#include "core/timer.h"
-#include "model/model.h"
-#include "model/model_pack.h"
-#include "moe/pack_experts.h"
-#include "quant/quant.h"
+#include "progress.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-
 
 static void help(FILE *out) {
     fprintf(out,
@@ -31,35 +22,13 @@ static void help(FILE *out) {
             "MODEL.mxpk next to the model by themselves (or take --pack FILE) and fill the\n"
             "device from it instead of packing; admissions while running load from it too.\n"
             "The file also holds the model's matrices in this CPU's interleaved layout (where\n"
-            "it has a kernel for them; not with MOEX_INTERLEAVE=0), which runs map instead of\n"
+            "it has a kernel for them; not with --no-interleave), which runs map instead of\n"
             "repacking them at start-up; --device none writes that layout only.\n\n"
             "  -o, --output FILE   the pack file (default: the model's path with .mxpk for .gguf)\n"
             "      --all           every expert, whatever the plan pins (the plan is kept)\n"
             "  -q, --quiet         no progress bar and no summary\n"
             "Shared options (-t sets the packing threads):\n");
     session_opts_help_device_required(out);
-}
-
-static void show_progress(void *user, int done, int total) {
-    struct progress *bar = user;
-    bar->total = (uint64_t)total;
-    progress_update(bar, (uint64_t)done);
-}
-
-struct layout_job {
-    struct model *m;
-    struct threadpool *pool;
-    uint64_t bytes;
-    int64_t ns;
-};
-
-/* After the experts: the model's matrices in the CPU's interleaved layout. */
-static int write_layout(void *user, struct packfile_writer *w) {
-    struct layout_job *j = user;
-    int64_t t0 = time_ns();
-    int rc = model_pack_interleaved(j->m, j->pool, w, &j->bytes);
-    j->ns = time_ns() - t0;
-    return rc;
 }
 
 int cmd_pack(int argc, char **argv) {
@@ -88,8 +57,7 @@ int cmd_pack(int argc, char **argv) {
     }
     if (session_opts_finish(&o)) return 2;
     const char *device = o.experts.device;
-    bool no_device = !device || !strcmp(device, "none");
-    if (no_device && !(o.given & SESSION_GIVEN_DEVICE)) {
+    if ((!device || !strcmp(device, "none")) && !(o.given & SESSION_GIVEN_DEVICE)) {
         cli_fail("pack: --device is required (cpu, amx, sim or auto; none: the CPU's interleaved layout only): a pack "
                  "file holds one device's layout");
         return 2;
@@ -105,54 +73,45 @@ int cmd_pack(int argc, char **argv) {
     if (!refused) refused = outputs_check("-o", out_path, "--stats", o.experts.stats_path);
     if (refused) return refused;
     /* Opened before the work: a bad path fails now, and the file appears whole or not at all. */
-    struct atomic_file *out = atomic_file_create(out_path);
-    if (!out) return cli_fail("pack: %s", moex_error());
+    moex_file *out = moex_file_create(out_path);
+    if (!out) return cli_fail("pack: %s", moex_last_error());
     struct stat st;
     if (!o.model_path && stat(model_path, &st) != 0 && make_default_model(model_path) != 0) {
-        atomic_file_discard(out);
+        moex_file_discard(out);
         return 1;
     }
-    struct model *m = model_load(model_path);
-    struct threadpool *pool = m ? threadpool_new(o.threads, o.pin) : NULL;
-    if (!pool) {
-        cli_fail("%s", moex_error());
-        atomic_file_discard(out);
-        model_free(m);
-        return 1;
-    }
-    struct layout_job layout = { m, pool, 0, 0 };
-    int64_t t0 = time_ns();
-    if (no_device) {
-        int rc = model_pack_interleaved_file(m, pool, out, &layout.bytes);
-        if (rc == 0 && !quiet)
-            printf("moex pack: the CPU's interleaved layout of %d matrices (%.2f GiB) in %.2f s to %s\n",
-                   model_interleave_targets(m, NULL), layout.bytes / 1073741824.0, (time_ns() - t0) * 1e-9, out_path);
-        if (rc != 0) cli_fail("pack: %s", moex_error());
-        threadpool_free(pool);
-        model_free(m);
-        return rc == 0 ? 0 : 1;
-    }
+    struct moex_model_params mp;
+    session_model_params(&o, &mp);
+    mp.path = model_path;
+    mp.device.no_pack = true; /* the experts come from the model, never from an older pack file */
     struct progress bar;
-    progress_begin(&bar, "packing experts", (uint64_t)m->moe.n_layers * (uint64_t)m->hp.n_expert);
-    struct moe_pack_result r;
-    int rc = moe_pack_experts(&m->moe, &o.experts, pool, all, out, quiet ? NULL : show_progress, &bar, write_layout,
-                              &layout, &r);
-    if (rc == 0) {
-        if (!quiet) progress_end(&bar);
-        double secs = r.total_ns * 1e-9, pack_secs = r.pack_ns * 1e-9;
+    mp.progress = quiet ? NULL : progress_report;
+    mp.user = &bar;
+    moex_model *m = moex_model_load(&mp);
+    if (!m) {
+        cli_fail("%s", moex_last_error());
+        moex_file_discard(out);
+        return 1;
+    }
+    struct moex_pack_result r;
+    int rc = moex_pack(m, all, out, &r);
+    if (rc == 0 && r.experts == 0) {
+        if (!quiet)
+            printf("moex pack: the CPU's interleaved layout of %d matrices (%.2f GiB) in %.2f s to %s\n",
+                   r.interleaved, r.interleaved_bytes / 1073741824.0, r.interleave_s, out_path);
+    } else if (rc == 0) {
+        if (!quiet && r.interleaved)
+            printf("moex pack: the CPU's interleaved layout of %d matrices (%.2f GiB, %.2f s) after the experts\n",
+                   r.interleaved, r.interleaved_bytes / 1073741824.0, r.interleave_s);
         if (!quiet)
             printf("moex pack: %d experts (%d pinned by the plan%s) for device %s in %.2f s; packing read %.2f GiB of "
                    "%s at %.2f GB/s (%.2f s%s), the rest was writing %.2f GiB to %s\n",
-                   r.experts, r.pinned, all ? ", all with --all" : "", r.device, secs, r.source_bytes / 1073741824.0,
-                   quant_type_name(m->moe.layers[0].gate.type), pack_secs > 0 ? r.source_bytes / pack_secs / 1e9 : 0.0,
-                   pack_secs, r.pack_modelled ? ", modelled" : "", r.file_bytes / 1073741824.0, out_path);
-        if (!quiet && layout.bytes)
-            printf("moex pack: with the CPU's interleaved layout of %d matrices (%.2f GiB, %.2f s)\n",
-                   model_interleave_targets(m, NULL), layout.bytes / 1073741824.0, layout.ns * 1e-9);
+                   r.experts, r.pinned, all ? ", all with --all" : "", r.device, r.total_s, r.source_bytes / 1073741824.0,
+                   r.weight_type, r.pack_s > 0 ? r.source_bytes / r.pack_s / 1e9 : 0.0, r.pack_s,
+                   r.pack_modelled ? ", modelled" : "", r.file_bytes / 1073741824.0, out_path);
     } else {
-        cli_fail("pack: %s", moex_error());
+        cli_fail("pack: %s", moex_last_error());
     }
-    threadpool_free(pool);
-    model_free(m);
+    moex_model_free(m);
     return rc == 0 ? 0 : 1;
 }

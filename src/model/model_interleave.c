@@ -29,11 +29,6 @@ struct model_copies {
     struct model_interleave_report report;
 };
 
-bool model_interleave_enabled(void) {
-    const char *env = getenv("MOEX_INTERLEAVE");
-    return !(env && !strcmp(env, "0"));
-}
-
 static bool wants_interleave(const struct matrix *w) {
     const struct qtype_traits *tr = quant_traits(w->type);
     return w->data && tr && tr->gemm_r16 && w->rows % QUANT_R16_ROWS == 0 && w->rows > 0;
@@ -205,7 +200,7 @@ static int map_from_pack(struct model *m, struct threadpool *pool, struct matrix
 
 int model_interleave(struct model *m, struct threadpool *pool, const char *pack_path) {
     if (m->copies) return 0; /* once per model */
-    if (!model_interleave_enabled()) return 0;
+    if (m->plain_rows) return 0;
     if (!(m->copies = calloc(1, sizeof *m->copies))) return moex_errorf("out of memory");
     struct model_copies *c = m->copies;
     int n = model_interleave_targets(m, NULL);
@@ -222,6 +217,12 @@ int model_interleave(struct model *m, struct threadpool *pool, const char *pack_
         }
     free(targets);
     return rc;
+}
+
+uint64_t model_interleaved_bytes(const struct model *m) {
+    uint64_t bytes = 0;
+    for (int i = 0; m->copies && i < m->copies->n; i++) bytes += m->copies->list[i].bytes;
+    return bytes + (m->copies ? m->copies->report.mapped_bytes : 0);
 }
 
 const struct model_interleave_report *model_interleave_report(const struct model *m) {

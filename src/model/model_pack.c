@@ -41,7 +41,7 @@ static int by_source_offset(const void *a, const void *b) {
 
 int model_pack_interleaved(struct model *m, struct threadpool *pool, struct packfile_writer *w, uint64_t *bytes) {
     *bytes = 0;
-    int n = model_interleave_enabled() ? model_interleave_targets(m, NULL) : 0;
+    int n = m->plain_rows ? 0 : model_interleave_targets(m, NULL);
     if (n == 0) return 0;
     struct matrix **mats = malloc(sizeof *mats * (size_t)n);
     struct target *targets = malloc(sizeof *targets * (size_t)n);
@@ -87,11 +87,11 @@ int model_pack_interleaved_file(struct model *m, struct threadpool *pool, struct
         atomic_file_discard(file);
         return -1;
     }
-    if (!model_interleave_enabled() || model_interleave_targets(m, NULL) == 0) {
+    if (m->plain_rows || model_interleave_targets(m, NULL) == 0) {
         atomic_file_discard(file);
-        return moex_errorf("nothing to pack without a device: %s", model_interleave_enabled()
-                               ? "no matrix of the model has an interleaved kernel on this machine"
-                               : "MOEX_INTERLEAVE=0 turns the interleaved layout off");
+        return moex_errorf("nothing to pack without a device: %s", m->plain_rows
+                               ? "the interleaved layout is turned off (no_interleave, MOEX_INTERLEAVE=0)"
+                               : "no matrix of the model has an interleaved kernel on this machine");
     }
     info.no_device = true;
     char path[4096];

@@ -15,9 +15,6 @@ struct packfile_info;
 struct packfile_writer;
 struct threadpool;
 
-/* False when MOEX_INTERLEAVE=0 turns the interleaved layout off. */
-bool model_interleave_enabled(void);
-
 /* The model's fields of a pack file's header (identity, MoE shape, expert
  * types); the others zero. -1 (moex_error) for a model without MoE layers. */
 int model_pack_describe(const struct model *m, struct packfile_info *out);
