@@ -291,16 +291,21 @@ void delta_net_scratch_free(struct delta_net_scratch *s) {
 }
 
 void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const struct delta_net_weights *w,
-                     struct delta_net_scratch *s, struct layer_slice *state, int n, const float *xn, float *out) {
+                     struct delta_net_scratch *s, int layer, int n, const float *xn, float *out) {
     const struct delta_net_dims *d = &sh->dims;
-    int D = d->head_dim, ch = channels(sh);
-    size_t kd = (size_t)d->n_k_heads * D, vd = (size_t)d->n_v_heads * D;
+    int D = d->head_dim, ch = channels(sh), H = d->n_v_heads;
+    size_t kd = (size_t)d->n_k_heads * D, vd = (size_t)H * D;
     int64_t t0 = time_ns();
     const struct matrix *proj[4] = { &w->qkv, &w->z, &w->beta, &w->alpha };
     float *proj_out[4] = { s->mixed, s->z, s->beta, s->g };
     project_rows(c, proj, proj_out, 4, xn, n);
     int64_t t1 = time_ns();
-    delta_net_conv_silu(s->mixed, n, ch, sh->conv_kernel, (const float *)w->conv.data, state->conv, s->conv);
+    for (int r = 0; r < c->n_runs; r++) {
+        const struct batch_run *run = &c->runs[r];
+        size_t f = (size_t)run->first;
+        delta_net_conv_silu(s->mixed + f * ch, run->n, ch, sh->conv_kernel, (const float *)w->conv.data,
+                            c->seqs[run->seq].layers[layer].conv, s->conv + f * ch);
+    }
     for (int t = 0; t < n; t++) {
         const float *row = s->conv + (size_t)t * ch;
         memcpy(s->q + t * kd, row, kd * 4);
@@ -309,10 +314,15 @@ void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const 
     }
     l2_norm_rows(s->q, n * d->n_k_heads, D, sh->eps);
     l2_norm_rows(s->k, n * d->n_k_heads, D, sh->eps);
-    delta_net_gates(s->g, s->beta, n, d->n_v_heads, w->dt_bias, w->a);
-    struct delta_net_io io = { n, s->q, s->k, s->v, s->g, s->beta, state->recurrent, s->o };
-    delta_net_run(c->pool, d, &io, s->run);
-    gated_rms_norm_rows(s->o, s->z, w->norm, n * d->n_v_heads, D, sh->eps);
+    delta_net_gates(s->g, s->beta, n, H, w->dt_bias, w->a);
+    for (int r = 0; r < c->n_runs; r++) {
+        const struct batch_run *run = &c->runs[r];
+        size_t f = (size_t)run->first;
+        struct delta_net_io io = { run->n, s->q + f * kd, s->k + f * kd, s->v + f * vd, s->g + f * H, s->beta + f * H,
+                                   c->seqs[run->seq].layers[layer].recurrent, s->o + f * vd };
+        delta_net_run(c->pool, d, &io, s->run);
+    }
+    gated_rms_norm_rows(s->o, s->z, w->norm, n * H, D, sh->eps);
     int64_t t2 = time_ns();
     matmul(c->pool, &w->out, s->o, n, out, c->act);
     int64_t t3 = time_ns();
