@@ -77,6 +77,7 @@ static int eval_batched(struct model *m, struct threadpool *pool, const float *r
     CHECKF(c != NULL, "%s", moex_error());
     if (!c) return N_STEPS;
     float *logits = malloc(sizeof(float) * N_SEQ * (size_t)V);
+    float *rows[N_SEQ] = { logits, logits + V, logits + 2 * V };
     int pos[N_SEQ] = { 0 };
     *worst = 0;
     for (int st = 0; st < N_STEPS; st++) {
@@ -93,7 +94,7 @@ static int eval_batched(struct model *m, struct threadpool *pool, const float *r
             }
         }
         for (size_t i = 0; i < N_SEQ * (size_t)V; i++) logits[i] = NAN;
-        CHECKF(context_eval_seqs(c, ids, seqs, n, logits) == 0, "%s", moex_error());
+        CHECKF(context_eval_seqs(c, ids, seqs, n, rows) == 0, "%s", moex_error());
         for (int s = 0; s < N_SEQ; s++) {
             const float *want = ref + ((size_t)st * N_SEQ + s) * V, *got = logits + (size_t)s * V;
             pos[s] += pieces[st][s];
@@ -125,19 +126,20 @@ static void check_truncate(struct model *m, struct threadpool *pool) {
     float *logits = malloc(sizeof(float) * N_SEQ * (size_t)V), *want = malloc(sizeof(float) * (size_t)V);
     CHECK(c && alone && ref0 && logits && want);
     if (!c || !alone || !ref0 || !logits || !want) goto done;
+    float *rows[N_SEQ] = { logits, logits + V, logits + 2 * V };
     int32_t ids[20], seqs[20], mine[10];
     for (int i = 0; i < 10; i++) {
         ids[2 * i] = token_of(0, i); seqs[2 * i] = 0;
         ids[2 * i + 1] = token_of(1, i); seqs[2 * i + 1] = 1;
         mine[i] = i < 4 ? token_of(1, i) : token_of(2, i);
     }
-    CHECK(context_eval_seqs(c, ids, seqs, 20, logits) == 0);
+    CHECK(context_eval_seqs(c, ids, seqs, 20, rows) == 0);
     context_seq_truncate(c, 1, 4);
     CHECK(context_seq_n_past(c, 1) == 4 && context_seq_n_past(c, 0) == 10);
     /* sequence 1 goes on with 6 other tokens, sequence 0 with one more */
     int32_t more[7] = { token_of(0, 10) }, more_seq[7] = { 0 };
     for (int i = 0; i < 6; i++) { more[i + 1] = mine[4 + i]; more_seq[i + 1] = 1; }
-    CHECK(context_eval_seqs(c, more, more_seq, 7, logits) == 0);
+    CHECK(context_eval_seqs(c, more, more_seq, 7, rows) == 0);
     CHECK(context_eval(alone, mine, 10, want, false) == 0);
     CHECK(!memcmp(want, logits + V, sizeof(float) * (size_t)V));
     int32_t seq0[11];
@@ -146,11 +148,11 @@ static void check_truncate(struct model *m, struct threadpool *pool) {
     CHECK(!memcmp(want, logits, sizeof(float) * (size_t)V));
     /* errors: a sequence id out of range, a sequence that would overflow */
     int32_t bad_seq = N_SEQ, tok = 1;
-    CHECK(context_eval_seqs(c, &tok, &bad_seq, 1, logits) == -1 && strstr(moex_error(), "sequence id"));
+    CHECK(context_eval_seqs(c, &tok, &bad_seq, 1, rows) == -1 && strstr(moex_error(), "sequence id"));
     int32_t big[N_CTX], big_seq[N_CTX];
     for (int i = 0; i < N_CTX; i++) { big[i] = 1; big_seq[i] = 2; }
-    CHECK(context_eval_seqs(c, big, big_seq, N_CTX, logits) == 0);
-    CHECK(context_eval_seqs(c, big, big_seq, 1, logits) == -1 && strstr(moex_error(), "full"));
+    CHECK(context_eval_seqs(c, big, big_seq, N_CTX, NULL) == 0);
+    CHECK(context_eval_seqs(c, big, big_seq, 1, rows) == -1 && strstr(moex_error(), "full"));
 done:
     free(logits);
     free(want);

@@ -325,19 +325,20 @@ int context_eval(struct context *c, const int32_t *tokens, int n, float *logits,
 }
 
 /* Evaluates the pass built in c->pass_tokens and c->run_buf, and hands each
- * run that wants them its logits: logits row run.seq. */
-static int flush_pass(struct context *c, int n_runs, int n, float *logits) {
+ * run that wants them its logits: logits[run.seq]. */
+static int flush_pass(struct context *c, int n_runs, int n, float *const *logits) {
     if (eval_pass(c, c->pass_tokens, c->run_buf, n_runs, n, c->run_logits, false)) return -1;
     size_t V = (size_t)c->m->hp.n_vocab;
     for (int r = 0, row = 0; r < n_runs; r++) {
         if (!c->run_buf[r].logits && n_runs > 1) continue;
-        if (logits && c->run_buf[r].logits) memcpy(logits + (size_t)c->run_buf[r].seq * V, c->run_logits + row * V, V * 4);
+        float *dst = logits && c->run_buf[r].logits ? logits[c->run_buf[r].seq] : NULL;
+        if (dst) memcpy(dst, c->run_logits + row * V, V * 4);
         row++;
     }
     return 0;
 }
 
-int context_eval_seqs(struct context *c, const int32_t *tokens, const int32_t *seq_ids, int n, float *logits) {
+int context_eval_seqs(struct context *c, const int32_t *tokens, const int32_t *seq_ids, int n, float *const *logits) {
     if (n <= 0) return moex_errorf("nothing to evaluate");
     memset(c->seq_left, 0, sizeof *c->seq_left * (size_t)c->n_seq);
     for (int i = 0; i < n; i++) {

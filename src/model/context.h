@@ -69,10 +69,11 @@ struct moe_executor *context_executor(struct context *c);
  * kernels compute every row on its own; tests/test_batch_seqs.c). */
 int context_n_seq(const struct context *c);
 /* Evaluates tokens[i] of sequence seq_ids[i] for i < n, split into passes of
- * at most n_batch tokens. logits: (n_seq, n_vocab), row s gets the logits of
- * the last token of sequence s in the batch (other rows untouched); may be
- * NULL. -1 on error (nothing of that pass is kept). */
-int context_eval_seqs(struct context *c, const int32_t *tokens, const int32_t *seq_ids, int n, float *logits);
+ * at most n_batch tokens. logits: (n_seq) destinations of n_vocab floats (or
+ * NULL entries); logits[s] gets the logits of the last token of sequence s
+ * in the batch, the others are untouched. logits may be NULL. -1 on error
+ * (the passes before the failing one are kept). */
+int context_eval_seqs(struct context *c, const int32_t *tokens, const int32_t *seq_ids, int n, float *const *logits);
 int context_seq_n_past(const struct context *c, int seq);
 /* context_truncate and context_checkpoint for sequence seq. */
 void context_seq_truncate(struct context *c, int seq, int n_past);
