@@ -122,6 +122,9 @@ static void store_kv(void *cache, size_t elem, size_t offset, const float *src, 
     else f32_to_fp16_row(src, (uint16_t *)cache + offset, (int64_t)n);
 }
 
+/* Runs (sequences) whose attention goes in one job. */
+enum { ATTN_MAX_RUNS = 64 };
+
 struct attn_job {
     const struct attn_shape *sh;
     struct attn_scratch *s;
@@ -172,10 +175,10 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
 }
 
 /* Rows row0..row0+n-1 of the pass, one sequence's run at positions
- * pos0..: q/k norm and rotation, their keys and values into that sequence's
- * cache kv, then causal attention against its first pos0+n keys. */
-static void attend_run(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
-                       struct attn_scratch *s, struct layer_slice *kv, int pos0, int row0, int n) {
+ * pos0..: q/k norm and rotation, and their keys and values into that
+ * sequence's cache kv. */
+static void store_run(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
+                      struct attn_scratch *s, struct layer_slice *kv, int pos0, int row0, int n) {
     int hd = sh->head_dim, n_rot = rotated(sh), half = n_rot / 2;
     size_t qd = (size_t)sh->n_head * hd, kvd = (size_t)sh->n_head_kv * hd;
     for (int t = row0; t < row0 + n; t++) {
@@ -188,8 +191,26 @@ static void attend_run(struct context *c, const struct attn_shape *sh, const str
         store_kv(kv->k, c->kv_elem, off, s->k + t * kvd, kvd);
         store_kv(kv->v, c->kv_elem, off, s->v + t * kvd, kvd);
     }
-    struct attn_job job = { sh, s, kv, c->kv_elem, pos0, row0 };
-    threadpool_parallel_for(c->pool, (int64_t)n * sh->n_head_kv, 1, attention_items, &job);
+}
+
+/* Several runs' attention as one job: the items of run r (its tokens times
+ * the KV heads) are numbered after those of the runs before it, so that the
+ * pool waits once per layer, not once per sequence. */
+struct attn_runs_job {
+    struct attn_job *runs;             /* (n_runs) each run's sequence cache, first position and rows */
+    const int64_t *first_item;         /* (n_runs + 1) */
+    int n_runs;
+};
+
+static void attention_runs_items(void *arg, int64_t begin, int64_t end, int thread_index) {
+    struct attn_runs_job *j = arg;
+    int r = 0;
+    while (r + 1 < j->n_runs && begin >= j->first_item[r + 1]) r++;
+    for (; begin < end && r < j->n_runs; r++) {
+        int64_t stop = end < j->first_item[r + 1] ? end : j->first_item[r + 1];
+        attention_items(&j->runs[r], begin - j->first_item[r], stop - j->first_item[r], thread_index);
+        begin = stop;
+    }
 }
 
 /* The q, k, v projections of all n rows (and the gate split off q). */
@@ -223,7 +244,9 @@ void attention(struct context *c, const struct attn_shape *sh, const struct attn
     int64_t t0 = time_ns();
     project_qkv(c, sh, w, s, n, xn);
     int64_t t1 = time_ns();
-    attend_run(c, sh, w, s, kv, c->n_past, 0, n);
+    store_run(c, sh, w, s, kv, c->n_past, 0, n);
+    struct attn_job job = { sh, s, kv, c->kv_elem, c->n_past, 0 };
+    threadpool_parallel_for(c->pool, (int64_t)n * sh->n_head_kv, 1, attention_items, &job);
     int64_t t2 = time_ns();
     gate_output(c, sh, w, s, n, out);
     int64_t t3 = time_ns();
@@ -236,9 +259,20 @@ void attention_layer(struct context *c, const struct attn_shape *sh, const struc
     int64_t t0 = time_ns();
     project_qkv(c, sh, w, s, n, xn);
     int64_t t1 = time_ns();
-    for (int r = 0; r < c->n_runs; r++) {
-        const struct batch_run *run = &c->runs[r];
-        attend_run(c, sh, w, s, &c->seqs[run->seq].layers[layer], run->pos0, run->first, run->n);
+    struct attn_job runs[ATTN_MAX_RUNS];
+    int64_t first_item[ATTN_MAX_RUNS + 1];
+    for (int r0 = 0; r0 < c->n_runs; r0 += ATTN_MAX_RUNS) {
+        int n_runs = c->n_runs - r0 < ATTN_MAX_RUNS ? c->n_runs - r0 : ATTN_MAX_RUNS;
+        first_item[0] = 0;
+        for (int r = 0; r < n_runs; r++) {
+            const struct batch_run *run = &c->runs[r0 + r];
+            struct layer_slice *kv = &c->seqs[run->seq].layers[layer];
+            store_run(c, sh, w, s, kv, run->pos0, run->first, run->n);
+            runs[r] = (struct attn_job){ sh, s, kv, c->kv_elem, run->pos0, run->first };
+            first_item[r + 1] = first_item[r] + (int64_t)run->n * sh->n_head_kv;
+        }
+        struct attn_runs_job job = { runs, first_item, n_runs };
+        threadpool_parallel_for(c->pool, first_item[n_runs], 1, attention_runs_items, &job);
     }
     int64_t t2 = time_ns();
     gate_output(c, sh, w, s, n, out);

@@ -1,0 +1,165 @@
+"""Client side of tests/cli_serve_batch.sh. Loopback only; every wait is a
+bounded loop. The rate check compares the server's decode rate (generated
+tokens per second of decode, from /metrics) with 8 clients and with one."""
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+moex, tmp = sys.argv[1], sys.argv[2]
+N_CLIENTS, MAX_TOKENS = 8, 48
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        failures += 1
+
+
+server = subprocess.Popen([moex, "serve", "--port", "0", "--parallel", str(N_CLIENTS)], stderr=subprocess.PIPE,
+                          text=True)
+port = None
+for _ in range(200):
+    line = server.stderr.readline()
+    if not line:
+        break
+    m = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
+    if m:
+        port = int(m.group(1))
+        break
+if port is None:
+    print("FAIL: moex serve did not start")
+    server.kill()
+    sys.exit(1)
+threading.Thread(target=lambda: [None for _ in server.stderr], daemon=True).start()
+
+
+def metrics():
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^moex_(\S+) (\S+)$", text, re.M)}
+
+
+def stream(body):
+    """The streamed text and whether [DONE] ended it."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    c.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)),
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    text, done = "", False
+    for raw in r:
+        line = raw.decode().strip()
+        if line == "data: [DONE]":
+            done = True
+            break
+        if line.startswith("data: "):
+            for ch in json.loads(line[6:])["choices"]:
+                text += ch.get("text") or ""
+    c.close()
+    return text, done
+
+
+def request_of(i):
+    return {"prompt": "Story %d: once upon a time there was a %s" % (i, ["cat", "ship", "hill", "road"][i % 4]),
+            "max_tokens": MAX_TOKENS, "temperature": 0.8, "seed": 1000 + i}
+
+
+def moex_run(i):
+    r = request_of(i)
+    path = os.path.join(tmp, "prompt%d.txt" % i)
+    with open(path, "w") as f:
+        f.write(r["prompt"])
+    out = subprocess.run([moex, "run", "-f", path, "-n", str(MAX_TOKENS), "--temp", "0.8", "--seed", str(r["seed"])],
+                         capture_output=True).stdout.decode()
+    return out[len(r["prompt"]):-1]
+
+
+def decode_rate(before, after):
+    tokens = after["generated_tokens_total"] - before["generated_tokens_total"]
+    seconds = after["generation_seconds_total"] - before["generation_seconds_total"]
+    return tokens / seconds if seconds > 0 else 0.0, tokens
+
+
+want = [moex_run(i) for i in range(N_CLIENTS)]
+
+results = [None] * N_CLIENTS
+
+
+def client(i):
+    try:
+        results[i] = stream(request_of(i))
+    except Exception as e:  # noqa: BLE001 - a failed client is a failed check below
+        results[i] = ("error: %s" % e, False)
+
+
+def alone():
+    """One client alone: its server decode rate and tokens, and its text."""
+    before = metrics()
+    text, done = stream(request_of(0))
+    rate, tokens = decode_rate(before, metrics())
+    return rate, tokens, text, done
+
+
+def together():
+    """N_CLIENTS at once: the server's decode rate and tokens, and the metrics after."""
+    before = metrics()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(N_CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    after = metrics()
+    rate, tokens = decode_rate(before, after)
+    return rate, tokens, before, after
+
+
+# The machine may be shared (other work takes the cores for a while): one
+# client alone and eight together in turn, up to 4 times, until the best rate
+# of eight is above 1.3x the best of one.
+stream(request_of(0))  # warms the pages
+singles, aggregates = [], []
+for attempt in range(4):
+    if singles and max(aggregates) > 1.3 * max(singles):
+        break
+    rate, single_tokens, alone_text, alone_done = alone()
+    singles.append(rate)
+    check(alone_done and alone_text == want[0], "one client: moex run's text (%r)" % want[0][:30])
+    rate, tokens, m1, m2 = together()
+    aggregates.append(rate)
+    check(all(r and r[1] for r in results), "%d concurrent streams all end with [DONE]" % N_CLIENTS)
+    for i in range(N_CLIENTS):
+        check(results[i] and results[i][0] == want[i], "client %d (seed %d) has moex run's text while the others run"
+              % (i, 1000 + i))
+    passes = m2["batches_total"] - m1["batches_total"]
+    decode_rows = m2["batch_decode_tokens_total"] - m1["batch_decode_tokens_total"]
+    print("single: %.1f tok/s server decode (%d tokens); %d clients: %.1f tok/s (%d tokens), %d passes, %.2f decode "
+          "tokens per pass" % (singles[-1], single_tokens, N_CLIENTS, rate, tokens, passes, decode_rows / max(passes, 1)))
+    check(decode_rows / max(passes, 1) > 4, "decode steps are batched: more than 4 decode tokens per pass on average")
+single, aggregate = max(singles), max(aggregates)
+check(aggregate > 1.3 * single, "aggregate decode rate %.1f tok/s is above 1.3x one client's %.1f" % (aggregate, single))
+m = metrics()
+check(m["batch_tokens_count"] == m["batches_total"] and m['batch_tokens_bucket{le="+Inf"}'] == m["batches_total"],
+      "the batch histogram counts every pass")
+
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+c.request("GET", "/health")
+check(c.getresponse().status == 200, "/health still answers")
+c.close()
+server.send_signal(signal.SIGTERM)
+try:
+    rc = server.wait(60)
+except subprocess.TimeoutExpired:
+    server.kill()
+    rc = None
+check(rc == 0, "SIGTERM stops the server, exit 0")
+print("cli_serve_batch: %s" % ("all passed" if failures == 0 else "%d failed" % failures))
+sys.exit(1 if failures else 0)
