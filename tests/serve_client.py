@@ -4,12 +4,13 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+
+import serve_start
 
 moex, tmp = sys.argv[1], sys.argv[2]
 KEY = "test-key"
@@ -23,23 +24,8 @@ def check(cond, what):
         failures += 1
 
 
-server = subprocess.Popen([moex, "serve", "--port", "0", "--parallel", "2", "--api-key", KEY, "--max-body", "4096",
-                           "--max-prompt-tokens", "600", "--max-headers", "32"],
-                          stderr=subprocess.PIPE, text=True)
-port = None
-for _ in range(200):  # the line that names the port comes once the model is loaded
-    line = server.stderr.readline()
-    if not line:
-        break
-    m = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
-    if m:
-        port = int(m.group(1))
-        break
-if port is None:
-    print("FAIL: moex serve did not start")
-    server.kill()
-    sys.exit(1)
-threading.Thread(target=lambda: [None for _ in server.stderr], daemon=True).start()
+server, port = serve_start.start(moex, ["--parallel", "2", "--api-key", KEY, "--max-body", "4096",
+                                         "--max-prompt-tokens", "600", "--max-headers", "32"])
 
 
 def request(method, path, body=None, headers=None, key=KEY, raw=None):
@@ -229,12 +215,7 @@ check(s == 200 and json.loads(t)["data"][0]["object"] == "model", "/v1/models li
 
 s, t = request("GET", "/health", key=None)
 check(s == 200 and json.loads(t).get("status") == "ok", "/health still answers, without a key")
-server.send_signal(signal.SIGTERM)
-try:
-    rc = server.wait(60)
-except subprocess.TimeoutExpired:
-    server.kill()
-    rc = None
+rc = serve_start.stop(server)
 check(rc == 0, "SIGTERM stops the server, exit 0")
 print("cli_serve: %s" % ("all passed" if failures == 0 else "%d failed" % failures))
 sys.exit(1 if failures else 0)
