@@ -3,7 +3,9 @@
  * A model (weights mapped from a GGUF file, the worker threads, the device
  * options) is shared by the contexts made from it; a context holds one
  * sequence's state (KV cache, recurrent state, the expert executor) and the
- * tokens it has evaluated, so that a new prompt evaluates only what differs.
+ * tokens it has evaluated, so that a new prompt evaluates only what differs,
+ * or several sequences' that it evaluates in shared batches
+ * (moex_context_new_seqs).
  *
  * The library never prints and never reads the environment: notes and
  * progress go to the callback in moex_model_params, errors are returned and
@@ -12,9 +14,10 @@
  * Thread safety. Loaded models and their tokenizer are read-only: the
  * tokenizer, chat and model query functions may be called from any thread.
  * The contexts of one model share its worker threads, so evaluation
- * (moex_eval, moex_prefill, moex_generate, moex_context_new) runs on one
- * thread at a time per model; a context and a sampler belong to one thread
- * at a time. moex_last_error() is per thread. */
+ * (moex_eval, moex_eval_batch, moex_prefill, moex_generate,
+ * moex_context_new) runs on one thread at a time per model; a context (all
+ * its sequences) and a sampler belong to one thread at a time.
+ * moex_last_error() is per thread. */
 #ifndef MOEX_H
 #define MOEX_H
 
