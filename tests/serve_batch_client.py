@@ -59,14 +59,17 @@ def request_of(i):
             "max_tokens": MAX_TOKENS, "temperature": 0.8, "seed": 1000 + i}
 
 
+def moex_run_text(prompt, n, extra):
+    path = os.path.join(tmp, "prompt.txt")
+    with open(path, "w") as f:
+        f.write(prompt)
+    out = subprocess.run([moex, "run", "-f", path, "-n", str(n)] + extra, capture_output=True).stdout.decode()
+    return out[len(prompt):-1]
+
+
 def moex_run(i):
     r = request_of(i)
-    path = os.path.join(tmp, "prompt%d.txt" % i)
-    with open(path, "w") as f:
-        f.write(r["prompt"])
-    out = subprocess.run([moex, "run", "-f", path, "-n", str(MAX_TOKENS), "--temp", "0.8", "--seed", str(r["seed"])],
-                         capture_output=True).stdout.decode()
-    return out[len(r["prompt"]):-1]
+    return moex_run_text(r["prompt"], MAX_TOKENS, ["--temp", "0.8", "--seed", str(r["seed"])])
 
 
 def decode_rate(before, after):
@@ -141,6 +144,41 @@ check(aggregate > 1.3 * single, "aggregate decode rate %.1f tok/s is above 1.3x 
 m = metrics()
 check(m["batch_tokens_count"] == m["batches_total"] and m['batch_tokens_bucket{le="+Inf"}'] == m["batches_total"],
       "the batch histogram counts every pass")
+
+# A long prompt while another slot decodes goes in pieces of 128 tokens, each
+# in one pass with the other's decode token (129 tokens: passes over 128 can
+# only be such, with one other slot): moex run's tokens all the same.
+long_prompt = " ".join("the %s of %d" % (w, i) for i, w in enumerate(["cat", "sea", "hill", "road"] * 20))
+want_long = moex_run_text(long_prompt, 8, ["--temp", "0"])
+other_req = dict(request_of(1), max_tokens=200)
+want_other = moex_run_text(other_req["prompt"], 200, ["--temp", "0.8", "--seed", str(other_req["seed"])])
+other_result = []
+other = threading.Thread(target=lambda: other_result.append(stream(other_req)))
+before = metrics()
+other.start()
+for _ in range(400):  # bounded: until the other request decodes
+    if metrics()["generated_tokens_total"] > before["generated_tokens_total"]:
+        break
+    time.sleep(0.01)
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+c.request("POST", "/v1/completions", body=json.dumps({"prompt": long_prompt, "max_tokens": 8, "temperature": 0}),
+          headers={"Content-Type": "application/json"})
+answer = json.loads(c.getresponse().read().decode())
+c.close()
+other.join(300)
+after = metrics()
+n_long = answer["usage"]["prompt_tokens"]
+
+
+def over_128(m):
+    return m["batch_tokens_count"] - m['batch_tokens_bucket{le="128"}']
+
+
+check(n_long > 384 and answer["choices"][0]["text"] == want_long and other_result and other_result[0][0] == want_other,
+      "a %d-token prompt prefilled beside another client's decode steps: both have moex run's text" % n_long)
+check(over_128(after) - over_128(before) >= n_long // 128,
+      "its pieces of 128 went in passes with the other's decode token (%d such passes)"
+      % (over_128(after) - over_128(before)))
 
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 c.request("GET", "/health")

@@ -18,17 +18,20 @@ struct slot {
     int in_batch;                      /* tokens this step's batch holds for the slot */
 };
 
-/* Prompt tokens one step evaluates, over every slot in prefill: a long
- * prompt goes in pieces, each batched with the other slots' decode tokens,
- * so that their next token is never more than this much prefill away. */
+/* Prompt tokens one step evaluates, over every slot in prefill, while some
+ * slot decodes: a long prompt goes in pieces, each batched with the other
+ * slots' decode tokens, so that their next token is never more than this
+ * much prefill away. With no slot decoding, up to PREFILL_IDLE (requests
+ * that came together all start sooner). */
 #define PREFILL_CHUNK 128
+#define PREFILL_IDLE 512
 
 struct scheduler {
     moex_model *model;
     moex_context *ctx;                 /* one sequence per slot */
     struct slot *slots;
     int n_slots;
-    int32_t *batch, *batch_seq;        /* (PREFILL_CHUNK + n_slots) this step's tokens and their sequences */
+    int32_t *batch, *batch_seq;        /* (PREFILL_IDLE + n_slots) this step's tokens and their sequences */
     pthread_mutex_t mu;
     pthread_cond_t work;               /* a job was queued, or stop */
     struct serve_job **queue;          /* FIFO ring of waiting jobs */
@@ -206,10 +209,12 @@ static void begin_prefill(struct scheduler *s, struct slot *sl) {
 }
 
 /* Outside mu: this step's batch, every active slot's decode token and the
- * next prompt pieces while PREFILL_CHUNK allows. Returns its tokens and, in
- * *prefill, how many of them are prompt tokens. */
+ * next prompt pieces while the prefill budget allows. Returns its tokens
+ * and, in *prefill, how many of them are prompt tokens. */
 static int build_batch(struct scheduler *s, int *prefill) {
-    int n = 0, budget = PREFILL_CHUNK;
+    int n = 0, budget = PREFILL_IDLE;
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job && s->slots[i].next >= 0) budget = PREFILL_CHUNK;
     *prefill = 0;
     for (int i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
@@ -348,8 +353,8 @@ struct scheduler *sched_new(moex_model *m, int n_slots, const struct moex_contex
     s->q_cap = 64;
     s->slots = calloc((size_t)n_slots, sizeof *s->slots);
     s->queue = malloc(sizeof *s->queue * (size_t)s->q_cap);
-    s->batch = malloc(sizeof *s->batch * (size_t)(PREFILL_CHUNK + n_slots));
-    s->batch_seq = malloc(sizeof *s->batch_seq * (size_t)(PREFILL_CHUNK + n_slots));
+    s->batch = malloc(sizeof *s->batch * (size_t)(PREFILL_IDLE + n_slots));
+    s->batch_seq = malloc(sizeof *s->batch_seq * (size_t)(PREFILL_IDLE + n_slots));
     if (!s->slots || !s->queue || !s->batch || !s->batch_seq) goto fail;
     for (int i = 0; i < n_slots; i++) {
         s->slots[i].seq = i;

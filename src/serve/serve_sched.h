@@ -2,8 +2,9 @@
  * multi-sequence context on the one model (one expert executor, one device
  * set-up), and one thread that steps them all together: each step is one
  * batch of every decoding slot's next token and the next prompt pieces of
- * slots in prefill (at most PREFILL_CHUNK prompt tokens a step, so that
- * decode latency stays low), evaluated as one forward pass, then sampled
+ * slots in prefill (at most 128 prompt tokens a step while a slot decodes,
+ * so that decode latency stays low; 512 while none does), evaluated as one
+ * forward pass, then sampled
  * per slot (continuous batching). A queued request takes the free slot
  * whose sequence shares the longest prefix with its prompt. */
 #ifndef MOEX_SERVE_SCHED_H
