@@ -164,24 +164,34 @@ size_t delta_net_run_scratch(const struct delta_net_dims *d, int threads) {
 
 struct run_job {
     const struct delta_net_dims *d;
-    const struct delta_net_io *io;
+    const struct delta_net_io *io;     /* (n_io) */
     float *scratch;
 };
 
+/* Item i: head i % n_v_heads of batch i / n_v_heads. */
 static void run_heads(void *arg, int64_t begin, int64_t end, int thread_index) {
     struct run_job *j = arg;
     float *scratch = j->scratch + (size_t)thread_index * delta_net_chunk_scratch(j->d, DELTA_NET_CHUNK);
-    for (int64_t h = begin; h < end; h++) {
-        if (j->io->n == 1) delta_net_recurrent(j->d, j->io, (int)h);
-        else delta_net_chunked(j->d, j->io, (int)h, DELTA_NET_CHUNK, scratch);
+    for (int64_t item = begin; item < end; item++) {
+        const struct delta_net_io *io = &j->io[item / j->d->n_v_heads];
+        int h = (int)(item % j->d->n_v_heads);
+        if (io->n == 1) delta_net_recurrent(j->d, io, h);
+        else delta_net_chunked(j->d, io, h, DELTA_NET_CHUNK, scratch);
     }
+}
+
+void delta_net_run_many(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
+                        int n_io, float *scratch) {
+    struct run_job j = { d, io, scratch };
+    threadpool_parallel_for(pool, (int64_t)n_io * d->n_v_heads, 1, run_heads, &j);
 }
 
 void delta_net_run(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
                    float *scratch) {
-    struct run_job j = { d, io, scratch };
-    threadpool_parallel_for(pool, d->n_v_heads, 1, run_heads, &j);
+    delta_net_run_many(pool, d, io, 1, scratch);
 }
+
+enum { DELTA_NET_MAX_RUNS = 64 };
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
@@ -315,12 +325,17 @@ void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const 
     l2_norm_rows(s->q, n * d->n_k_heads, D, sh->eps);
     l2_norm_rows(s->k, n * d->n_k_heads, D, sh->eps);
     delta_net_gates(s->g, s->beta, n, H, w->dt_bias, w->a);
-    for (int r = 0; r < c->n_runs; r++) {
-        const struct batch_run *run = &c->runs[r];
-        size_t f = (size_t)run->first;
-        struct delta_net_io io = { run->n, s->q + f * kd, s->k + f * kd, s->v + f * vd, s->g + f * H, s->beta + f * H,
-                                   c->seqs[run->seq].layers[layer].recurrent, s->o + f * vd };
-        delta_net_run(c->pool, d, &io, s->run);
+    /* Every run's heads as one job, up to DELTA_NET_MAX_RUNS at a time. */
+    struct delta_net_io io[DELTA_NET_MAX_RUNS];
+    for (int r0 = 0; r0 < c->n_runs; r0 += DELTA_NET_MAX_RUNS) {
+        int n_io = c->n_runs - r0 < DELTA_NET_MAX_RUNS ? c->n_runs - r0 : DELTA_NET_MAX_RUNS;
+        for (int r = 0; r < n_io; r++) {
+            const struct batch_run *run = &c->runs[r0 + r];
+            size_t f = (size_t)run->first;
+            io[r] = (struct delta_net_io){ run->n, s->q + f * kd, s->k + f * kd, s->v + f * vd, s->g + f * H,
+                                           s->beta + f * H, c->seqs[run->seq].layers[layer].recurrent, s->o + f * vd };
+        }
+        delta_net_run_many(c->pool, d, io, n_io, s->run);
     }
     gated_rms_norm_rows(s->o, s->z, w->norm, n * H, D, sh->eps);
     int64_t t2 = time_ns();

@@ -54,6 +54,9 @@ size_t delta_net_run_scratch(const struct delta_net_dims *d, int threads);
  * chunked form for longer batches. */
 void delta_net_run(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
                    float *scratch);
+/* The same for n_io batches (each its own state: sequences), in one job. */
+void delta_net_run_many(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
+                        int n_io, float *scratch);
 
 /* The layer's inputs, in order. */
 
