@@ -9,7 +9,9 @@
 #include "core/membw.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
+#include "dev/board.h"
 #include "gguf/gguf.h"
+#include "model/board_net.h"
 #include "moe/executor.h"
 
 #include <math.h>
@@ -29,6 +31,9 @@ static void help(FILE *out) {
             "  -r, --repetitions N   runs per test, after one warm-up (default 3)\n"
             "      --ops             also print where the time goes per op\n"
             "      --no-roofline     skip the read-bandwidth probe (about a second)\n\n"
+            "With --device sim --sim rk3588,board=1 the t/s are the RK3588 board model's\n"
+            "prediction (every op's modelled time: dense matmuls and attention on its\n"
+            "CPU or NPU, experts as placed); the host still computes the logits.\n\n"
             "Next to each test: the weights read per second (tg: bytes of weights a\n"
             "decoded token reads, times t/s), that as a share of the machine's read\n"
             "bandwidth measured before and after the tests (all threads, widest loads,\n"
@@ -159,6 +164,14 @@ int cmd_bench(int argc, char **argv) {
         tokens[i] = (int32_t)((rng >> 33) % (uint64_t)n_vocab);
     }
     uint64_t tok_bytes = decode_bytes_per_token(s.model);
+    const struct board *board = moe_executor_board(context_executor(s.ctx));
+    struct board_net net = { 0 };
+    if (board && board_net_from_model(s.model, &net) != 0) {
+        cli_fail("bench: %s", moex_error());
+        free(tokens); free(pp); free(tg);
+        session_close(&s);
+        return 1;
+    }
     struct membw_result bw = { 0 };
     if (roofline && membw_measure(s.pool, 0, 8, &bw)) {
         cli_fail("bench: %s", moex_error());
@@ -183,6 +196,7 @@ int cmd_bench(int argc, char **argv) {
             double *modelled_rate = malloc(sizeof(double) * (size_t)(reps + 1));
             struct moe_executor *ex = context_executor(s.ctx);
             uint64_t barriers0 = 0;
+            double board_dense = 0, board_experts = 0; /* the measured runs' modelled ns */
             for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up */
                 context_truncate(s.ctx, 0);
                 if (r == 0) { context_reset_op_times(s.ctx); barriers0 = threadpool_barriers(s.pool); }
@@ -198,10 +212,18 @@ int cmd_bench(int argc, char **argv) {
                  * replaced by the modelled one. */
                 const struct moe_phase_counters *pc = moe_executor_counters(ex, kind == 0 ? MOE_PREFILL : MOE_DECODE);
                 double mdt = dt - (double)((pc->wall_ns - before.wall_ns) - (pc->modelled_ns - before.modelled_ns)) * 1e-9;
+                if (board) {
+                    /* every op modelled: the dense part from the shapes, the experts per layer */
+                    double dense = 0, experts = (double)(pc->modelled_ns - before.modelled_ns);
+                    if (kind == 0) dense = board_net_ns(board, &net, n, 0, false);
+                    else for (int i = 0; i < n; i++) dense += board_net_ns(board, &net, 1, i, false);
+                    mdt = (dense + experts) * 1e-9;
+                    if (r >= 0) { board_dense += dense; board_experts += experts; }
+                }
                 if (r >= 0) { rate[r] = n / dt; modelled_rate[r] = n / mdt; }
             }
             if (rc) { cli_fail("bench: %s", moex_error()); free(rate); free(modelled_rate); break; }
-            bool modelled = moe_executor_modelled(ex);
+            bool modelled = moe_executor_modelled(ex) || board;
             double mean = 0, var = 0;
             for (int r = 0; r < reps; r++) mean += (modelled ? modelled_rate : rate)[r];
             mean /= (double)reps;
@@ -210,7 +232,8 @@ int cmd_bench(int argc, char **argv) {
             char test[32];
             snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
             char backend[48];
-            if (!strcmp(moe_executor_device(ex), "none")) snprintf(backend, sizeof backend, "CPU");
+            if (board) snprintf(backend, sizeof backend, "RK3588 board (modelled)");
+            else if (!strcmp(moe_executor_device(ex), "none")) snprintf(backend, sizeof backend, "CPU");
             else snprintf(backend, sizeof backend, "CPU+%s%s", moe_executor_device(ex), modelled ? " (modelled)" : "");
             double gib = (double)s.model->weight_bytes / (1024.0 * 1024 * 1024);
             char gbps[32] = "-", share[32] = "-";
@@ -226,6 +249,15 @@ int cmd_bench(int argc, char **argv) {
                    s.model->n_params >= 1000000000 ? "B" : "M", backend,
                    threadpool_size(s.pool), test, mean, sd, gbps, share, peak_rss_gib());
             fflush(stdout);
+            if (ops && board) {
+                uint64_t hits, misses;
+                board_legacy_uses(board, &hits, &misses);
+                fprintf(stderr, "%s per run on the board: dense matmuls, attention and lm head %.1f ms, experts %.1f ms",
+                        test, board_dense / 1e6 / reps, board_experts / 1e6 / reps);
+                if (hits + misses)
+                    fprintf(stderr, "; legacy expert uses so far: %.1f%% on the NPU", 100.0 * hits / (double)(hits + misses));
+                fputc('\n', stderr);
+            }
             if (ops) {
                 print_ops(test, context_op_times(s.ctx), (int)reps);
                 /* per eval call: a batch for pp, a token for tg */
@@ -245,6 +277,7 @@ int cmd_bench(int argc, char **argv) {
     free(tokens);
     free(pp);
     free(tg);
+    board_net_free(&net);
     if (session_close(&s)) rc = 1;
     return rc ? 1 : 0;
 }
