@@ -17,6 +17,7 @@
 #include "arch/block_io.h"
 #include "arch/block_moe.h"
 #include "arch/block_norm.h"
+#include "arch/block_proj.h"
 #include "arch/block_shortconv.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -124,7 +125,9 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
         /* The kernel is (n_embd, l_cache) floats: ne = [l_cache, n_embd]. */
         if (!(L->conv.kernel = model_want_floats(m, w->l_cache, D, "blk.%d.shortconv.conv.weight", l)) ||
             model_want_matrix(m, &L->conv.in_proj, D, 3 * D, "blk.%d.shortconv.in_proj.weight", l) ||
-            model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l))
+            model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l) ||
+            model_describe_dense(m, DENSE_SHORTCONV, l, &L->conv.in_proj) ||
+            model_describe_dense(m, DENSE_SHORTCONV, l, &L->conv.out_proj))
             return -1;
     } else if (attn_bind(m, &L->attn, l, L->n_head_kv)) {
         return -1;
@@ -133,7 +136,10 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
         L->moe_layer = -1;
         return model_want_matrix(m, &L->ffn.gate, D, hp->n_ff, "blk.%d.ffn_gate.weight", l) ||
                model_want_matrix(m, &L->ffn.up, D, hp->n_ff, "blk.%d.ffn_up.weight", l) ||
-               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ? -1 : 0;
+               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ||
+                       ffn_describe(m, &L->ffn, DENSE_FFN, l)
+                   ? -1
+                   : 0;
     }
     L->moe_layer = l - w->n_dense;
     L->router = (struct moe_router){ .gating = w->gating, .renormalise = true };
@@ -204,13 +210,13 @@ static void *workspace_new(const struct context *c) {
  * rows, the convolution over each run with its sequence's state. */
 static void shortconv_layer(struct context *c, const struct shortconv_weights *w, struct workspace *ws, int l, int n) {
     int D = c->m->hp.n_embd;
-    matmul(c->pool, &w->in_proj, c->xn, n, ws->bcx, c->act);
+    dense_matmul(c, &w->in_proj, c->xn, n, ws->bcx);
     for (int r = 0; r < c->n_runs; r++) {
         const struct batch_run *run = &c->runs[r];
         shortconv_mix(ws->bcx + (size_t)run->first * 3 * D, run->n, D, w->kernel, w->l_cache,
                       c->seqs[run->seq].layers[l].conv, ws->conv_out + (size_t)run->first * D);
     }
-    matmul(c->pool, &w->out_proj, ws->conv_out, n, c->tmp, c->act);
+    dense_matmul(c, &w->out_proj, ws->conv_out, n, c->tmp);
 }
 
 static int forward(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits) {
