@@ -3,7 +3,9 @@
  * A model (weights mapped from a GGUF file, the worker threads, the device
  * options) is shared by the contexts made from it; a context holds one
  * sequence's state (KV cache, recurrent state, the expert executor) and the
- * tokens it has evaluated, so that a new prompt evaluates only what differs.
+ * tokens it has evaluated, so that a new prompt evaluates only what differs,
+ * or several sequences' that it evaluates in shared batches
+ * (moex_context_new_seqs).
  *
  * The library never prints and never reads the environment: notes and
  * progress go to the callback in moex_model_params, errors are returned and
@@ -12,9 +14,10 @@
  * Thread safety. Loaded models and their tokenizer are read-only: the
  * tokenizer, chat and model query functions may be called from any thread.
  * The contexts of one model share its worker threads, so evaluation
- * (moex_eval, moex_prefill, moex_generate, moex_context_new) runs on one
- * thread at a time per model; a context and a sampler belong to one thread
- * at a time. moex_last_error() is per thread. */
+ * (moex_eval, moex_eval_batch, moex_prefill, moex_generate,
+ * moex_context_new) runs on one thread at a time per model; a context (all
+ * its sequences) and a sampler belong to one thread at a time.
+ * moex_last_error() is per thread. */
 #ifndef MOEX_H
 #define MOEX_H
 
@@ -272,6 +275,35 @@ struct moex_generate_result {
 /* The prompt tokens are recorded in the sampler first. -1 on error. */
 MOEX_API int moex_generate(moex_context *c, moex_sampler *s, const int32_t *prompt, int n_prompt,
                   const struct moex_generate_params *p, struct moex_generate_result *r);
+
+/* ---- Several sequences in one context (continuous batching): one batch
+ * mixes tokens of several sequences, each token tagged with its sequence, in
+ * one forward pass: the weights are read once for all rows, attention and
+ * recurrent state are each sequence's own. A sequence's logits are those it
+ * gets evaluated alone (bit for bit where every weight type's kernel is the
+ * same for one row and for several; else within about 1e-5). The
+ * single-sequence functions above work on sequence 0. A context and its
+ * sequences belong to one thread at a time, like any context. */
+/* A context of n_seq sequences of p->n_ctx tokens each (memory: n_seq times
+ * one sequence's state), one expert executor for all. NULL on error. */
+MOEX_API moex_context *moex_context_new_seqs(moex_model *m, const struct moex_context_params *p, int n_seq);
+MOEX_API int moex_n_seq(const moex_context *c);
+/* Evaluates tokens[i] after what sequence seq_ids[i] holds, for i < n; a
+ * sequence's tokens go in the order given, interleaved with others' or not.
+ * Each sequence in the batch then has the logits of its last token. -1 on
+ * error, the sequences of the batch then emptied. */
+MOEX_API int moex_eval_batch(moex_context *c, const int32_t *tokens, const int32_t *seq_ids, int n);
+/* (n_vocab) logits of sequence seq's last evaluated token; NULL before any. */
+MOEX_API const float *moex_seq_logits(const moex_context *c, int seq);
+MOEX_API int moex_seq_n_past(const moex_context *c, int seq);
+/* moex_shared_prefix and moex_truncate of sequence seq. */
+MOEX_API int moex_seq_shared_prefix(const moex_context *c, int seq, const int32_t *tokens, int n);
+MOEX_API void moex_seq_truncate(moex_context *c, int seq, int n_past);
+/* Saves sequence seq's recurrent state here, so that truncating back to here
+ * is cheap (a chat turn's start); free for models without recurrent state. */
+MOEX_API void moex_seq_checkpoint(moex_context *c, int seq);
+/* moex_sample from sequence seq's logits. */
+MOEX_API int32_t moex_sample_seq(moex_sampler *s, const moex_context *c, int seq);
 
 /* ---- Counters of the expert executor, both phases (prefill, decode) summed. */
 struct moex_counters {

@@ -50,7 +50,9 @@ static void log_start_notes(moex_context *c) {
     }
 }
 
-moex_context *moex_context_new(moex_model *m, const struct moex_context_params *p) {
+moex_context *moex_context_new(moex_model *m, const struct moex_context_params *p) { return api_context_new(m, p, 1); }
+
+moex_context *api_context_new(moex_model *m, const struct moex_context_params *p, int n_seq) {
     struct moex_context_params defaults;
     if (!p) { moex_context_params_default(&defaults); p = &defaults; }
     if (!m->model->arch) return moex_errorf("%s was loaded for its tokenizer only (vocab_only)", m->path), NULL;
@@ -67,7 +69,7 @@ moex_context *moex_context_new(moex_model *m, const struct moex_context_params *
     }
     if (!(c->logits = malloc(sizeof *c->logits * (size_t)m->model->hp.n_vocab))) goto oom;
     struct context_params cp = { p->n_ctx, p->n_batch, p->kv_f32 ? KV_F32 : KV_F16, m->pool, &experts, m->pack_path };
-    if (!(c->ctx = context_new(m->model, &cp))) goto fail;
+    if (!(c->ctx = context_new_seqs(m->model, &cp, n_seq))) goto fail;
     c->cap = context_n_ctx(c->ctx);
     if (!(c->tokens = malloc(sizeof *c->tokens * (size_t)c->cap))) goto oom;
     log_start_notes(c);
@@ -81,6 +83,7 @@ fail:
 
 void moex_context_free(moex_context *c) {
     if (!c) return;
+    api_seqs_free(c);
     context_free(c->ctx);
     trace_free(c->trace);
     api_board_free(c);

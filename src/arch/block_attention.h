@@ -53,4 +53,12 @@ void attn_rope_prepare(struct attn_scratch *s, const struct attn_shape *shape, i
 void attention(struct context *c, const struct attn_shape *shape, const struct attn_weights *w, struct attn_scratch *s,
                struct layer_slice *kv, int n, const float *xn, float *out);
 
+/* The same for a forward pass of the context: its projections over all n
+ * rows at once, and each run (c->runs) against its own sequence's cache of
+ * model layer `layer`, at that sequence's positions. */
+void attention_layer(struct context *c, const struct attn_shape *shape, const struct attn_weights *w,
+                     struct attn_scratch *s, int layer, int n, const float *xn, float *out);
+/* The rotation of every run of the context's pass at its positions. */
+void attn_rope_prepare_runs(struct attn_scratch *s, const struct attn_shape *shape, const struct context *c);
+
 #endif

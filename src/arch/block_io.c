@@ -34,8 +34,22 @@ void output_head(struct context *c, const float *norm, const struct matrix *head
     if (all_logits && !logits) return; /* no logits wanted */
     int64_t t0 = time_ns();
     int D = c->m->hp.n_embd;
+    float eps = c->m->hp.rms_eps;
+    if (!all_logits && c->n_runs > 1) {
+        /* Several sequences: the last token of each run that wants them. */
+        int rows = 0;
+        for (int r = 0; r < c->n_runs; r++) {
+            const struct batch_run *run = &c->runs[r];
+            if (!run->logits) continue;
+            rms_norm_rows(c->x + (size_t)(run->first + run->n - 1) * D, norm, c->xn + (size_t)rows * D, 1, D, eps);
+            rows++;
+        }
+        if (rows) dense_matmul(c, head, c->xn, rows, logits);
+        c->times.lm_head += time_ns() - t0;
+        return;
+    }
     int first = all_logits ? 0 : n - 1;
-    rms_norm_rows(c->x + (size_t)first * D, norm, c->xn, n - first, D, c->m->hp.rms_eps);
+    rms_norm_rows(c->x + (size_t)first * D, norm, c->xn, n - first, D, eps);
     dense_matmul(c, head, c->xn, n - first, logits ? logits : c->last_logits);
     c->times.lm_head += time_ns() - t0;
 }

@@ -17,6 +17,7 @@
 #include "arch/block_io.h"
 #include "arch/block_moe.h"
 #include "arch/block_norm.h"
+#include "arch/block_proj.h"
 #include "arch/block_shortconv.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -205,6 +206,19 @@ static void *workspace_new(const struct context *c) {
     return ws;
 }
 
+/* The short convolution of layer l over the pass: its two matmuls over all
+ * rows, the convolution over each run with its sequence's state. */
+static void shortconv_layer(struct context *c, const struct shortconv_weights *w, struct workspace *ws, int l, int n) {
+    int D = c->m->hp.n_embd;
+    dense_matmul(c, &w->in_proj, c->xn, n, ws->bcx);
+    for (int r = 0; r < c->n_runs; r++) {
+        const struct batch_run *run = &c->runs[r];
+        shortconv_mix(ws->bcx + (size_t)run->first * 3 * D, run->n, D, w->kernel, w->l_cache,
+                      c->seqs[run->seq].layers[l].conv, ws->conv_out + (size_t)run->first * D);
+    }
+    dense_matmul(c, &w->out_proj, ws->conv_out, n, c->tmp);
+}
+
 static int forward(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits) {
     const struct model *m = c->m;
     const struct model_hparams *hp = &m->hp;
@@ -212,16 +226,15 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     struct workspace *ws = c->ws;
     int D = hp->n_embd;
     embed_tokens(&m->token_embd, tokens, n, c->x);
-    attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
+    attn_rope_prepare_runs(ws->attn, &ws->shape, c);
     for (int l = 0; l < hp->n_layers; l++) {
         const struct lfm2moe_layer *L = &w->layers[l];
-        struct layer_slice *state = &c->layers[l];
         rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);
         if (L->n_head_kv) {
-            attention(c, &ws->shape, &L->attn, ws->attn, state, n, c->xn, c->tmp);
+            attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, c->tmp);
         } else {
             int64_t t1 = time_ns();
-            shortconv_forward(c, &L->conv, c->xn, n, D, state->conv, ws->bcx, ws->conv_out, c->tmp);
+            shortconv_layer(c, &L->conv, ws, l, n);
             c->times.shortconv += time_ns() - t1;
         }
         add_residual(c->x, c->tmp, (int64_t)n * D);

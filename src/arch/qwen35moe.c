@@ -283,15 +283,15 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     int D = hp->n_embd;
     int64_t t0 = time_ns();
     embed_tokens(&m->token_embd, tokens, n, c->x);
-    attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
+    attn_rope_prepare_runs(ws->attn, &ws->shape, c);
     c->times.other += time_ns() - t0;
     for (int l = 0; l < hp->n_layers; l++) {
         const struct qwen35moe_layer *L = &q->layers[l];
         rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);
         if (is_delta_net(q, l))
-            delta_net_layer(c, &q->dn, &L->dn, ws->dn, &c->layers[l], n, c->xn, c->tmp);
+            delta_net_layer(c, &q->dn, &L->dn, ws->dn, l, n, c->xn, c->tmp);
         else
-            attention(c, &ws->shape, &L->attn, ws->attn, &c->layers[l], n, c->xn, c->tmp);
+            attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, c->tmp);
         add_residual(c->x, c->tmp, (int64_t)n * D);
         rms_norm_rows(c->x, L->post_attention_norm, c->xn, n, D, hp->rms_eps);
         moe_ffn(c, &L->router, l, ws->moe, c->xn, n, c->tmp);
