@@ -1,6 +1,6 @@
 #include "arch/block_attention.h"
 
-#include "arch/attn_kernels.h"
+#include "arch/attn_tiled.h"
 #include "arch/block_norm.h"
 #include "arch/block_proj.h"
 #include "core/threadpool.h"
@@ -26,14 +26,12 @@ int attn_bind(struct model *m, struct attn_weights *w, int l, int n_head_kv) {
 }
 
 struct attn_scratch {
-    int n_ctx;
     float *q;                   /* (n_batch, n_head*head_dim) */
     float *q_gate;              /* (n_batch, 2*n_head*head_dim) the projection, with an output gate */
     float *gate;                /* (n_batch, n_head*head_dim) the gate, with an output gate */
     float *k, *v;               /* (n_batch, n_head_kv*head_dim) */
     float *out;                 /* (n_batch, n_head*head_dim) attention output */
-    float *scores;              /* (threads, n_ctx, group) attention scores */
-    float *q_rounded;           /* (threads, group, head_dim) queries rounded to the cache type */
+    struct attn_tiles *tiles;   /* the attention kernel's per-thread tiles */
     float *rope_cos, *rope_sin; /* (n_batch, n_rot/2) for the current batch */
 };
 
@@ -43,8 +41,7 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
     struct attn_scratch *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     size_t B = (size_t)n_batch, qd = (size_t)sh->n_head * sh->head_dim, kvd = (size_t)sh->n_head_kv * sh->head_dim;
-    size_t group = (size_t)(sh->n_head / sh->n_head_kv);
-    s->n_ctx = n_ctx;
+    (void)n_ctx; /* the tiles do not grow with the cache */
     s->q = malloc(B * qd * 4);
     if (sh->output_gate) {
         s->q_gate = malloc(B * qd * 2 * 4);
@@ -57,11 +54,10 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
     s->k = malloc(B * kvd * 4);
     s->v = malloc(B * kvd * 4);
     s->out = malloc(B * qd * 4);
-    s->scores = malloc((size_t)threads * n_ctx * group * 4);
-    s->q_rounded = malloc((size_t)threads * group * sh->head_dim * 4);
+    s->tiles = attn_tiles_new(sh->n_head, sh->n_head_kv, sh->head_dim, threads);
     s->rope_cos = malloc(B * rotated(sh) / 2 * 4);
     s->rope_sin = malloc(B * rotated(sh) / 2 * 4);
-    if (!s->q || !s->k || !s->v || !s->out || !s->scores || !s->q_rounded || !s->rope_cos || !s->rope_sin) {
+    if (!s->q || !s->k || !s->v || !s->out || !s->tiles || !s->rope_cos || !s->rope_sin) {
         attn_scratch_free(s);
         return NULL;
     }
@@ -71,7 +67,7 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
 void attn_scratch_free(struct attn_scratch *s) {
     if (!s) return;
     free(s->q); free(s->q_gate); free(s->gate); free(s->k); free(s->v); free(s->out);
-    free(s->scores); free(s->q_rounded); free(s->rope_cos); free(s->rope_sin);
+    attn_tiles_free(s->tiles); free(s->rope_cos); free(s->rope_sin);
     free(s);
 }
 
@@ -117,53 +113,6 @@ static void store_kv(void *cache, size_t elem, size_t offset, const float *src, 
     else f32_to_fp16_row(src, (uint16_t *)cache + offset, (int64_t)n);
 }
 
-struct attn_job {
-    const struct attn_shape *sh;
-    struct attn_scratch *s;
-    const struct layer_slice *kv;
-    size_t kv_elem;
-    int n_past;
-};
-
-/* One (token, KV head) per item: the query heads of the group share each
- * key and value row as it is read. Causal softmax over the cache. With an
- * f16 cache, q and the probabilities are rounded to f16 before their dot
- * products, as the reference computes with f16 caches. */
-static void attention_items(void *arg, int64_t begin, int64_t end, int thread_index) {
-    struct attn_job *j = arg;
-    const struct attn_shape *sh = j->sh;
-    struct attn_scratch *s = j->s;
-    int hd = sh->head_dim, group = sh->n_head / sh->n_head_kv;
-    size_t kvd = (size_t)sh->n_head_kv * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *scores = s->scores + (size_t)thread_index * s->n_ctx * group; /* (n_ctx, group) */
-    float *qh = s->q_rounded + (size_t)thread_index * group * hd;      /* (group, hd) */
-    const struct attn_kernels *ak = attn_kernels();
-    bool f16 = j->kv_elem == 2;
-    for (int64_t item = begin; item < end; item++) {
-        int t = (int)(item / sh->n_head_kv), g = (int)(item % sh->n_head_kv);
-        int n_keys = j->n_past + t + 1;
-        const float *q = s->q + (size_t)t * sh->n_head * hd + (size_t)g * group * hd;
-        float *out = s->out + (size_t)t * sh->n_head * hd + (size_t)g * group * hd;
-        size_t off = (size_t)g * hd;
-        if (f16) {
-            f32_to_fp16_row(q, (uint16_t *)out, group * hd); /* out is free until wsum */
-            fp16_to_f32_row((const uint16_t *)out, qh, group * hd);
-            const uint16_t *kc = (const uint16_t *)j->kv->k + off;
-            for (int p = 0; p < n_keys; p++) ak->dot_f16(qh, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
-        } else {
-            const float *kc = (const float *)j->kv->k + off;
-            for (int p = 0; p < n_keys; p++) ak->dot_f32(q, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
-        }
-        /* the probabilities, in place (rounded to f16 for an f16 cache) */
-        ak->softmax(scores, n_keys, group, scale, f16);
-        if (f16)
-            ak->wsum_f16(scores, group, n_keys, (const uint16_t *)j->kv->v + off, kvd, hd, out);
-        else
-            ak->wsum_f32(scores, group, n_keys, (const float *)j->kv->v + off, kvd, hd, out);
-    }
-}
-
 void attention(struct context *c, const struct attn_shape *sh, const struct attn_weights *w, struct attn_scratch *s,
                struct layer_slice *kv, int n, const float *xn, float *out) {
     int hd = sh->head_dim, n_rot = rotated(sh), half = n_rot / 2;
@@ -190,8 +139,8 @@ void attention(struct context *c, const struct attn_shape *sh, const struct attn
         store_kv(kv->v, c->kv_elem, off, s->v + t * kvd, kvd);
     }
     int64_t t1 = time_ns();
-    struct attn_job job = { sh, s, kv, c->kv_elem, c->n_past };
-    threadpool_parallel_for(c->pool, (int64_t)n * sh->n_head_kv, 1, attention_items, &job);
+    struct attn_run run = { s->q, s->out, n, c->n_past, kv->k, kv->v, kvd, c->kv_elem };
+    attn_tiled(c->pool, NULL, s->tiles, &run, 1);
     if (sh->output_gate)
         for (size_t i = 0; i < (size_t)n * qd; i++) s->out[i] *= 1.0f / (1.0f + expf(-s->gate[i]));
     int64_t t2 = time_ns();
