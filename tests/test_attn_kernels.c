@@ -255,6 +255,7 @@ static void test_tiled(struct threadpool *pool) {
         { 6, 2, 40, 90, 90 },     /* a head that is not a multiple of 16 */
         { 3, 3, 16, 70, 1 },      /* one head per group, decoding one token */
         { 8, 1, 72, 200, 3 },     /* one KV head, a short run past two key blocks */
+        { 8, 2, 64, 2060, 40 },   /* blocks that end before and after the f16 pass's kept scores */
     };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (size_t elem = 2; elem <= 4; elem += 2) {

@@ -11,6 +11,7 @@
 enum {
     KEY_BLOCK = 64,   /* keys per tile: K and V tiles of 64 x head_dim floats stay in L1/L2 */
     QUERY_COLS = 64,  /* query columns (tokens x heads of one group) per item, when the run has them */
+    KEPT_KEYS = 2048, /* an f16 cache's second pass reuses the first's scores up to this many keys */
     COL_ALIGN = 16,   /* the widest ISA's lanes: every ISA's column padding fits the tiles */
 };
 
@@ -32,6 +33,7 @@ struct tile_set {
     float *k;               /* (KEY_BLOCK, head_dim) a key block, rows past the block's keys zero */
     float *v;               /* (KEY_BLOCK, hdp) a value block, columns past head_dim zero */
     float *s;               /* (KEY_BLOCK, cols) scores, then weights */
+    float *kept;            /* (KEPT_KEYS, cols) the first pass's scores, when the keys are that few */
     float *o;               /* (cols, hdp) unnormalised outputs */
     float *max, *sum, *alpha; /* (cols) */
 };
@@ -47,6 +49,7 @@ static size_t carve(const struct attn_tiles *t, float *base, struct tile_set *ts
     TAKE(k, (size_t)KEY_BLOCK * t->head_dim);
     TAKE(v, (size_t)KEY_BLOCK * t->hdp);
     TAKE(s, (size_t)KEY_BLOCK * cols);
+    TAKE(kept, (size_t)KEPT_KEYS * cols);
     TAKE(o, cols * t->hdp);
     TAKE(max, cols);
     TAKE(sum, cols);
@@ -95,35 +98,39 @@ static void load_rows(const struct attn_run *r, const void *cache, int pos0, int
     }
 }
 
+/* qt (hd, mp): column i = the query of token t0 + i/group, head
+ * g*group + i%group; zero past m = nt*group; rounded to f16 when asked
+ * (half: hd*mp scratch halves). */
+static void load_queries(const struct attn_tiles *t, const struct attn_run *r, int g, int t0, int nt, int mp,
+                         int round, float *qt, uint16_t *half) {
+    const int hd = t->head_dim, group = t->group, m = nt * group;
+    const size_t row = (size_t)t->n_head * hd;
+    const float *q = r->q + (size_t)t0 * row + (size_t)g * group * hd;
+    for (int d = 0; d < hd; d++) { /* a row of qt per dim: the m query lines it reads stay in L1 */
+        float *qd = qt + (size_t)d * mp;
+        for (int tt = 0; tt < nt; tt++)
+            for (int hh = 0; hh < group; hh++) *qd++ = q[(size_t)tt * row + (size_t)hh * hd + d];
+        for (int i = m; i < mp; i++) *qd++ = 0;
+    }
+    if (round) {
+        f32_to_fp16_row(qt, half, (int64_t)hd * mp);
+        fp16_to_f32_row(half, qt, (int64_t)hd * mp);
+    }
+}
+
 /* Tokens t0..t0+nt-1 of run r, query heads of KV head g, against keys
- * 0..pos0+t0+nt-1 in blocks of KEY_BLOCK. Column i = token i/group, head
- * g*group + i%group; a column sees the keys up to its token's position. */
+ * 0..pos0+t0+nt-1 in blocks of KEY_BLOCK; a column (a token's head) sees
+ * the keys up to its token's position.
+ * With an f16 cache, as llama.cpp computes over one, the queries are
+ * rounded to f16 and the weights normalised before they are rounded to
+ * f16, which takes the final maximum and sum: a first pass finds them, a
+ * second one applies the weights (the oracle's F16 greedy run needs it). */
 static void attend(const struct attn_tiles *t, const struct attn_kernels *ak, const struct attn_run *r, int g, int t0,
                    int nt, const struct tile_set *ts) {
     const int hd = t->head_dim, hdp = t->hdp, group = t->group;
     const int m = nt * group, mp = round_up(m, ak->lanes);
-    const size_t row = (size_t)t->n_head * hd, head0 = (size_t)g * group * hd;
-    const float *q = r->q + (size_t)t0 * row + head0;
-    for (int d0 = 0; d0 < hd; d0 += 16) /* 16 rows of qt at a time stay in L1 */
-        for (int tt = 0; tt < nt; tt++)
-            for (int hh = 0; hh < group; hh++) {
-                const float *qi = q + (size_t)tt * row + (size_t)hh * hd;
-                float *col = ts->qt + tt * group + hh;
-                __builtin_prefetch(qi + d0 + 32);
-                for (int d = d0; d < d0 + 16 && d < hd; d++) col[(size_t)d * mp] = qi[d];
-            }
-    for (int d = 0; d < hd; d++)
-        for (int i = m; i < mp; i++) ts->qt[(size_t)d * mp + i] = 0;
-    /* With an f16 cache, as llama.cpp computes over one: the queries rounded
-     * to f16, and the weights normalised before they are rounded to f16,
-     * which takes the final maximum and sum: a first pass finds them, a
-     * second one applies the weights. The oracle's F16 greedy run needs it. */
     const int passes = r->kv_elem == 2 ? 2 : 1;
-    if (passes == 2) {
-        uint16_t *half = (uint16_t *)ts->o; /* o is free until the last pass */
-        f32_to_fp16_row(ts->qt, half, (int64_t)hd * mp);
-        fp16_to_f32_row(half, ts->qt, (int64_t)hd * mp);
-    }
+    load_queries(t, r, g, t0, nt, mp, passes == 2, ts->qt, (uint16_t *)ts->o /* free until the last pass */);
     for (int i = 0; i < mp; i++) {
         ts->max[i] = -INFINITY;
         ts->sum[i] = 0;
@@ -141,18 +148,24 @@ static void attend(const struct attn_tiles *t, const struct attn_kernels *ak, co
         for (int k0 = 0; k0 < end; k0 += KEY_BLOCK) {
             const int nk = end - k0 < KEY_BLOCK ? end - k0 : KEY_BLOCK, nk8 = round_up(nk, 8);
             const int masked0 = (k0 - first) * group;
-            load_rows(r, r->k, k0, nk, off, hd, hd, ts->k);
-            memset(ts->k + (size_t)nk * hd, 0, sizeof(float) * (size_t)(nk8 - nk) * hd);
-            ak->scores(ts->qt, mp, hd, ts->k, nk8, ts->s);
-            if (pass == 0) ak->softmax(ts->s, nk, mp, scale, masked0, group, ts->max, ts->sum, ts->alpha);
-            else ak->weights(ts->s, nk, mp, scale, masked0, group, ts->max, ts->sum);
+            float *s = ts->s, *kept = ts->kept + (size_t)k0 * mp;
+            if (pass == 1 && end <= KEPT_KEYS) s = kept;
+            else {
+                load_rows(r, r->k, k0, nk, off, hd, hd, ts->k);
+                memset(ts->k + (size_t)nk * hd, 0, sizeof(float) * (size_t)(nk8 - nk) * hd);
+                ak->scores(ts->qt, mp, hd, ts->k, nk8, s);
+                if (passes == 2 && end <= KEPT_KEYS) memcpy(kept, s, sizeof(float) * (size_t)nk * mp);
+            }
+            if (pass == 0) ak->softmax(s, nk, mp, scale, masked0, group, ts->max, ts->sum, ts->alpha);
+            else ak->weights(s, nk, mp, scale, masked0, group, ts->max, ts->sum);
             if (pass == passes - 1) {
                 load_rows(r, r->v, k0, nk, off, hd, hdp, ts->v);
-                ak->accumulate(ts->s, mp, nk, ts->v, hdp, ts->alpha, ts->o);
+                ak->accumulate(s, mp, nk, ts->v, hdp, ts->alpha, ts->o);
             }
         }
     }
-    float *out = r->out + (size_t)t0 * row + head0;
+    const size_t row = (size_t)t->n_head * hd;
+    float *out = r->out + (size_t)t0 * row + (size_t)g * group * hd;
     for (int i = 0; i < m; i++) {
         float *oi = out + (size_t)(i / group) * row + (size_t)(i % group) * hd;
         const float inv = passes == 1 ? 1.0f / ts->sum[i] : 1.0f;
