@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
     float *q = malloc(P * qd * 4), *out = malloc(P * qd * 4), *kf = malloc(n_pos * kvd * 4), *vf = malloc(n_pos * kvd * 4);
     uint16_t *kh = malloc(n_pos * kvd * 2), *vh = malloc(n_pos * kvd * 2);
     struct threadpool *pool = threadpool_new(threads, true);
-    struct attn_tiles *t = attn_tiles_new(HEADS, KV_HEADS, HEAD_DIM, threads);
+    struct attn_tiles *t = attn_tiles_new(HEADS, KV_HEADS, HEAD_DIM, n_pos, threads);
     if (!q || !out || !kf || !vf || !kh || !vh || !pool || !t) {
         fprintf(stderr, "out of memory\n");
         return 1;

@@ -264,7 +264,9 @@ static void test_tiled(struct threadpool *pool) {
             size_t outn = (size_t)p.n * p.n_head * p.hd;
             double *want = malloc(outn * sizeof(double)), *slack = malloc(outn * sizeof(double));
             float *ref = malloc(outn * 4), *got = malloc(outn * 4), *split = malloc(outn * 4);
-            struct attn_tiles *t = attn_tiles_new(p.n_head, p.n_kv, p.hd, threadpool_size(pool));
+            /* tiles made for the whole cache, or for half of it (runs then go past it) */
+            int n_ctx = si % 2 ? p.n_pos / 2 : p.n_pos;
+            struct attn_tiles *t = attn_tiles_new(p.n_head, p.n_kv, p.hd, n_ctx, threadpool_size(pool));
             CHECK(t != NULL);
             naive(&p, want, slack);
             struct attn_run whole = run_of(&p, ref, 0, p.n);
@@ -314,7 +316,7 @@ static void test_two_sequences(struct threadpool *pool) {
     problem_make(&b, 8, 2, 64, 20, 1, 2);
     float *oa = malloc((size_t)a.n * 8 * 64 * 4), *ob = malloc((size_t)b.n * 8 * 64 * 4);
     float *sa = malloc((size_t)a.n * 8 * 64 * 4), *sb = malloc((size_t)b.n * 8 * 64 * 4);
-    struct attn_tiles *t = attn_tiles_new(8, 2, 64, threadpool_size(pool));
+    struct attn_tiles *t = attn_tiles_new(8, 2, 64, 100, threadpool_size(pool));
     struct attn_run runs[2] = { run_of(&a, oa, 0, a.n), run_of(&b, ob, 0, b.n) };
     attn_tiled(pool, NULL, t, runs, 2);
     runs[0] = run_of(&a, sa, 0, a.n);

@@ -22,6 +22,7 @@ struct attn_tiles {
     int hdp;          /* head_dim rounded up to 16: the row length of the V tile and of o */
     int max_tokens;   /* tokens per item at most */
     int max_cols;     /* max_tokens * group, padded to COL_ALIGN */
+    int kept_keys;    /* keys whose scores the first pass keeps: KEPT_KEYS, or fewer for a short cache */
     int threads;
     size_t per_thread; /* floats of one thread's tiles */
     float *mem;       /* (threads, per_thread) */
@@ -33,7 +34,7 @@ struct tile_set {
     float *k;               /* (KEY_BLOCK, head_dim) a key block, rows past the block's keys zero */
     float *v;               /* (KEY_BLOCK, hdp) a value block, columns past head_dim zero */
     float *s;               /* (KEY_BLOCK, cols) scores, then weights */
-    float *kept;            /* (KEPT_KEYS, cols) the first pass's scores, when the keys are that few */
+    float *kept;            /* (kept_keys, cols) the first pass's scores, when the keys are that few */
     float *o;               /* (cols, hdp) unnormalised outputs */
     float *max, *sum, *alpha; /* (cols) */
 };
@@ -49,7 +50,7 @@ static size_t carve(const struct attn_tiles *t, float *base, struct tile_set *ts
     TAKE(k, (size_t)KEY_BLOCK * t->head_dim);
     TAKE(v, (size_t)KEY_BLOCK * t->hdp);
     TAKE(s, (size_t)KEY_BLOCK * cols);
-    TAKE(kept, (size_t)KEPT_KEYS * cols);
+    TAKE(kept, (size_t)t->kept_keys * cols);
     TAKE(o, cols * t->hdp);
     TAKE(max, cols);
     TAKE(sum, cols);
@@ -58,7 +59,7 @@ static size_t carve(const struct attn_tiles *t, float *base, struct tile_set *ts
     return at;
 }
 
-struct attn_tiles *attn_tiles_new(int n_head, int n_head_kv, int head_dim, int threads) {
+struct attn_tiles *attn_tiles_new(int n_head, int n_head_kv, int head_dim, int n_ctx, int threads) {
     if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv || head_dim <= 0) return NULL;
     struct attn_tiles *t = calloc(1, sizeof *t);
     if (!t) return NULL;
@@ -69,6 +70,7 @@ struct attn_tiles *attn_tiles_new(int n_head, int n_head_kv, int head_dim, int t
     t->hdp = round_up(head_dim, 16);
     t->max_tokens = QUERY_COLS / t->group > 1 ? QUERY_COLS / t->group : 1;
     t->max_cols = round_up(t->max_tokens * t->group, COL_ALIGN);
+    t->kept_keys = n_ctx > 0 && n_ctx < KEPT_KEYS ? round_up(n_ctx, KEY_BLOCK) : KEPT_KEYS;
     t->threads = threads > 0 ? threads : 1;
     t->per_thread = carve(t, NULL, NULL);
     t->mem = aligned_alloc(64, t->per_thread * t->threads * sizeof(float));
@@ -149,12 +151,12 @@ static void attend(const struct attn_tiles *t, const struct attn_kernels *ak, co
             const int nk = end - k0 < KEY_BLOCK ? end - k0 : KEY_BLOCK, nk8 = round_up(nk, 8);
             const int masked0 = (k0 - first) * group;
             float *s = ts->s, *kept = ts->kept + (size_t)k0 * mp;
-            if (pass == 1 && end <= KEPT_KEYS) s = kept;
+            if (pass == 1 && end <= t->kept_keys) s = kept;
             else {
                 load_rows(r, r->k, k0, nk, off, hd, hd, ts->k);
                 memset(ts->k + (size_t)nk * hd, 0, sizeof(float) * (size_t)(nk8 - nk) * hd);
                 ak->scores(ts->qt, mp, hd, ts->k, nk8, s);
-                if (passes == 2 && end <= KEPT_KEYS) memcpy(kept, s, sizeof(float) * (size_t)nk * mp);
+                if (passes == 2 && end <= t->kept_keys) memcpy(kept, s, sizeof(float) * (size_t)nk * mp);
             }
             if (pass == 0) ak->softmax(s, nk, mp, scale, masked0, group, ts->max, ts->sum, ts->alpha);
             else ak->weights(s, nk, mp, scale, masked0, group, ts->max, ts->sum);

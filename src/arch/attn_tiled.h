@@ -25,9 +25,11 @@ struct attn_run {
     size_t kv_elem;    /* 2 (f16) or 4 (f32) */
 };
 
-/* Per-thread tiles for one attention shape. NULL when out of memory. */
+/* Per-thread tiles for one attention shape, over caches of up to n_ctx
+ * positions (the tiles' size is bounded whatever n_ctx; runs may go
+ * further, at some cost). NULL when out of memory. */
 struct attn_tiles;
-struct attn_tiles *attn_tiles_new(int n_head, int n_head_kv, int head_dim, int threads);
+struct attn_tiles *attn_tiles_new(int n_head, int n_head_kv, int head_dim, int n_ctx, int threads);
 void attn_tiles_free(struct attn_tiles *t);
 
 /* Every run's outputs, all runs in one parallel region of pool (NULL:

@@ -41,7 +41,6 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
     struct attn_scratch *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     size_t B = (size_t)n_batch, qd = (size_t)sh->n_head * sh->head_dim, kvd = (size_t)sh->n_head_kv * sh->head_dim;
-    (void)n_ctx; /* the tiles do not grow with the cache */
     s->q = malloc(B * qd * 4);
     if (sh->output_gate) {
         s->q_gate = malloc(B * qd * 2 * 4);
@@ -54,7 +53,7 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
     s->k = malloc(B * kvd * 4);
     s->v = malloc(B * kvd * 4);
     s->out = malloc(B * qd * 4);
-    s->tiles = attn_tiles_new(sh->n_head, sh->n_head_kv, sh->head_dim, threads);
+    s->tiles = attn_tiles_new(sh->n_head, sh->n_head_kv, sh->head_dim, n_ctx, threads);
     s->rope_cos = malloc(B * rotated(sh) / 2 * 4);
     s->rope_sin = malloc(B * rotated(sh) / 2 * 4);
     if (!s->q || !s->k || !s->v || !s->out || !s->tiles || !s->rope_cos || !s->rope_sin) {

@@ -38,8 +38,7 @@ struct attn_shape {
  * moex_error() naming the tensor. */
 int attn_bind(struct model *m, struct attn_weights *w, int layer, int n_head_kv);
 
-/* Buffers for batches of n_batch tokens over a cache of n_ctx positions
- * (none of them grows with n_ctx). */
+/* Buffers for batches of n_batch tokens over a cache of n_ctx positions. */
 struct attn_scratch;
 struct attn_scratch *attn_scratch_new(const struct attn_shape *s, int n_batch, int n_ctx, int threads);
 void attn_scratch_free(struct attn_scratch *s);
