@@ -4,7 +4,6 @@
 #include "moex.h"
 
 #include "harness.h"
-#include "synth/synth.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -196,7 +195,7 @@ static void test_callbacks(void) {
     moex_context *a = moex_context_new(m, NULL), *b = moex_context_new(m, NULL);
     CHECK(a && b);
     CHECKF(h.warnings == 1 && strstr(h.last, "pack file refused"), "%d warnings, last '%s'", h.warnings, h.last);
-    CHECK(h.progress_ends == 2); /* each context fills its device slots */
+    CHECK(h.progress_ends == 4); /* each context fills its device slots: pinned experts, then the backbone */
     struct moex_counters k;
     if (a) moex_context_counters(a, &k);
     CHECK(a && !strcmp(k.device, "cpu"));
@@ -206,11 +205,12 @@ static void test_callbacks(void) {
 }
 
 int main(void) {
-    struct synth_params p;
-    synth_preset("tiny", &p);
+    struct moex_synth_params p;
+    moex_synth_params_default(&p);
+    p.preset = "tiny";
     p.n_threads = 2;
     snprintf(model_path, sizeof model_path, "%s/api.gguf", test_tmpdir());
-    if (synth_write(&p, model_path) != 0) {
+    if (moex_synth_write(&p, model_path) != 0) {
         fprintf(stderr, "synth: %s\n", moex_last_error());
         return 1;
     }

@@ -22,7 +22,14 @@ int attn_bind(struct model *m, struct attn_weights *w, int l, int n_head_kv) {
         !(w->q_norm = model_want_vector(m, hd, "blk.%d.attn_q_norm.weight", l)) ||
         !(w->k_norm = model_want_vector(m, hd, "blk.%d.attn_k_norm.weight", l)))
         return -1;
-    return 0;
+    return attn_describe(m, w, l);
+}
+
+int attn_describe(struct model *m, const struct attn_weights *w, int l) {
+    return model_describe_dense(m, DENSE_ATTN_Q, l, &w->wq) || model_describe_dense(m, DENSE_ATTN_K, l, &w->wk) ||
+                   model_describe_dense(m, DENSE_ATTN_V, l, &w->wv) || model_describe_dense(m, DENSE_ATTN_O, l, &w->wo)
+               ? -1
+               : 0;
 }
 
 struct attn_scratch {
@@ -143,7 +150,7 @@ void attention(struct context *c, const struct attn_shape *sh, const struct attn
     if (sh->output_gate)
         for (size_t i = 0; i < (size_t)n * qd; i++) s->out[i] *= 1.0f / (1.0f + expf(-s->gate[i]));
     int64_t t2 = time_ns();
-    matmul(c->pool, &w->wo, s->out, n, out, c->act);
+    dense_matmul(c, &w->wo, s->out, n, out);
     int64_t t3 = time_ns();
     c->times.attn_matmul += (t1 - t0) + (t3 - t2);
     c->times.attention += t2 - t1;

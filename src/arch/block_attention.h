@@ -37,6 +37,8 @@ struct attn_shape {
  * attn_k_norm for n_head_kv KV heads, shapes from m->hp. 0, or -1 with
  * moex_error() naming the tensor. */
 int attn_bind(struct model *m, struct attn_weights *w, int layer, int n_head_kv);
+/* Describes the four projections to the executor (attn_bind does it). */
+int attn_describe(struct model *m, const struct attn_weights *w, int layer);
 
 /* Buffers for batches of n_batch tokens over a cache of n_ctx positions. */
 struct attn_scratch;

@@ -314,7 +314,7 @@ void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const 
     delta_net_run(c->pool, d, &io, s->run);
     gated_rms_norm_rows(s->o, s->z, w->norm, n * d->n_v_heads, D, sh->eps);
     int64_t t2 = time_ns();
-    matmul(c->pool, &w->out, s->o, n, out, c->act);
+    dense_matmul(c, &w->out, s->o, n, out);
     int64_t t3 = time_ns();
     c->times.attn_matmul += (t1 - t0) + (t3 - t2);
     c->times.delta_net += t2 - t1;

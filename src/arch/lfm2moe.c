@@ -124,7 +124,9 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
         /* The kernel is (n_embd, l_cache) floats: ne = [l_cache, n_embd]. */
         if (!(L->conv.kernel = model_want_floats(m, w->l_cache, D, "blk.%d.shortconv.conv.weight", l)) ||
             model_want_matrix(m, &L->conv.in_proj, D, 3 * D, "blk.%d.shortconv.in_proj.weight", l) ||
-            model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l))
+            model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l) ||
+            model_describe_dense(m, DENSE_SHORTCONV, l, &L->conv.in_proj) ||
+            model_describe_dense(m, DENSE_SHORTCONV, l, &L->conv.out_proj))
             return -1;
     } else if (attn_bind(m, &L->attn, l, L->n_head_kv)) {
         return -1;
@@ -133,7 +135,10 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
         L->moe_layer = -1;
         return model_want_matrix(m, &L->ffn.gate, D, hp->n_ff, "blk.%d.ffn_gate.weight", l) ||
                model_want_matrix(m, &L->ffn.up, D, hp->n_ff, "blk.%d.ffn_up.weight", l) ||
-               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ? -1 : 0;
+               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ||
+                       ffn_describe(m, &L->ffn, DENSE_FFN, l)
+                   ? -1
+                   : 0;
     }
     L->moe_layer = l - w->n_dense;
     L->router = (struct moe_router){ .gating = w->gating, .renormalise = true };
@@ -216,7 +221,7 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
             attention(c, &ws->shape, &L->attn, ws->attn, state, n, c->xn, c->tmp);
         } else {
             int64_t t1 = time_ns();
-            shortconv_forward(c->pool, &L->conv, c->xn, n, D, state->conv, ws->bcx, ws->conv_out, c->act, c->tmp);
+            shortconv_forward(c, &L->conv, c->xn, n, D, state->conv, ws->bcx, ws->conv_out, c->tmp);
             c->times.shortconv += time_ns() - t1;
         }
         add_residual(c->x, c->tmp, (int64_t)n * D);

@@ -159,6 +159,11 @@ static int bind_delta_net(struct model *m, const struct qwen35moe *q, struct del
     if (w->conv.type != QT_F32)
         return moex_errorf("%s: tensor 'blk.%d.ssm_conv1d.weight' must be F32, it is %s", m->file->path, l,
                            quant_type_name(w->conv.type));
+    /* beta and alpha are per-head gates, a few channels wide, and as
+     * sensitive as a router: they stay on the CPU's kernels */
+    const struct matrix *proj[3] = { &w->qkv, &w->z, &w->out };
+    for (int i = 0; i < 3; i++)
+        if (model_describe_dense(m, DENSE_DELTA_NET, l, proj[i])) return -1;
     return 0;
 }
 
@@ -172,7 +177,7 @@ static int bind_attention(struct model *m, struct attn_weights *w, int l) {
         !(w->q_norm = model_want_vector(m, hd, "blk.%d.attn_q_norm.weight", l)) ||
         !(w->k_norm = model_want_vector(m, hd, "blk.%d.attn_k_norm.weight", l)))
         return -1;
-    return 0;
+    return attn_describe(m, w, l);
 }
 
 /* Router, experts and shared expert: the MoE half of every block. */
@@ -193,7 +198,7 @@ static int bind_ffn(struct model *m, const struct qwen35moe *q, struct qwen35moe
         model_want_matrix(m, &L->shexp.ffn.up, D, q->n_ff_shexp, "blk.%d.ffn_up_shexp.weight", l) ||
         model_want_matrix(m, &L->shexp.ffn.down, q->n_ff_shexp, D, "blk.%d.ffn_down_shexp.weight", l))
         return -1;
-    return 0;
+    return ffn_describe(m, &L->shexp.ffn, DENSE_SHARED_EXPERT, l);
 }
 
 /* The MTP block: a full-attention MoE block plus its NextN tensors. */

@@ -200,6 +200,7 @@ static int64_t timed_ops(const struct op_times *t) {
  * that its blocks do not count goes to `other`. */
 static int eval_batch(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits) {
     int64_t t0 = time_ns(), counted = timed_ops(&c->times);
+    moe_executor_begin_batch(c->exec, n);
     if (c->m->arch->forward(c, tokens, n, logits, all_logits)) {
         /* A pass that stopped half way may have moved recurrent state. */
         if (c->recurrent_total) rewind_state(c);

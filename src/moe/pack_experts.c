@@ -116,6 +116,10 @@ static int pack_experts(const struct moe_model_desc *d, const struct moe_exec_op
                     dp.note[0] ? dp.note : "no device");
         return -1;
     }
+    if (dp.expert_bytes == 0) {
+        moe_device_plan_free(&dp);
+        return moex_errorf("nothing to pack for --device %s: %s", o->device, dp.note[0] ? dp.note : "no expert fits");
+    }
     if (!all && dp.plan.n_pinned == 0) {
         moe_device_plan_free(&dp);
         return moex_errorf("at this hot budget the plan pins no expert (without routing statistics only a budget that "

@@ -300,7 +300,7 @@ static char *metrics_text(struct server *s) {
     METRIC("counter", "expert_hits_total", "expert uses found resident on the device", "%llu", (unsigned long long)st.experts.hits);
     METRIC("counter", "expert_misses_total", "expert uses not resident", "%llu", (unsigned long long)st.experts.misses);
     METRIC("counter", "expert_fallbacks_total", "device work moved to the CPU", "%llu", (unsigned long long)st.experts.fallbacks);
-    METRIC("gauge", "expert_resident_bytes", "device bytes of resident experts", "%llu", (unsigned long long)st.experts.resident_bytes);
+    METRIC("gauge", "expert_resident_bytes", "resident device bytes (staging, backbone, experts)", "%llu", (unsigned long long)st.experts.resident_bytes);
 #undef METRIC
     return t.data;
 }
