@@ -1,34 +1,40 @@
-/* The inner loops of attention over the KV cache, per ISA. A key or value
- * row is read once for all the query heads that share it (GQA group). */
+/* The inner loops of tiled causal attention, per ISA (attn_tiled.c runs
+ * them). One tile is a block of key rows against a block of query columns:
+ * the columns are the query heads of one KV group for consecutive tokens
+ * (column t*group + h), padded with zero queries to a multiple of `lanes`. */
 #ifndef MOEX_ATTN_KERNELS_H
 #define MOEX_ATTN_KERNELS_H
 
+#include "quant/quant.h"
+
 #include <stddef.h>
-#include <stdint.h>
 
 struct attn_kernels {
-    /* out[j] = q_j . k for j < nq, q_j = q + j*n: one key row, nq query heads. */
-    void (*dot_f16)(const float *q, int nq, int n, const uint16_t *k, float *out);
-    /* out_j = sum_p w[p][j] * v_p for j < nq (out_j = out + j*n, overwritten),
-     * p < n_keys, v_p = v + p*v_stride: all the value rows at once, so the
-     * accumulators stay in registers. */
-    void (*wsum_f16)(const float *w, int nq, int n_keys, const uint16_t *v, size_t v_stride, int n, float *out);
-    void (*dot_f32)(const float *q, int nq, int n, const float *k, float *out);
-    void (*wsum_f32)(const float *w, int nq, int n_keys, const float *v, size_t v_stride, int n, float *out);
-    /* scores (n_keys, nq) -> the causal softmax of scale*scores over the
-     * keys of each head, in place; round_f16: each probability rounded to
-     * f16, as with an f16 cache. */
-    void (*softmax)(float *scores, int n_keys, int nq, float scale, int round_f16);
+    int lanes; /* query columns per vector: the column count mp is a multiple */
+    /* s (n_keys, mp) = k (n_keys, hd) times qt (hd, mp); n_keys a multiple of 8. */
+    void (*scores)(const float *qt, int mp, int hd, const float *k, int n_keys, float *s);
+    /* One key block of the online softmax, in place: s (n_keys, mp) -> the
+     * weights exp(scale*s - max') of the visible entries, 0 for the others,
+     * where max' is each column's running maximum with this block in it.
+     * Row j hides its first masked0 + j*step columns (keys after a query's
+     * own position). Per column: alpha = exp(max - max') (1 while nothing
+     * is visible yet), sum = sum*alpha + the block's weights, max = max'. */
+    void (*softmax)(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                    float *alpha);
+    /* The second pass over an f16 cache, once max and sum are final: s ->
+     * the normalised weights exp(scale*s - max) * inv_sum, each rounded to
+     * f16, of the visible entries (0 for the others, masks as above). */
+    void (*weights)(float *s, int n_keys, int mp, float scale, int masked0, int step, const float *max,
+                    const float *inv_sum);
+    /* o (mp, hdp) = alpha[i] * o_i + sum_j s[j][i] * v_j for j < n_keys,
+     * v (n_keys, hdp); hdp a multiple of 16. */
+    void (*accumulate)(const float *s, int mp, int n_keys, const float *v, int hdp, const float *alpha, float *o);
 };
 
-/* The best kernels for this CPU, chosen once. */
+/* The kernels of the ISA the quantized kernels run on (quant_active_isa). */
 const struct attn_kernels *attn_kernels(void);
-/* Per ISA (NULL where that ISA cannot run here): 0 scalar, 1 AVX2 or NEON. */
-const struct attn_kernels *attn_kernels_isa(int isa);
-extern const struct attn_kernels attn_kernels_avx2;
-/* The scalar softmax (the others fall back to it for head counts that are
- * not a multiple of 8). */
-void attn_softmax_scalar(float *scores, int n_keys, int nq, float scale, int round_f16);
-extern const struct attn_kernels attn_kernels_neon;
+/* One ISA's kernels; NULL where that ISA has none or cannot run here. */
+const struct attn_kernels *attn_kernels_isa(enum isa isa);
+extern const struct attn_kernels attn_kernels_avx2, attn_kernels_avx512, attn_kernels_neon;
 
 #endif

@@ -1,6 +1,6 @@
 #include "arch/block_attention.h"
 
-#include "arch/attn_kernels.h"
+#include "arch/attn_tiled.h"
 #include "arch/block_norm.h"
 #include "arch/block_proj.h"
 #include "core/threadpool.h"
@@ -33,14 +33,12 @@ int attn_describe(struct model *m, const struct attn_weights *w, int l) {
 }
 
 struct attn_scratch {
-    int n_ctx;
     float *q;                   /* (n_batch, n_head*head_dim) */
     float *q_gate;              /* (n_batch, 2*n_head*head_dim) the projection, with an output gate */
     float *gate;                /* (n_batch, n_head*head_dim) the gate, with an output gate */
     float *k, *v;               /* (n_batch, n_head_kv*head_dim) */
     float *out;                 /* (n_batch, n_head*head_dim) attention output */
-    float *scores;              /* (threads, n_ctx, group) attention scores */
-    float *q_rounded;           /* (threads, group, head_dim) queries rounded to the cache type */
+    struct attn_tiles *tiles;   /* the attention kernel's per-thread tiles */
     float *rope_cos, *rope_sin; /* (n_batch, n_rot/2) for the current batch */
 };
 
@@ -50,8 +48,6 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
     struct attn_scratch *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     size_t B = (size_t)n_batch, qd = (size_t)sh->n_head * sh->head_dim, kvd = (size_t)sh->n_head_kv * sh->head_dim;
-    size_t group = (size_t)(sh->n_head / sh->n_head_kv);
-    s->n_ctx = n_ctx;
     s->q = malloc(B * qd * 4);
     if (sh->output_gate) {
         s->q_gate = malloc(B * qd * 2 * 4);
@@ -64,11 +60,10 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
     s->k = malloc(B * kvd * 4);
     s->v = malloc(B * kvd * 4);
     s->out = malloc(B * qd * 4);
-    s->scores = malloc((size_t)threads * n_ctx * group * 4);
-    s->q_rounded = malloc((size_t)threads * group * sh->head_dim * 4);
+    s->tiles = attn_tiles_new(sh->n_head, sh->n_head_kv, sh->head_dim, n_ctx, threads);
     s->rope_cos = malloc(B * rotated(sh) / 2 * 4);
     s->rope_sin = malloc(B * rotated(sh) / 2 * 4);
-    if (!s->q || !s->k || !s->v || !s->out || !s->scores || !s->q_rounded || !s->rope_cos || !s->rope_sin) {
+    if (!s->q || !s->k || !s->v || !s->out || !s->tiles || !s->rope_cos || !s->rope_sin) {
         attn_scratch_free(s);
         return NULL;
     }
@@ -78,7 +73,7 @@ struct attn_scratch *attn_scratch_new(const struct attn_shape *sh, int n_batch, 
 void attn_scratch_free(struct attn_scratch *s) {
     if (!s) return;
     free(s->q); free(s->q_gate); free(s->gate); free(s->k); free(s->v); free(s->out);
-    free(s->scores); free(s->q_rounded); free(s->rope_cos); free(s->rope_sin);
+    attn_tiles_free(s->tiles); free(s->rope_cos); free(s->rope_sin);
     free(s);
 }
 
@@ -129,57 +124,8 @@ static void store_kv(void *cache, size_t elem, size_t offset, const float *src, 
     else f32_to_fp16_row(src, (uint16_t *)cache + offset, (int64_t)n);
 }
 
-/* Runs (sequences) whose attention goes in one job. */
+/* Runs (sequences) whose attention goes in one call. */
 enum { ATTN_MAX_RUNS = 64 };
-
-struct attn_job {
-    const struct attn_shape *sh;
-    struct attn_scratch *s;
-    const struct layer_slice *kv;
-    size_t kv_elem;
-    int n_past;
-    int row0;                   /* the run's first row in s->q and s->out */
-};
-
-/* One (token, KV head) per item: the query heads of the group share each
- * key and value row as it is read. Causal softmax over the cache. With an
- * f16 cache, q and the probabilities are rounded to f16 before their dot
- * products, as the reference computes with f16 caches. */
-static void attention_items(void *arg, int64_t begin, int64_t end, int thread_index) {
-    struct attn_job *j = arg;
-    const struct attn_shape *sh = j->sh;
-    struct attn_scratch *s = j->s;
-    int hd = sh->head_dim, group = sh->n_head / sh->n_head_kv;
-    size_t kvd = (size_t)sh->n_head_kv * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *scores = s->scores + (size_t)thread_index * s->n_ctx * group; /* (n_ctx, group) */
-    float *qh = s->q_rounded + (size_t)thread_index * group * hd;      /* (group, hd) */
-    const struct attn_kernels *ak = attn_kernels();
-    bool f16 = j->kv_elem == 2;
-    for (int64_t item = begin; item < end; item++) {
-        int t = (int)(item / sh->n_head_kv), g = (int)(item % sh->n_head_kv);
-        int n_keys = j->n_past + t + 1;
-        size_t row = (size_t)(j->row0 + t);
-        const float *q = s->q + row * sh->n_head * hd + (size_t)g * group * hd;
-        float *out = s->out + row * sh->n_head * hd + (size_t)g * group * hd;
-        size_t off = (size_t)g * hd;
-        if (f16) {
-            f32_to_fp16_row(q, (uint16_t *)out, group * hd); /* out is free until wsum */
-            fp16_to_f32_row((const uint16_t *)out, qh, group * hd);
-            const uint16_t *kc = (const uint16_t *)j->kv->k + off;
-            for (int p = 0; p < n_keys; p++) ak->dot_f16(qh, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
-        } else {
-            const float *kc = (const float *)j->kv->k + off;
-            for (int p = 0; p < n_keys; p++) ak->dot_f32(q, group, hd, kc + (size_t)p * kvd, scores + (size_t)p * group);
-        }
-        /* the probabilities, in place (rounded to f16 for an f16 cache) */
-        ak->softmax(scores, n_keys, group, scale, f16);
-        if (f16)
-            ak->wsum_f16(scores, group, n_keys, (const uint16_t *)j->kv->v + off, kvd, hd, out);
-        else
-            ak->wsum_f32(scores, group, n_keys, (const float *)j->kv->v + off, kvd, hd, out);
-    }
-}
 
 /* Rows row0..row0+n-1 of the pass, one sequence's run at positions
  * pos0..: q/k norm and rotation, and their keys and values into that
@@ -197,26 +143,6 @@ static void store_run(struct context *c, const struct attn_shape *sh, const stru
         size_t off = (size_t)(pos0 + t - row0) * kvd;
         store_kv(kv->k, c->kv_elem, off, s->k + t * kvd, kvd);
         store_kv(kv->v, c->kv_elem, off, s->v + t * kvd, kvd);
-    }
-}
-
-/* Several runs' attention as one job: the items of run r (its tokens times
- * the KV heads) are numbered after those of the runs before it, so that the
- * pool waits once per layer, not once per sequence. */
-struct attn_runs_job {
-    struct attn_job *runs;             /* (n_runs) each run's sequence cache, first position and rows */
-    const int64_t *first_item;         /* (n_runs + 1) */
-    int n_runs;
-};
-
-static void attention_runs_items(void *arg, int64_t begin, int64_t end, int thread_index) {
-    struct attn_runs_job *j = arg;
-    int r = 0;
-    while (r + 1 < j->n_runs && begin >= j->first_item[r + 1]) r++;
-    for (; begin < end && r < j->n_runs; r++) {
-        int64_t stop = end < j->first_item[r + 1] ? end : j->first_item[r + 1];
-        attention_items(&j->runs[r], begin - j->first_item[r], stop - j->first_item[r], thread_index);
-        begin = stop;
     }
 }
 
@@ -252,8 +178,8 @@ void attention(struct context *c, const struct attn_shape *sh, const struct attn
     project_qkv(c, sh, w, s, n, xn);
     int64_t t1 = time_ns();
     store_run(c, sh, w, s, kv, c->n_past, 0, n);
-    struct attn_job job = { sh, s, kv, c->kv_elem, c->n_past, 0 };
-    threadpool_parallel_for(c->pool, (int64_t)n * sh->n_head_kv, 1, attention_items, &job);
+    struct attn_run run = { s->q, s->out, n, c->n_past, kv->k, kv->v, (size_t)sh->n_head_kv * sh->head_dim, c->kv_elem };
+    attn_tiled(c->pool, NULL, s->tiles, &run, 1);
     int64_t t2 = time_ns();
     gate_output(c, sh, w, s, n, out);
     int64_t t3 = time_ns();
@@ -266,20 +192,18 @@ void attention_layer(struct context *c, const struct attn_shape *sh, const struc
     int64_t t0 = time_ns();
     project_qkv(c, sh, w, s, n, xn);
     int64_t t1 = time_ns();
-    struct attn_job runs[ATTN_MAX_RUNS];
-    int64_t first_item[ATTN_MAX_RUNS + 1];
+    size_t qd = (size_t)sh->n_head * sh->head_dim, kvd = (size_t)sh->n_head_kv * sh->head_dim;
+    struct attn_run runs[ATTN_MAX_RUNS];
     for (int r0 = 0; r0 < c->n_runs; r0 += ATTN_MAX_RUNS) {
         int n_runs = c->n_runs - r0 < ATTN_MAX_RUNS ? c->n_runs - r0 : ATTN_MAX_RUNS;
-        first_item[0] = 0;
         for (int r = 0; r < n_runs; r++) {
             const struct batch_run *run = &c->runs[r0 + r];
             struct layer_slice *kv = &c->seqs[run->seq].layers[layer];
             store_run(c, sh, w, s, kv, run->pos0, run->first, run->n);
-            runs[r] = (struct attn_job){ sh, s, kv, c->kv_elem, run->pos0, run->first };
-            first_item[r + 1] = first_item[r] + (int64_t)run->n * sh->n_head_kv;
+            runs[r] = (struct attn_run){ s->q + (size_t)run->first * qd, s->out + (size_t)run->first * qd, run->n,
+                                         run->pos0, kv->k, kv->v, kvd, c->kv_elem };
         }
-        struct attn_runs_job job = { runs, first_item, n_runs };
-        threadpool_parallel_for(c->pool, first_item[n_runs], 1, attention_runs_items, &job);
+        attn_tiled(c->pool, NULL, s->tiles, runs, n_runs);
     }
     int64_t t2 = time_ns();
     gate_output(c, sh, w, s, n, out);

@@ -1,0 +1,228 @@
+#include "arch/attn_tiled.h"
+
+#include "arch/attn_kernels.h"
+#include "core/threadpool.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    KEY_BLOCK = 64,   /* keys per tile: K and V tiles of 64 x head_dim floats stay in L1/L2 */
+    QUERY_COLS = 64,  /* query columns (tokens x heads of one group) per item, when the run has them */
+    KEPT_KEYS = 2048, /* an f16 cache's second pass reuses the first's scores up to this many keys */
+    COL_ALIGN = 16,   /* the widest ISA's lanes: every ISA's column padding fits the tiles */
+};
+
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+struct attn_tiles {
+    int n_head, n_head_kv, head_dim, group;
+    int hdp;          /* head_dim rounded up to 16: the row length of the V tile and of o */
+    int max_tokens;   /* tokens per item at most */
+    int max_cols;     /* max_tokens * group, padded to COL_ALIGN */
+    int kept_keys;    /* keys whose scores the first pass keeps: KEPT_KEYS, or fewer for a short cache */
+    int threads;
+    size_t per_thread; /* floats of one thread's tiles */
+    float *mem;       /* (threads, per_thread) */
+};
+
+/* One thread's tiles, carved out of its share of mem. */
+struct tile_set {
+    float *qt;              /* (head_dim, cols) the queries, transposed, zero past the real columns */
+    float *k;               /* (KEY_BLOCK, head_dim) a key block, rows past the block's keys zero */
+    float *v;               /* (KEY_BLOCK, hdp) a value block, columns past head_dim zero */
+    float *s;               /* (KEY_BLOCK, cols) scores, then weights */
+    float *kept;            /* (kept_keys, cols) the first pass's scores, when the keys are that few */
+    float *o;               /* (cols, hdp) unnormalised outputs */
+    float *max, *sum, *alpha; /* (cols) */
+};
+
+static size_t carve(const struct attn_tiles *t, float *base, struct tile_set *ts) {
+    size_t at = 0, cols = (size_t)t->max_cols;
+#define TAKE(field, n)                                                     \
+    do {                                                                   \
+        if (ts) ts->field = base + at;                                     \
+        at += ((size_t)(n) + COL_ALIGN - 1) / COL_ALIGN * COL_ALIGN;       \
+    } while (0)
+    TAKE(qt, (size_t)t->head_dim * cols);
+    TAKE(k, (size_t)KEY_BLOCK * t->head_dim);
+    TAKE(v, (size_t)KEY_BLOCK * t->hdp);
+    TAKE(s, (size_t)KEY_BLOCK * cols);
+    TAKE(kept, (size_t)t->kept_keys * cols);
+    TAKE(o, cols * t->hdp);
+    TAKE(max, cols);
+    TAKE(sum, cols);
+    TAKE(alpha, cols);
+#undef TAKE
+    return at;
+}
+
+struct attn_tiles *attn_tiles_new(int n_head, int n_head_kv, int head_dim, int n_ctx, int threads) {
+    if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv || head_dim <= 0) return NULL;
+    struct attn_tiles *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->n_head = n_head;
+    t->n_head_kv = n_head_kv;
+    t->head_dim = head_dim;
+    t->group = n_head / n_head_kv;
+    t->hdp = round_up(head_dim, 16);
+    t->max_tokens = QUERY_COLS / t->group > 1 ? QUERY_COLS / t->group : 1;
+    t->max_cols = round_up(t->max_tokens * t->group, COL_ALIGN);
+    t->kept_keys = n_ctx > 0 && n_ctx < KEPT_KEYS ? round_up(n_ctx, KEY_BLOCK) : KEPT_KEYS;
+    t->threads = threads > 0 ? threads : 1;
+    t->per_thread = carve(t, NULL, NULL);
+    t->mem = aligned_alloc(64, t->per_thread * t->threads * sizeof(float));
+    if (!t->mem) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void attn_tiles_free(struct attn_tiles *t) {
+    if (!t) return;
+    free(t->mem);
+    free(t);
+}
+
+/* Rows pos0..pos0+n-1 of one KV head (offset off in a position's row) as
+ * floats, dst_stride apart, each zero from width to dst_stride. */
+static void load_rows(const struct attn_run *r, const void *cache, int pos0, int n, size_t off, int width,
+                      int dst_stride, float *dst) {
+    for (int j = 0; j < n; j++) {
+        size_t at = (size_t)(pos0 + j) * r->kv_stride + off;
+        float *row = dst + (size_t)j * dst_stride;
+        if (r->kv_elem == 2) fp16_to_f32_row((const uint16_t *)cache + at, row, width);
+        else memcpy(row, (const float *)cache + at, (size_t)width * sizeof(float));
+        for (int d = width; d < dst_stride; d++) row[d] = 0;
+    }
+}
+
+/* qt (hd, mp): column i = the query of token t0 + i/group, head
+ * g*group + i%group; zero past m = nt*group; rounded to f16 when asked
+ * (half: hd*mp scratch halves). */
+static void load_queries(const struct attn_tiles *t, const struct attn_run *r, int g, int t0, int nt, int mp,
+                         int round, float *qt, uint16_t *half) {
+    const int hd = t->head_dim, group = t->group, m = nt * group;
+    const size_t row = (size_t)t->n_head * hd;
+    const float *q = r->q + (size_t)t0 * row + (size_t)g * group * hd;
+    for (int d = 0; d < hd; d++) { /* a row of qt per dim: the m query lines it reads stay in L1 */
+        float *qd = qt + (size_t)d * mp;
+        for (int tt = 0; tt < nt; tt++)
+            for (int hh = 0; hh < group; hh++) *qd++ = q[(size_t)tt * row + (size_t)hh * hd + d];
+        for (int i = m; i < mp; i++) *qd++ = 0;
+    }
+    if (round) {
+        f32_to_fp16_row(qt, half, (int64_t)hd * mp);
+        fp16_to_f32_row(half, qt, (int64_t)hd * mp);
+    }
+}
+
+/* Tokens t0..t0+nt-1 of run r, query heads of KV head g, against keys
+ * 0..pos0+t0+nt-1 in blocks of KEY_BLOCK; a column (a token's head) sees
+ * the keys up to its token's position.
+ * With an f16 cache, as llama.cpp computes over one, the queries are
+ * rounded to f16 and the weights normalised before they are rounded to
+ * f16, which takes the final maximum and sum: a first pass finds them, a
+ * second one applies the weights (the oracle's F16 greedy run needs it). */
+static void attend(const struct attn_tiles *t, const struct attn_kernels *ak, const struct attn_run *r, int g, int t0,
+                   int nt, const struct tile_set *ts) {
+    const int hd = t->head_dim, hdp = t->hdp, group = t->group;
+    const int m = nt * group, mp = round_up(m, ak->lanes);
+    const int passes = r->kv_elem == 2 ? 2 : 1;
+    load_queries(t, r, g, t0, nt, mp, passes == 2, ts->qt, (uint16_t *)ts->o /* free until the last pass */);
+    for (int i = 0; i < mp; i++) {
+        ts->max[i] = -INFINITY;
+        ts->sum[i] = 0;
+    }
+    memset(ts->o, 0, sizeof(float) * (size_t)mp * hdp);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int first = r->pos0 + t0, end = first + nt;
+    const size_t off = (size_t)g * hd;
+    for (int pass = 0; pass < passes; pass++) {
+        if (pass == 1)
+            for (int i = 0; i < mp; i++) {
+                ts->sum[i] = 1.0f / ts->sum[i];
+                ts->alpha[i] = 1.0f;
+            }
+        for (int k0 = 0; k0 < end; k0 += KEY_BLOCK) {
+            const int nk = end - k0 < KEY_BLOCK ? end - k0 : KEY_BLOCK, nk8 = round_up(nk, 8);
+            const int masked0 = (k0 - first) * group;
+            float *s = ts->s, *kept = ts->kept + (size_t)k0 * mp;
+            if (pass == 1 && end <= t->kept_keys) s = kept;
+            else {
+                load_rows(r, r->k, k0, nk, off, hd, hd, ts->k);
+                memset(ts->k + (size_t)nk * hd, 0, sizeof(float) * (size_t)(nk8 - nk) * hd);
+                ak->scores(ts->qt, mp, hd, ts->k, nk8, s);
+                if (passes == 2 && end <= t->kept_keys) memcpy(kept, s, sizeof(float) * (size_t)nk * mp);
+            }
+            if (pass == 0) ak->softmax(s, nk, mp, scale, masked0, group, ts->max, ts->sum, ts->alpha);
+            else ak->weights(s, nk, mp, scale, masked0, group, ts->max, ts->sum);
+            if (pass == passes - 1) {
+                load_rows(r, r->v, k0, nk, off, hd, hdp, ts->v);
+                ak->accumulate(s, mp, nk, ts->v, hdp, ts->alpha, ts->o);
+            }
+        }
+    }
+    const size_t row = (size_t)t->n_head * hd;
+    float *out = r->out + (size_t)t0 * row + (size_t)g * group * hd;
+    for (int i = 0; i < m; i++) {
+        float *oi = out + (size_t)(i / group) * row + (size_t)(i % group) * hd;
+        const float inv = passes == 1 ? 1.0f / ts->sum[i] : 1.0f;
+        for (int d = 0; d < hd; d++) oi[d] = ts->o[(size_t)i * hdp + d] * inv;
+    }
+}
+
+struct tiled_job {
+    const struct attn_tiles *t;
+    const struct attn_kernels *ak;
+    const struct attn_run *runs;
+    int n_runs, tokens; /* tokens per item */
+};
+
+static int blocks_of(const struct attn_run *r, int tokens) { return (r->n + tokens - 1) / tokens; }
+
+/* Item i: within a run, the blocks of tokens from the last (the most keys)
+ * to the first, so that the dynamic chunks of the pool start with the
+ * longest work; within a block, the KV heads. */
+static void tiled_items(void *arg, int64_t begin, int64_t end, int thread_index) {
+    const struct tiled_job *j = arg;
+    const struct attn_tiles *t = j->t;
+    struct tile_set ts;
+    carve(t, t->mem + (size_t)thread_index * t->per_thread, &ts);
+    for (int64_t item = begin; item < end; item++) {
+        int64_t local = item;
+        int ri = 0, blocks = blocks_of(&j->runs[0], j->tokens);
+        while (local >= (int64_t)blocks * t->n_head_kv) {
+            local -= (int64_t)blocks * t->n_head_kv;
+            blocks = blocks_of(&j->runs[++ri], j->tokens);
+        }
+        const struct attn_run *r = &j->runs[ri];
+        const int b = blocks - 1 - (int)(local / t->n_head_kv), g = (int)(local % t->n_head_kv);
+        const int t0 = b * j->tokens, nt = r->n - t0 < j->tokens ? r->n - t0 : j->tokens;
+        attend(t, j->ak, r, g, t0, nt, &ts);
+    }
+}
+
+void attn_tiled(struct threadpool *pool, const struct attn_kernels *ak, struct attn_tiles *t, const struct attn_run *runs,
+                int n_runs) {
+    struct tiled_job job = { t, ak ? ak : attn_kernels(), runs, n_runs, t->max_tokens };
+    int threads = pool ? threadpool_size(pool) : 1;
+    if (threads > t->threads) { /* more threads than tiles: serial */
+        pool = NULL;
+        threads = 1;
+    }
+    /* Smaller blocks of tokens while there are fewer than two items per thread. */
+    for (;;) {
+        int64_t items = 0;
+        for (int i = 0; i < n_runs; i++) items += (int64_t)blocks_of(&runs[i], job.tokens) * t->n_head_kv;
+        if (items == 0) return;
+        if (job.tokens == 1 || items >= 2 * threads) {
+            threadpool_parallel_for(pool, items, 1, tiled_items, &job);
+            return;
+        }
+        job.tokens = (job.tokens + 1) / 2;
+    }
+}

@@ -1,0 +1,350 @@
+/* The tiled attention kernels: every ISA's scores, softmax and accumulate
+ * within 1e-5 relative of the scalar ones, its f16 weights equal to them or
+ * one f16 step apart; the whole tiled attention of every ISA within 1e-5 of
+ * the scalar one, and the scalar one within 1e-5 of a plain double-precision
+ * causal softmax attention (with an f16 cache, one that rounds the queries
+ * and the normalised weights to f16 too, the bound then widened by one f16
+ * step of each weight), for f16 and f32 caches, head sizes that do and do
+ * not fill a vector, groups of 1 to 8 heads and runs that start deep in a
+ * cache; a run evaluated at once equal bit for bit to its tokens evaluated
+ * one run each, serial or threaded. */
+#include "harness.h"
+
+#include "arch/attn_kernels.h"
+#include "arch/attn_tiled.h"
+#include "core/threadpool.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t rng_state = 1;
+static float uniform(void) { /* [-1, 1) */
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)(rng_state >> 8) / (float)(1u << 23) - 1.0f;
+}
+static void fill(float *v, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) v[i] = uniform() * scale;
+}
+
+static const enum isa isas[] = { ISA_AVX2, ISA_AVX512, ISA_NEON };
+
+static void test_scores(const struct attn_kernels *ref, const struct attn_kernels *ak, const char *name) {
+    enum { HD = 136, KEYS = 64, COLS = 48 };
+    static float qt[HD * COLS], k[KEYS * HD], s0[KEYS * COLS], s1[KEYS * COLS];
+    const int hds[] = { 16, 40, 64, 128, 136 };
+    for (int hi = 0; hi < 5; hi++)
+        for (int mp = ak->lanes; mp <= COLS; mp += ak->lanes)
+            for (int keys = 8; keys <= KEYS; keys += 56) {
+                const int hd = hds[hi];
+                fill(qt, (size_t)hd * mp, 2.0f);
+                fill(k, (size_t)keys * hd, 2.0f);
+                ref->scores(qt, mp, hd, k, keys, s0);
+                ak->scores(qt, mp, hd, k, keys, s1);
+                int off = 0;
+                for (int j = 0; j < keys; j++)
+                    for (int i = 0; i < mp; i++) {
+                        float mag = 0;
+                        for (int d = 0; d < hd; d++) mag += fabsf(k[j * hd + d] * qt[d * mp + i]);
+                        off += !(fabsf(s0[j * mp + i] - s1[j * mp + i]) <= 1e-5f * mag);
+                    }
+                CHECKF(off == 0, "%s scores hd=%d mp=%d keys=%d: %d off", name, hd, mp, keys, off);
+            }
+}
+
+static int close_rel(float a, float b) { return fabsf(a - b) <= 1e-5f * fmaxf(fabsf(a), fabsf(b)) + 1e-30f; }
+
+/* Fresh and carried-over running sums, open blocks and diagonal ones. */
+static void test_softmax(const struct attn_kernels *ref, const struct attn_kernels *ak, const char *name) {
+    enum { KEYS = 64, COLS = 48 };
+    static float s0[KEYS * COLS], s1[KEYS * COLS];
+    float max0[COLS], max1[COLS], sum0[COLS], sum1[COLS], a0[COLS], a1[COLS];
+    const int masks[][2] = { { -1000, 1 }, { 0, 1 }, { -16, 2 }, { -40, 8 }, { 5, 3 }, { -3, 1 } };
+    for (int mi = 0; mi < 6; mi++)
+        for (int carried = 0; carried < 2; carried++)
+            for (int mp = ak->lanes; mp <= COLS; mp += ak->lanes)
+                for (int keys = 1; keys <= KEYS; keys += 21) {
+                    fill(s0, (size_t)keys * mp, 40.0f);
+                    for (int i = 0; i < keys * mp; i += 7) s0[i] *= 30.0f; /* some weights underflow */
+                    memcpy(s1, s0, sizeof(float) * (size_t)keys * mp);
+                    for (int i = 0; i < mp; i++) {
+                        max0[i] = max1[i] = carried ? uniform() * 3.0f : -INFINITY;
+                        sum0[i] = sum1[i] = carried ? 1.0f + uniform() * 0.5f : 0.0f;
+                    }
+                    ref->softmax(s0, keys, mp, 0.125f, masks[mi][0], masks[mi][1], max0, sum0, a0);
+                    ak->softmax(s1, keys, mp, 0.125f, masks[mi][0], masks[mi][1], max1, sum1, a1);
+                    int off = 0, hidden = 0;
+                    for (int j = 0; j < keys; j++)
+                        for (int i = 0; i < mp; i++) {
+                            const float p0 = s0[j * mp + i], p1 = s1[j * mp + i];
+                            if (i < masks[mi][0] + j * masks[mi][1]) hidden += p0 != 0 || p1 != 0;
+                            else off += !close_rel(p0, p1);
+                        }
+                    for (int i = 0; i < mp; i++) {
+                        off += max0[i] != max1[i];
+                        off += !close_rel(sum0[i], sum1[i]) || !close_rel(a0[i], a1[i]);
+                    }
+                    CHECKF(off == 0 && hidden == 0, "%s softmax mask (%d,%d) carried=%d mp=%d keys=%d: %d off, %d hidden",
+                           name, masks[mi][0], masks[mi][1], carried, mp, keys, off, hidden);
+                }
+}
+
+/* Two non-negative f16 values equal or one f16 step apart (a value that
+ * rounds near a tie; subnormal steps included). */
+static int one_f16_step(float a, float b) { return abs((int)f32_to_fp16(a) - (int)f32_to_fp16(b)) <= 1; }
+
+static void test_weights(const struct attn_kernels *ref, const struct attn_kernels *ak, const char *name) {
+    enum { KEYS = 64, COLS = 48 };
+    static float s0[KEYS * COLS], s1[KEYS * COLS];
+    float max[COLS], inv[COLS];
+    const int masks[][2] = { { -1000, 1 }, { 0, 1 }, { -40, 8 }, { 5, 3 } };
+    for (int mi = 0; mi < 4; mi++)
+        for (int mp = ak->lanes; mp <= COLS; mp += ak->lanes)
+            for (int keys = 1; keys <= KEYS; keys += 21) {
+                fill(s0, (size_t)keys * mp, 40.0f);
+                memcpy(s1, s0, sizeof(float) * (size_t)keys * mp);
+                for (int i = 0; i < mp; i++) {
+                    max[i] = 5.0f + uniform(); /* at or above every scaled score */
+                    inv[i] = 1.0f / (1.0f + 10.0f * fabsf(uniform()));
+                }
+                ref->weights(s0, keys, mp, 0.125f, masks[mi][0], masks[mi][1], max, inv);
+                ak->weights(s1, keys, mp, 0.125f, masks[mi][0], masks[mi][1], max, inv);
+                int off = 0, hidden = 0;
+                for (int j = 0; j < keys; j++)
+                    for (int i = 0; i < mp; i++) {
+                        const float p0 = s0[j * mp + i], p1 = s1[j * mp + i];
+                        if (i < masks[mi][0] + j * masks[mi][1]) hidden += p0 != 0 || p1 != 0;
+                        else off += !one_f16_step(p0, p1) || p1 != fp16_to_f32(f32_to_fp16(p1));
+                    }
+                CHECKF(off == 0 && hidden == 0, "%s weights mask (%d,%d) mp=%d keys=%d: %d off, %d hidden", name,
+                       masks[mi][0], masks[mi][1], mp, keys, off, hidden);
+            }
+}
+
+static void test_accumulate(const struct attn_kernels *ref, const struct attn_kernels *ak, const char *name) {
+    enum { HDP = 144, KEYS = 64, COLS = 48 };
+    static float s[KEYS * COLS], v[KEYS * HDP], o0[COLS * HDP], o1[COLS * HDP];
+    float alpha[COLS];
+    for (int hdp = 16; hdp <= HDP; hdp += 16)
+        for (int mp = ak->lanes; mp <= COLS; mp += ak->lanes)
+            for (int keys = 1; keys <= KEYS; keys += 31) {
+                fill(s, (size_t)keys * mp, 1.0f);
+                fill(v, (size_t)keys * hdp, 3.0f);
+                fill(o0, (size_t)mp * hdp, 5.0f);
+                memcpy(o1, o0, sizeof(float) * (size_t)mp * hdp);
+                for (int i = 0; i < mp; i++) alpha[i] = 0.5f + 0.5f * uniform();
+                float mag[COLS * HDP];
+                for (int i = 0; i < mp; i++)
+                    for (int d = 0; d < hdp; d++) {
+                        mag[i * hdp + d] = fabsf(alpha[i] * o0[i * hdp + d]);
+                        for (int j = 0; j < keys; j++) mag[i * hdp + d] += fabsf(s[j * mp + i] * v[j * hdp + d]);
+                    }
+                ref->accumulate(s, mp, keys, v, hdp, alpha, o0);
+                ak->accumulate(s, mp, keys, v, hdp, alpha, o1);
+                int off = 0;
+                for (int i = 0; i < mp * hdp; i++) off += !(fabsf(o0[i] - o1[i]) <= 1e-5f * mag[i]);
+                CHECKF(off == 0, "%s accumulate hdp=%d mp=%d keys=%d: %d off", name, hdp, mp, keys, off);
+            }
+}
+
+/* One attention problem: a cache of n_pos positions for one sequence and
+ * the queries of its last n tokens. */
+struct problem {
+    int n_head, n_kv, hd, n_pos, n;
+    size_t kv_elem;
+    float *q, *kf, *vf;  /* (n, n_head*hd), (n_pos, n_kv*hd) x2: the cache's values as floats */
+    void *k, *v;         /* the cache itself */
+};
+
+static void problem_make(struct problem *p, int n_head, int n_kv, int hd, int n_pos, int n, size_t kv_elem) {
+    *p = (struct problem){ n_head, n_kv, hd, n_pos, n, kv_elem, 0, 0, 0, 0, 0 };
+    size_t qn = (size_t)n * n_head * hd, kvn = (size_t)n_pos * n_kv * hd;
+    p->q = malloc(qn * 4);
+    p->kf = malloc(kvn * 4);
+    p->vf = malloc(kvn * 4);
+    p->k = malloc(kvn * kv_elem);
+    p->v = malloc(kvn * kv_elem);
+    fill(p->q, qn, 3.0f);
+    fill(p->kf, kvn, 3.0f);
+    fill(p->vf, kvn, 2.0f);
+    for (size_t i = 0; i < kvn; i += 97) p->kf[i] *= 8.0f; /* a few keys that dominate */
+    if (kv_elem == 2) {
+        f32_to_fp16_row(p->kf, p->k, (int64_t)kvn);
+        f32_to_fp16_row(p->vf, p->v, (int64_t)kvn);
+        fp16_to_f32_row(p->k, p->kf, (int64_t)kvn);
+        fp16_to_f32_row(p->v, p->vf, (int64_t)kvn);
+    } else {
+        memcpy(p->k, p->kf, kvn * 4);
+        memcpy(p->v, p->vf, kvn * 4);
+    }
+}
+
+static void problem_free(struct problem *p) {
+    free(p->q); free(p->kf); free(p->vf); free(p->k); free(p->v);
+}
+
+/* Tokens t0..t0+n-1 of the problem as one run. */
+static struct attn_run run_of(const struct problem *p, float *out, int t0, int n) {
+    size_t row = (size_t)p->n_head * p->hd;
+    return (struct attn_run){ p->q + t0 * row, out + t0 * row, n, p->n_pos - p->n + t0, p->k, p->v,
+                              (size_t)p->n_kv * p->hd, p->kv_elem };
+}
+
+static double round_f16(double x) { return fp16_to_f32(f32_to_fp16((float)x)); }
+
+/* Causal softmax attention in double, position by position; with an f16
+ * cache the queries and the normalised weights rounded to f16. slack
+ * (n, n_head*hd): one f16 step of each weight times |v|, summed. */
+static void naive(const struct problem *p, double *out, double *slack) {
+    int group = p->n_head / p->n_kv, kvd = p->n_kv * p->hd, f16 = p->kv_elem == 2;
+    double *w = malloc(sizeof(double) * p->n_pos), *q = malloc(sizeof(double) * p->hd);
+    for (int t = 0; t < p->n; t++)
+        for (int h = 0; h < p->n_head; h++) {
+            for (int d = 0; d < p->hd; d++) {
+                q[d] = p->q[((size_t)t * p->n_head + h) * p->hd + d];
+                if (f16) q[d] = round_f16(q[d]);
+            }
+            int g = h / group, keys = p->n_pos - p->n + t + 1;
+            double max = -INFINITY, sum = 0;
+            for (int j = 0; j < keys; j++) {
+                double dot = 0;
+                for (int d = 0; d < p->hd; d++) dot += q[d] * p->kf[(size_t)j * kvd + g * p->hd + d];
+                w[j] = dot / sqrt((double)p->hd);
+                if (w[j] > max) max = w[j];
+            }
+            for (int j = 0; j < keys; j++) sum += w[j] = exp(w[j] - max);
+            for (int j = 0; j < keys; j++) w[j] = f16 ? round_f16(w[j] / sum) : w[j] / sum;
+            for (int d = 0; d < p->hd; d++) {
+                double acc = 0, step = 0;
+                for (int j = 0; j < keys; j++) {
+                    double v = p->vf[(size_t)j * kvd + g * p->hd + d];
+                    acc += w[j] * v;
+                    step += f16 ? fabs(w[j] * v) / 1024.0 : 0.0;
+                }
+                out[((size_t)t * p->n_head + h) * p->hd + d] = acc;
+                slack[((size_t)t * p->n_head + h) * p->hd + d] = step;
+            }
+        }
+    free(w);
+    free(q);
+}
+
+/* Elements of a farther from b than 1e-5 of the largest |value| of its dim
+ * in the cache (an output is a convex combination of them), plus slack. */
+static int count_off(const struct problem *p, const float *a, const double *b, const double *slack) {
+    int group = p->n_head / p->n_kv, kvd = p->n_kv * p->hd, off = 0;
+    double *bound = calloc((size_t)kvd, sizeof(double)); /* per KV head and dim */
+    for (int j = 0; j < p->n_pos; j++)
+        for (int e = 0; e < kvd; e++)
+            if (fabs(p->vf[(size_t)j * kvd + e]) > bound[e]) bound[e] = fabs(p->vf[(size_t)j * kvd + e]);
+    for (int t = 0; t < p->n; t++)
+        for (int h = 0; h < p->n_head; h++)
+            for (int d = 0; d < p->hd; d++) {
+                size_t at = ((size_t)t * p->n_head + h) * p->hd + d;
+                if (!(fabs(a[at] - b[at]) <= 1e-5 * bound[(h / group) * p->hd + d] + slack[at])) off++;
+            }
+    free(bound);
+    return off;
+}
+
+static void test_tiled(struct threadpool *pool) {
+    const struct { int n_head, n_kv, hd, n_pos, n; } shapes[] = {
+        { 4, 2, 64, 64, 64 },     /* the oracle qwen3moe's heads, a prompt from position 0 */
+        { 32, 4, 128, 150, 70 },  /* Qwen3-30B-A3B's heads, a run deep in the cache */
+        { 6, 2, 40, 90, 90 },     /* a head that is not a multiple of 16 */
+        { 3, 3, 16, 70, 1 },      /* one head per group, decoding one token */
+        { 8, 1, 72, 200, 3 },     /* one KV head, a short run past two key blocks */
+        { 8, 2, 64, 2060, 40 },   /* blocks that end before and after the f16 pass's kept scores */
+    };
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t elem = 2; elem <= 4; elem += 2) {
+            struct problem p;
+            problem_make(&p, shapes[si].n_head, shapes[si].n_kv, shapes[si].hd, shapes[si].n_pos, shapes[si].n, elem);
+            size_t outn = (size_t)p.n * p.n_head * p.hd;
+            double *want = malloc(outn * sizeof(double)), *slack = malloc(outn * sizeof(double));
+            float *ref = malloc(outn * 4), *got = malloc(outn * 4), *split = malloc(outn * 4);
+            /* tiles made for the whole cache, or for half of it (runs then go past it) */
+            int n_ctx = si % 2 ? p.n_pos / 2 : p.n_pos;
+            struct attn_tiles *t = attn_tiles_new(p.n_head, p.n_kv, p.hd, n_ctx, threadpool_size(pool));
+            CHECK(t != NULL);
+            naive(&p, want, slack);
+            struct attn_run whole = run_of(&p, ref, 0, p.n);
+            attn_tiled(NULL, attn_kernels_isa(ISA_SCALAR), t, &whole, 1);
+            int off = count_off(&p, ref, want, slack);
+            CHECKF(off == 0, "scalar tiled vs double, shape %zu f%zu: %d off", si, 8 * elem, off);
+            for (int ii = -1; ii < 3; ii++) {
+                const struct attn_kernels *ak = ii < 0 ? attn_kernels_isa(ISA_SCALAR) : attn_kernels_isa(isas[ii]);
+                if (!ak) continue;
+                const char *name = ii < 0 ? "scalar" : isa_name(isas[ii]);
+                struct attn_run r = run_of(&p, got, 0, p.n);
+                attn_tiled(pool, ak, t, &r, 1);
+                if (ii >= 0) {
+                    double *ref_d = malloc(outn * sizeof(double));
+                    for (size_t i = 0; i < outn; i++) ref_d[i] = ref[i];
+                    off = count_off(&p, got, ref_d, slack);
+                    free(ref_d);
+                    CHECKF(off == 0, "%s tiled vs scalar tiled, shape %zu f%zu: %d off", name, si, 8 * elem, off);
+                }
+                /* one run per token, and a run cut at token 5, in one call */
+                struct attn_run *runs = malloc(sizeof *runs * (size_t)(p.n + 2));
+                for (int i = 0; i < p.n; i++) runs[i] = run_of(&p, split, i, 1);
+                memset(split, 0, outn * 4);
+                attn_tiled(NULL, ak, t, runs, p.n);
+                CHECKF(memcmp(split, got, outn * 4) == 0, "%s shape %zu f%zu: token by token differs from the run",
+                       name, si, 8 * elem);
+                int cut = p.n > 5 ? 5 : p.n;
+                runs[0] = run_of(&p, split, 0, cut);
+                runs[1] = run_of(&p, split, cut, p.n - cut);
+                memset(split, 0, outn * 4);
+                attn_tiled(pool, ak, t, runs, 2);
+                CHECKF(memcmp(split, got, outn * 4) == 0, "%s shape %zu f%zu: two runs differ from one", name, si,
+                       8 * elem);
+                free(runs);
+            }
+            attn_tiles_free(t);
+            free(want); free(slack); free(ref); free(got); free(split);
+            problem_free(&p);
+        }
+}
+
+/* Two sequences with their own caches and positions in one call: each as
+ * when it runs alone. */
+static void test_two_sequences(struct threadpool *pool) {
+    struct problem a, b;
+    problem_make(&a, 8, 2, 64, 100, 30, 2);
+    problem_make(&b, 8, 2, 64, 20, 1, 2);
+    float *oa = malloc((size_t)a.n * 8 * 64 * 4), *ob = malloc((size_t)b.n * 8 * 64 * 4);
+    float *sa = malloc((size_t)a.n * 8 * 64 * 4), *sb = malloc((size_t)b.n * 8 * 64 * 4);
+    struct attn_tiles *t = attn_tiles_new(8, 2, 64, 100, threadpool_size(pool));
+    struct attn_run runs[2] = { run_of(&a, oa, 0, a.n), run_of(&b, ob, 0, b.n) };
+    attn_tiled(pool, NULL, t, runs, 2);
+    runs[0] = run_of(&a, sa, 0, a.n);
+    attn_tiled(pool, NULL, t, runs, 1);
+    runs[0] = run_of(&b, sb, 0, b.n);
+    attn_tiled(pool, NULL, t, runs, 1);
+    CHECK(memcmp(oa, sa, (size_t)a.n * 8 * 64 * 4) == 0);
+    CHECK(memcmp(ob, sb, (size_t)b.n * 8 * 64 * 4) == 0);
+    attn_tiles_free(t);
+    free(oa); free(ob); free(sa); free(sb);
+    problem_free(&a);
+    problem_free(&b);
+}
+
+int main(void) {
+    const struct attn_kernels *ref = attn_kernels_isa(ISA_SCALAR);
+    for (int i = 0; i < 3; i++) {
+        const struct attn_kernels *ak = attn_kernels_isa(isas[i]);
+        if (!ak) continue;
+        printf("%s: tiled attention kernels against the scalar ones\n", isa_name(isas[i]));
+        test_scores(ref, ak, isa_name(isas[i]));
+        test_softmax(ref, ak, isa_name(isas[i]));
+        test_weights(ref, ak, isa_name(isas[i]));
+        test_accumulate(ref, ak, isa_name(isas[i]));
+    }
+    struct threadpool *pool = threadpool_new(2, false);
+    test_tiled(pool);
+    test_two_sequences(pool);
+    threadpool_free(pool);
+    return test_finish();
+}
