@@ -29,7 +29,8 @@ enum qtype {
 
 enum isa {
     ISA_SCALAR = 0,
-    ISA_AVX2,    /* AVX2 + FMA + F16C */
+    ISA_AVX2,    /* AVX2 + FMA + F16C; AVX-VNNI where the CPU has it and the
+                    limit is above avx2 (the interleaved kernels use it) */
     ISA_AVX512,  /* AVX-512 F/BW/VL + VNNI */
     ISA_NEON,    /* aarch64 NEON + dotprod */
     ISA_COUNT,
@@ -68,7 +69,8 @@ struct qtype_traits {
 
 /* Selects the best kernels this CPU can run (at most max_isa; ISA_COUNT =
  * no limit). Idempotent; called by quant_traits() on first use. The
- * environment variable MOEX_ISA=scalar|avx2|avx512|neon lowers the limit; any
+ * environment variable MOEX_ISA=scalar|avx2|avx512|neon lowers the limit (avx2:
+ * without AVX-VNNI, the level of a Zen 3); any
  * other value is ignored and reported through moex_error(). Calling it again
  * re-selects: do that before other threads use the table. */
 void quant_init(enum isa max_isa);
