@@ -54,7 +54,7 @@ void fp16_to_f32_row_scalar(const uint16_t *src, float *dst, int64_t n);
 void f32_to_fp16_row_scalar(const float *src, uint16_t *dst, int64_t n);
 
 /* Q4_K and Q6_K on rows interleaved by 16 (quant_r16.c, quant_r16_avx512.c,
- * quant_r16_avx2.c, quant_r16_avxvnni.c). */
+ * quant_r16_avx2.c, quant_r16_avxvnni.c, quant_r16_neon.c). */
 void gemm_q4_K_r16_ref(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                        int n_a_rows, float *out, size_t out_stride);
 void gemm_q6_K_r16_ref(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
@@ -72,6 +72,12 @@ void gemm_q4_K_r16_avxvnni(int n, const void *w, size_t w_stride, int n_w_rows, 
                            int n_a_rows, float *out, size_t out_stride);
 void gemm_q6_K_r16_avxvnni(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                            int n_a_rows, float *out, size_t out_stride);
+#endif
+#if defined(__aarch64__)
+void gemm_q4_K_r16_neon(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                        int n_a_rows, float *out, size_t out_stride);
+void gemm_q6_K_r16_neon(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                        int n_a_rows, float *out, size_t out_stride);
 #endif
 
 /* Q8_0 activation row: one block's scale and quants from 32 floats, with
