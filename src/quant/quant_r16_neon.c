@@ -34,17 +34,21 @@ R16N_INLINE int32x4_t dot4(int32x4_t acc, const int8x16_t *w, int8x16_t a) {
     return vdotq_laneq_s32(acc, w[3], a, 3);
 }
 
-/* Rows 4qr..4qr+3 of a Q4_K group against nc activation rows. */
-R16N_INLINE void q4_tile(const int nc, int nb, const uint8_t *wg, int qr, const char *a, size_t a_stride, float *out,
-                         size_t out_stride) {
+/* Rows 4qr..4qr+3 of a Q4_K group against nc activation rows; with nq = 4,
+ * rows 0..15 in one pass (decode: each cache line used once, as it comes). */
+R16N_INLINE void q4_tile(const int nc, const int nq, int nb, const uint8_t *wg, int q0, const char *a, size_t a_stride,
+                         float *out, size_t out_stride) {
     const uint8x16_t m4 = vdupq_n_u8(0xF);
     const uint32x4_t m6 = vdupq_n_u32(0x3f3f3f3f), lo4 = vdupq_n_u32(0x0f0f0f0f), lo2 = vdupq_n_u32(0x03030303);
-    float32x4_t acc[R16N_COLS];
-    for (int c = 0; c < nc; c++) acc[c] = vdupq_n_f32(0);
+    float32x4_t acc[4][R16N_COLS];
+    for (int qq = 0; qq < nq; qq++)
+        for (int c = 0; c < nc; c++) acc[qq][c] = vdupq_n_f32(0);
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * R16N_Q4_BLOCK;
-        if (qr == 0) /* decode streams the rows from DRAM: ask for the block after next */
+        if (q0 == 0) /* decode streams the rows from DRAM: ask for the block after next */
             for (int off = 0; off < R16N_Q4_BLOCK; off += 64) __builtin_prefetch(blk + 2 * R16N_Q4_BLOCK + off);
+        for (int qq = 0; qq < nq; qq++) {
+        const int qr = q0 + qq;
         const float32x4_t d = load_f16x4(blk + 8 * qr), dmin = load_f16x4(blk + 32 + 8 * qr);
         const uint32x4_t u0 = vld1q_u32((const uint32_t *)(blk + 64 + 16 * qr));
         const uint32x4_t u1 = vld1q_u32((const uint32_t *)(blk + 128 + 16 * qr));
@@ -94,11 +98,13 @@ R16N_INLINE void q4_tile(const int nc, int nb, const uint8_t *wg, int qr, const 
             msum = vmlaq_laneq_s32(msum, mins[6], bs47, 2);
             msum = vmlaq_laneq_s32(msum, mins[7], bs47, 3);
             const float32x4_t dy = vdupq_n_f32(y[c]->d);
-            acc[c] = vfmaq_f32(acc[c], vmulq_f32(d, dy), vcvtq_f32_s32(isum[c]));
-            acc[c] = vfmsq_f32(acc[c], vmulq_f32(dmin, dy), vcvtq_f32_s32(msum));
+            acc[qq][c] = vfmaq_f32(acc[qq][c], vmulq_f32(d, dy), vcvtq_f32_s32(isum[c]));
+            acc[qq][c] = vfmsq_f32(acc[qq][c], vmulq_f32(dmin, dy), vcvtq_f32_s32(msum));
+        }
         }
     }
-    for (int c = 0; c < nc; c++) vst1q_f32(out + (size_t)c * out_stride + 4 * qr, acc[c]);
+    for (int qq = 0; qq < nq; qq++)
+        for (int c = 0; c < nc; c++) vst1q_f32(out + (size_t)c * out_stride + 4 * (q0 + qq), acc[qq][c]);
 }
 
 /* The top 2 bits of quad i (bits 2i..2i+1 of each byte) moved to bits 4..5. */
@@ -112,16 +118,19 @@ R16N_INLINE uint8x16_t q6_top(uint8x16_t h, int i) {
     }
 }
 
-/* Rows 4qr..4qr+3 of a Q6_K group against nc activation rows. */
-R16N_INLINE void q6_tile(const int nc, int nb, const uint8_t *wg, int qr, const char *a, size_t a_stride, float *out,
-                         size_t out_stride) {
+/* The same for a Q6_K group. */
+R16N_INLINE void q6_tile(const int nc, const int nq, int nb, const uint8_t *wg, int q0, const char *a, size_t a_stride,
+                         float *out, size_t out_stride) {
     const uint8x16_t m4 = vdupq_n_u8(0xF);
-    float32x4_t acc[R16N_COLS];
-    for (int c = 0; c < nc; c++) acc[c] = vdupq_n_f32(0);
+    float32x4_t acc[4][R16N_COLS];
+    for (int qq = 0; qq < nq; qq++)
+        for (int c = 0; c < nc; c++) acc[qq][c] = vdupq_n_f32(0);
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * R16N_Q6_BLOCK;
-        if (qr == 0)
+        if (q0 == 0)
             for (int off = 0; off < R16N_Q6_BLOCK; off += 64) __builtin_prefetch(blk + 2 * R16N_Q6_BLOCK + off);
+        for (int qq = 0; qq < nq; qq++) {
+        const int qr = q0 + qq;
         const float32x4_t d = load_f16x4(blk + 8 * qr);
         const struct block_q8_K *y[R16N_COLS];
         int32x4_t isum[R16N_COLS], bias[R16N_COLS];
@@ -152,26 +161,29 @@ R16N_INLINE void q6_tile(const int nc, int nb, const uint8_t *wg, int qr, const 
         }
         for (int c = 0; c < nc; c++) {
             const int32x4_t v = vsubq_s32(isum[c], vshlq_n_s32(bias[c], 5));
-            acc[c] = vfmaq_f32(acc[c], vmulq_f32(d, vdupq_n_f32(y[c]->d)), vcvtq_f32_s32(v));
+            acc[qq][c] = vfmaq_f32(acc[qq][c], vmulq_f32(d, vdupq_n_f32(y[c]->d)), vcvtq_f32_s32(v));
+        }
         }
     }
-    for (int c = 0; c < nc; c++) vst1q_f32(out + (size_t)c * out_stride + 4 * qr, acc[c]);
+    for (int qq = 0; qq < nq; qq++)
+        for (int c = 0; c < nc; c++) vst1q_f32(out + (size_t)c * out_stride + 4 * (q0 + qq), acc[qq][c]);
 }
 
-/* One quarter-group tile of nc (1..R16N_COLS) activation rows. */
+/* One quarter-group tile of nc (2..R16N_COLS) activation rows, or the
+ * whole group against one. */
 typedef void (*r16n_tile_fn)(int nc, int nb, const uint8_t *wg, int qr, const char *a, size_t a_stride, float *out,
                              size_t out_stride);
 
 #define R16N_WIDTHS(tile)                                                   \
     switch (nc) { /* constant widths: the accumulators stay in registers */ \
-    case 1: tile(1, nb, wg, qr, a, a_stride, out, out_stride); break;       \
-    case 2: tile(2, nb, wg, qr, a, a_stride, out, out_stride); break;       \
-    case 3: tile(3, nb, wg, qr, a, a_stride, out, out_stride); break;       \
-    case 4: tile(4, nb, wg, qr, a, a_stride, out, out_stride); break;       \
-    case 5: tile(5, nb, wg, qr, a, a_stride, out, out_stride); break;       \
-    case 6: tile(6, nb, wg, qr, a, a_stride, out, out_stride); break;       \
-    case 7: tile(7, nb, wg, qr, a, a_stride, out, out_stride); break;       \
-    default: tile(8, nb, wg, qr, a, a_stride, out, out_stride); break;      \
+    case 1: tile(1, 4, nb, wg, 0, a, a_stride, out, out_stride); break;     \
+    case 2: tile(2, 1, nb, wg, qr, a, a_stride, out, out_stride); break;    \
+    case 3: tile(3, 1, nb, wg, qr, a, a_stride, out, out_stride); break;    \
+    case 4: tile(4, 1, nb, wg, qr, a, a_stride, out, out_stride); break;    \
+    case 5: tile(5, 1, nb, wg, qr, a, a_stride, out, out_stride); break;    \
+    case 6: tile(6, 1, nb, wg, qr, a, a_stride, out, out_stride); break;    \
+    case 7: tile(7, 1, nb, wg, qr, a, a_stride, out, out_stride); break;    \
+    default: tile(8, 1, nb, wg, qr, a, a_stride, out, out_stride); break;   \
     }
 
 static void q4_tile_n(int nc, int nb, const uint8_t *wg, int qr, const char *a, size_t a_stride, float *out,
@@ -193,10 +205,12 @@ static void r16n_gemm(r16n_tile_fn tile, int n, const void *w, size_t w_stride, 
         const int p1 = n_a_rows - p0 < R16N_PANEL ? n_a_rows : p0 + R16N_PANEL;
         for (int g = 0; g < n_w_rows / QUANT_R16_ROWS; g++) {
             const uint8_t *wg = (const uint8_t *)w + (size_t)g * QUANT_R16_ROWS * w_stride;
-            for (int c0 = p0; c0 < p1; c0 += R16N_COLS)
-                for (int qr = 0; qr < 4; qr++)
-                    tile(p1 - c0 < R16N_COLS ? p1 - c0 : R16N_COLS, nb, wg, qr, (const char *)a + (size_t)c0 * a_stride,
-                         a_stride, out + (size_t)c0 * out_stride + (size_t)g * QUANT_R16_ROWS, out_stride);
+            for (int c0 = p0; c0 < p1; c0 += R16N_COLS) {
+                const int nc = p1 - c0 < R16N_COLS ? p1 - c0 : R16N_COLS;
+                for (int qr = 0; qr < (nc == 1 ? 1 : 4); qr++) /* one activation row: all quarters at once */
+                    tile(nc, nb, wg, qr, (const char *)a + (size_t)c0 * a_stride, a_stride,
+                         out + (size_t)c0 * out_stride + (size_t)g * QUANT_R16_ROWS, out_stride);
+            }
         }
     }
 }
