@@ -1,5 +1,8 @@
-/* The CPU's own layout of the weights: Q4_K matrices repacked once into rows
- * interleaved by 16 (quant_r16_pack) where this machine has a kernel for it.
+/* The CPU's own layout of the weights: Q4_K and Q6_K matrices repacked once
+ * into rows interleaved by 16 (quant_r16_pack) where the selected kernels
+ * have an r16 one: AVX-512 VNNI, AVX2 (AVX-VNNI where present), NEON dotprod.
+ * On x86 those beat the plain rows at decode and prefill alike
+ * (bench/r16.md); NEON's are checked under emulation only, not timed.
  * The copy replaces the mapped bytes instead of sitting beside them: the
  * file's pages are dropped from the process (they stay in the page cache and
  * fault back in only where something reads them: a device packing experts

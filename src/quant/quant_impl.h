@@ -14,8 +14,8 @@ typedef void (*f32_to_fp16_row_fn)(const float *src, uint16_t *dst, int64_t n);
 struct quant_isa_table {
     struct qtype_kernels k[QT_MAX];
     gemm_tile_fn gemm_r16[QT_MAX];   /* on rows interleaved by 16 */
-    gemm_tile_fn gemm_r16_avxvnni[QT_MAX]; /* AVX2 only: the same with AVX-VNNI, for
-                                             CPUs that have it when the cap is above avx2 */
+    gemm_tile_fn gemm_r16_avxvnni[QT_MAX]; /* AVX2 only: ones with AVX-VNNI, for CPUs
+                                             that have it when the cap is above avx2 */
     fp16_to_f32_row_fn fp16_to_f32_row;
     f32_to_fp16_row_fn f32_to_fp16_row;
 };
@@ -69,8 +69,6 @@ void gemm_q4_K_r16_avx2(int n, const void *w, size_t w_stride, int n_w_rows, con
 void gemm_q6_K_r16_avx2(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                         int n_a_rows, float *out, size_t out_stride);
 void gemm_q4_K_r16_avxvnni(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
-                           int n_a_rows, float *out, size_t out_stride);
-void gemm_q6_K_r16_avxvnni(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                            int n_a_rows, float *out, size_t out_stride);
 #endif
 #if defined(__aarch64__)

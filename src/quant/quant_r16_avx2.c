@@ -3,9 +3,9 @@
  * rows by the activation's 4 bytes broadcast and sums them in int16 pairs;
  * a Q4_K sub-block's 8 such products add up in int16 without overflow
  * (8 x 2 x 15 x 128 < 32768), so one vpmaddwd by the sub-block scale turns
- * 32 values into the scaled int32 sum. Q6_K quants reach 63: two products
- * per int16 sum (2 x 2 x 63 x 128 < 32768). */
+ * 32 values into the scaled int32 sum. */
 #define R16Y_NAME(x) x##_avx2
+#define R16Y_WITH_Q6
 #include "quant/quant_r16_ymm.h"
 
 /* (sc, sc) as the two int16 of each dword: vpmaddwd's scale operand */
@@ -21,18 +21,6 @@ R16Y_INLINE __m256i q4_sub_dot(const __m256i w[8], const int8_t *ys, __m256i sca
     const __m256i s03 = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
     const __m256i s47 = _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7]));
     return _mm256_madd_epi16(_mm256_add_epi16(s03, s47), scale);
-}
-
-/* int16 k of each dword copied to both halves */
-R16Y_INLINE __m256i q6_scale(__m256i pair, int k) {
-    const __m256i base = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
-    return _mm256_shuffle_epi8(pair, _mm256_add_epi8(base, _mm256_set1_epi32(k ? 0x03020302 : 0x01000100)));
-}
-
-R16Y_INLINE __m256i q6_sub_dot(const __m256i w[4], const int8_t *ys, __m256i scale) {
-    const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast4(ys)), _mm256_maddubs_epi16(w[1], bcast4(ys + 4)));
-    const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], bcast4(ys + 8)), _mm256_maddubs_epi16(w[3], bcast4(ys + 12)));
-    return _mm256_add_epi32(_mm256_madd_epi16(p01, scale), _mm256_madd_epi16(p23, scale));
 }
 
 R16Y_INLINE __m256i dot_i16_add(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }

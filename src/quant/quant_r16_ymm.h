@@ -10,8 +10,8 @@
  *
  * The includer is compiled with at least AVX2 + FMA + F16C, defines
  * R16Y_NAME(x), the exported name of kernel x (gemm_q4_K_r16 -> ..._avx2),
- * before including this file, and after it the integer steps declared
- * below.  * Integer sums are exact, so the float steps alone fix the result: the
+ * and R16Y_WITH_Q6 to have the Q6_K kernel too, before including this file,
+ * and after it the integer steps declared below.  * Integer sums are exact, so the float steps alone fix the result: the
  * reference's fused multiply-adds per block, in its order. */
 #ifndef MOEX_QUANT_R16_YMM_H
 #define MOEX_QUANT_R16_YMM_H
@@ -40,10 +40,6 @@ R16Y_INLINE __m256i q4_scale(__m256i v, int k);
 /* Per dword r: scale times the sum over i < 8, j < 4 of byte 4r+j of w[i]
  * (0..15) times ys[4i+j]. */
 R16Y_INLINE __m256i q4_sub_dot(const __m256i w[8], const int8_t *ys, __m256i scale);
-/* int16 k of each dword of pair (a signed scale) as q6_sub_dot's operand. */
-R16Y_INLINE __m256i q6_scale(__m256i pair, int k);
-/* The same as q4_sub_dot over i < 4, quants 0..63. */
-R16Y_INLINE __m256i q6_sub_dot(const __m256i w[4], const int8_t *ys, __m256i scale);
 /* acc + vpmaddwd(a, b) */
 R16Y_INLINE __m256i dot_i16_add(__m256i acc, __m256i a, __m256i b);
 
@@ -124,6 +120,64 @@ R16Y_INLINE void q4_tile(const int nc, const int nh, int nb, const uint8_t *wg, 
         for (int c = 0; c < nc; c++) _mm256_storeu_ps(out + (size_t)c * out_stride + 8 * (h0 + hh), acc[hh][c]);
 }
 
+/* One half-group tile of nc (1..R16Y_COLS) activation rows. */
+typedef void (*r16y_tile_fn)(int nc, int nb, const uint8_t *wg, int h, const char *a, size_t a_stride, float *out,
+                             size_t out_stride);
+
+static void q4_tile_n(int nc, int nb, const uint8_t *wg, int h, const char *a, size_t a_stride, float *out,
+                      size_t out_stride) {
+    switch (nc) { /* constant widths: the accumulators stay in registers */
+    case 1: q4_tile(1, 2, nb, wg, 0, a, a_stride, out, out_stride); break; /* both halves */
+    case 2: q4_tile(2, 1, nb, wg, h, a, a_stride, out, out_stride); break;
+    case 3: q4_tile(3, 1, nb, wg, h, a, a_stride, out, out_stride); break;
+    default: q4_tile(4, 1, nb, wg, h, a, a_stride, out, out_stride); break;
+    }
+}
+
+/* R16Y_PANEL activation rows stay in L1/L2 while the groups stream past
+ * them; each group is read from memory once per panel and then from L1 by
+ * its tiles (both halves of a group share its cache lines). */
+static void r16y_gemm(r16y_tile_fn tile, int n, const void *w, size_t w_stride, int n_w_rows, const void *a,
+                      size_t a_stride, int n_a_rows, float *out, size_t out_stride) {
+    const int nb = n / QK_K;
+    for (int p0 = 0; p0 < n_a_rows; p0 += R16Y_PANEL) {
+        const int p1 = n_a_rows - p0 < R16Y_PANEL ? n_a_rows : p0 + R16Y_PANEL;
+        for (int g = 0; g < n_w_rows / QUANT_R16_ROWS; g++) {
+            const uint8_t *wg = (const uint8_t *)w + (size_t)g * QUANT_R16_ROWS * w_stride;
+            for (int c0 = p0; c0 < p1; c0 += R16Y_COLS) {
+                const int nc = p1 - c0 < R16Y_COLS ? p1 - c0 : R16Y_COLS;
+                for (int h = 0; h < (nc == 1 ? 1 : 2); h++) /* one activation row: both halves at once */
+                    tile(nc, nb, wg, h, (const char *)a + (size_t)c0 * a_stride, a_stride,
+                         out + (size_t)c0 * out_stride + (size_t)g * QUANT_R16_ROWS, out_stride);
+            }
+        }
+    }
+}
+
+void R16Y_NAME(gemm_q4_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                              int n_a_rows, float *out, size_t out_stride) {
+    r16y_gemm(q4_tile_n, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
+}
+
+#if defined(R16Y_WITH_Q6)
+/* int16 k of each dword copied to both halves: a Q6_K scale as the
+ * vpmaddwd operand. */
+R16Y_INLINE __m256i q6_scale(__m256i pair, int k) {
+    const __m256i base = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
+    return _mm256_shuffle_epi8(pair, _mm256_add_epi8(base, _mm256_set1_epi32(k ? 0x03020302 : 0x01000100)));
+}
+
+/* Per dword r: scale times the sum over i < 4, j < 4 of byte 4r+j of w[i]
+ * (0..63) times ys[4i+j]. Two vpmaddubsw per int16 sum (2 x 2 x 63 x 128 <
+ * 32768), then vpmaddwd by the scale: faster than vpdpbusd and a 32-bit
+ * multiply, with AVX-VNNI too (there vpdpwssd fuses one add; chaining the
+ * accumulator through it instead was latency-bound). */
+R16Y_INLINE __m256i q6_sub_dot(const __m256i w[4], const int8_t *ys, __m256i scale) {
+    const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast4(ys)), _mm256_maddubs_epi16(w[1], bcast4(ys + 4)));
+    const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], bcast4(ys + 8)), _mm256_maddubs_epi16(w[3], bcast4(ys + 12)));
+    return dot_i16_add(_mm256_madd_epi16(p01, scale), p23, scale);
+}
+
 /* The top 2 bits of quad i (bits 2i..2i+1 of each byte) moved to bits 4..5. */
 R16Y_INLINE __m256i q6_top(__m256i hbits, int i) {
     const __m256i m = _mm256_set1_epi8(0x30);
@@ -183,20 +237,6 @@ R16Y_INLINE void q6_tile(const int nc, const int nh, int nb, const uint8_t *wg, 
         for (int c = 0; c < nc; c++) _mm256_storeu_ps(out + (size_t)c * out_stride + 8 * (h0 + hh), acc[hh][c]);
 }
 
-/* One half-group tile of nc (1..R16Y_COLS) activation rows. */
-typedef void (*r16y_tile_fn)(int nc, int nb, const uint8_t *wg, int h, const char *a, size_t a_stride, float *out,
-                             size_t out_stride);
-
-static void q4_tile_n(int nc, int nb, const uint8_t *wg, int h, const char *a, size_t a_stride, float *out,
-                      size_t out_stride) {
-    switch (nc) { /* constant widths: the accumulators stay in registers */
-    case 1: q4_tile(1, 2, nb, wg, 0, a, a_stride, out, out_stride); break; /* both halves */
-    case 2: q4_tile(2, 1, nb, wg, h, a, a_stride, out, out_stride); break;
-    case 3: q4_tile(3, 1, nb, wg, h, a, a_stride, out, out_stride); break;
-    default: q4_tile(4, 1, nb, wg, h, a, a_stride, out, out_stride); break;
-    }
-}
-
 static void q6_tile_n(int nc, int nb, const uint8_t *wg, int h, const char *a, size_t a_stride, float *out,
                       size_t out_stride) {
     switch (nc) {
@@ -207,34 +247,11 @@ static void q6_tile_n(int nc, int nb, const uint8_t *wg, int h, const char *a, s
     }
 }
 
-/* R16Y_PANEL activation rows stay in L1/L2 while the groups stream past
- * them; each group is read from memory once per panel and then from L1 by
- * its tiles (both halves of a group share its cache lines). */
-static void r16y_gemm(r16y_tile_fn tile, int n, const void *w, size_t w_stride, int n_w_rows, const void *a,
-                      size_t a_stride, int n_a_rows, float *out, size_t out_stride) {
-    const int nb = n / QK_K;
-    for (int p0 = 0; p0 < n_a_rows; p0 += R16Y_PANEL) {
-        const int p1 = n_a_rows - p0 < R16Y_PANEL ? n_a_rows : p0 + R16Y_PANEL;
-        for (int g = 0; g < n_w_rows / QUANT_R16_ROWS; g++) {
-            const uint8_t *wg = (const uint8_t *)w + (size_t)g * QUANT_R16_ROWS * w_stride;
-            for (int c0 = p0; c0 < p1; c0 += R16Y_COLS) {
-                const int nc = p1 - c0 < R16Y_COLS ? p1 - c0 : R16Y_COLS;
-                for (int h = 0; h < (nc == 1 ? 1 : 2); h++) /* one activation row: both halves at once */
-                    tile(nc, nb, wg, h, (const char *)a + (size_t)c0 * a_stride, a_stride,
-                         out + (size_t)c0 * out_stride + (size_t)g * QUANT_R16_ROWS, out_stride);
-            }
-        }
-    }
-}
-
-void R16Y_NAME(gemm_q4_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
-                              int n_a_rows, float *out, size_t out_stride) {
-    r16y_gemm(q4_tile_n, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
-}
-
 void R16Y_NAME(gemm_q6_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                               int n_a_rows, float *out, size_t out_stride) {
     r16y_gemm(q6_tile_n, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
 }
+
+#endif
 
 #endif
