@@ -97,6 +97,7 @@ for c in run chat eval bench profile pack $serve; do
     bad "$c: MOEX_ISA=bogus" 2 "MOEX_ISA" "'bogus'" -- env MOEX_ISA=bogus "$MOEX_BIN" $c "$@" -m "$m"
     bad "$c: MOEX_INTERLEAVE=bogus" 2 "MOEX_INTERLEAVE" "'bogus'" -- env MOEX_INTERLEAVE=bogus "$MOEX_BIN" $c "$@" -m "$m"
     bad "$c: MOEX_CACHE empty" 2 "MOEX_CACHE" "''" -- env MOEX_CACHE= "$MOEX_BIN" $c "$@" -m "$m"
+    bad "$c: --isa bogus" 2 "--isa" "'bogus'" -- "$MOEX_BIN" $c "$@" -m "$m" --isa bogus
     ok "$c: MOEX_DEVICE=bogus does not break --help" env MOEX_DEVICE=bogus MOEX_ISA=bogus "$MOEX_BIN" $c --help
 done
 if [ -n "$serve" ]; then

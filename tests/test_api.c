@@ -4,7 +4,6 @@
 #include "moex.h"
 
 #include "harness.h"
-#include "synth/synth.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -206,11 +205,12 @@ static void test_callbacks(void) {
 }
 
 int main(void) {
-    struct synth_params p;
-    synth_preset("tiny", &p);
+    struct moex_synth_params p;
+    moex_synth_params_default(&p);
+    p.preset = "tiny";
     p.n_threads = 2;
     snprintf(model_path, sizeof model_path, "%s/api.gguf", test_tmpdir());
-    if (synth_write(&p, model_path) != 0) {
+    if (moex_synth_write(&p, model_path) != 0) {
         fprintf(stderr, "synth: %s\n", moex_last_error());
         return 1;
     }

@@ -32,9 +32,9 @@ static float gauss(void) {
     return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
 }
 
-/* The AVX2 pack path runs when the CPU has AVX2 and MOEX_ISA allows it. */
+/* The AVX2 pack path runs when the CPU has AVX2 and the ISA ceiling allows it. */
 static bool avx2_on(void) { return quant_active_isa() == ISA_AVX2 || quant_active_isa() == ISA_AVX512; }
-/* The NEON pack path runs when the CPU has NEON dotprod and MOEX_ISA allows it. */
+/* The NEON pack path runs when the CPU has NEON dotprod and the ISA ceiling allows it. */
 static bool neon_on(void) { return quant_active_isa() == ISA_NEON; }
 /* A fused SIMD path this machine does not run: PACK_E_TYPE is its answer. */
 static bool path_absent(int p) {

@@ -131,6 +131,22 @@ static void test_submit_through_device(void) {
     run_expert_batch("rk3588", 1792, 2048, 555, 555, "refused");
 }
 
+/* chain=N: a batch of chainable jobs runs as submissions of at most N jobs
+ * (the board's "8 experts chained per submit"); 0 keeps one for all. */
+static void test_chain_limit(void) {
+    struct sim_shape jobs[16];
+    for (int i = 0; i < 16; i++) jobs[i] = (struct sim_shape){ 1, 2048, 512 };
+    struct sim *all = new_sim("rk3588,mode=chain"), *eight = new_sim("rk3588,mode=chain,chain=8");
+    struct sim *five = new_sim("rk3588,mode=chain,chain=5");
+    double one = sim_batch_ns(all, jobs, 16), two = sim_batch_ns(eight, jobs, 16), four = sim_batch_ns(five, jobs, 16);
+    double submit_ns = 1e3 * sim_get_figures(all)->submit_us;
+    CHECKF(fabs(two - one - submit_ns) < 1, "chain=8: 16 jobs in 2 submissions: %.0f vs %.0f ns", two, one);
+    CHECKF(fabs(four - one - 3 * submit_ns) < 1, "chain=5: 16 jobs in 4 submissions: %.0f vs %.0f ns", four, one);
+    sim_delete(all);
+    sim_delete(eight);
+    sim_delete(five);
+}
+
 /* ---- packing, DMA fill, create/destroy churn ---- */
 
 static double expert_pack_ns(struct sim *s, int d_model, int d_ff) {
@@ -497,9 +513,10 @@ static void test_figures_parse(void) {
     dev_close(d);
 }
 
-/* Several IOMMU domains: a buffer goes to the first window with room, its
- * address names the window; a slot pool larger than one window spreads over
- * two, and the device says which window holds what. */
+/* Several IOMMU domains: a buffer goes to the window that fits it most
+ * tightly, its address names the window; a slot pool larger than one window
+ * spreads over two in whole slots, and the device says which window holds
+ * which slots. */
 static void test_domains(void) {
     struct sim_figures f;
     CHECK(sim_figures_parse("rk3588,domains=0", &f) != 0);
@@ -513,6 +530,20 @@ static void test_domains(void) {
     CHECK(sim_domain_used(s, 0) == (60u << 20) && sim_domain_used(s, 1) == (40u << 20) && sim_window_used(s) == (100u << 20));
     CHECK(sim_buffer_create(s, 30u << 20, &a) == DEV_E_DEVMEM); /* 4 + 24 MiB free: no window holds it */
     CHECK(sim_buffer_destroy(s, b) == DEV_OK && sim_domain_buffers(s, 1) == 0 && sim_buffer_count(s) == 2);
+    sim_delete(s);
+
+    /* Best fit strands less than first fit: after 70 and 80 MiB in two
+     * 100 MiB windows, 20 MiB goes to the 20 MiB tail of window 1, so 30 MiB
+     * still fits window 0 (first fit would have left 10 + 20 MiB, useless). */
+    CHECK(sim_figures_parse("rk3588,domains=2,iova_mib=100", &f) == 0);
+    s = sim_new(&f);
+    uint64_t d;
+    CHECK(sim_buffer_create(s, 70u << 20, &a) == DEV_OK && sim_address_domain(a) == 0);
+    CHECK(sim_buffer_create(s, 80u << 20, &b) == DEV_OK && sim_address_domain(b) == 1);
+    CHECK(sim_buffer_create(s, 20u << 20, &c) == DEV_OK && sim_address_domain(c) == 1);
+    CHECK(sim_tightest_free(s, 1) == (30u << 20) && sim_tightest_free(s, 31u << 20) == 0);
+    CHECK(sim_buffer_create(s, 30u << 20, &d) == DEV_OK && sim_address_domain(d) == 0);
+    CHECK(sim_window_used(s) == (200u << 20));
     sim_delete(s);
 
     /* A 96 MiB pool: refused by one 64 MiB window, spread over two. */
@@ -530,10 +561,24 @@ static void test_domains(void) {
             CHECK(rc == DEV_E_DEVMEM);
         } else {
             CHECKF(rc == DEV_OK, "%s", moex_error());
-            CHECKF(strstr(line, "window 0:") && strstr(line, "window 1:") && strstr(line, "slot codes in part"), "%s", line);
+            CHECKF(strstr(line, "window 0:") && strstr(line, "window 1:") && strstr(line, "slot codes 0-63") &&
+                   strstr(line, "slot codes 64-95"), "%s", line);
             CHECK(sim_domain_used(dev_sim(d), 0) > 0 && sim_domain_used(dev_sim(d), 1) > 0);
         }
         dev_close(d);
+    }
+    /* Slots of 1.5 MiB: a window's piece ends on a slot boundary (42 slots
+     * in 63 MiB), so no weight straddles two windows, and 84 slots with
+     * their scales fill two 64 MiB windows. */
+    struct dev *two = NULL;
+    CHECK(dev_open("sim", &(struct dev_options){.sim = "rk3588,iova_mib=64,domains=2"}, &two) == DEV_OK);
+    if (two) {
+        CHECKF(dev_pool_alloc(two, 84, 3 << 19, 1024) == DEV_OK, "%s", moex_error());
+        char line[512];
+        CHECK(dev_sim_windows(two, line, sizeof line) == DEV_OK);
+        CHECKF(strstr(line, "window 0: 63.") && strstr(line, "slot codes 0-41") && strstr(line, "slot codes 42-83") &&
+               strstr(line, "slot scales 0-83"), "%s", line);
+        dev_close(two);
     }
     struct dev *cpu = NULL;
     char line[64];
@@ -546,6 +591,7 @@ int main(void) {
     test_domains();
     test_submit_table();
     test_submit_through_device();
+    test_chain_limit();
     test_host_side_figures();
     test_churn();
     test_keep_every_expert();

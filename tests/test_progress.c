@@ -2,7 +2,7 @@
  * every 5 s, one at the end), never carriage-return frames that fill a log. */
 #include "harness.h"
 
-#include "core/progress.h"
+#include "progress.h" /* tools/ */
 
 #include <stdlib.h>
 #include <string.h>

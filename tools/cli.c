@@ -1,8 +1,7 @@
 #include "cli.h"
 
-#include "core/error.h"
-#include "dev/sim.h"
-#include "quant/quant.h"
+#include "moex.h"
+
 
 #include <errno.h>
 #include <math.h>
@@ -11,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 int cli_fail(const char *fmt, ...) {
     va_list ap;
@@ -152,27 +152,43 @@ int cli_read_input(const char *what, const char *path, char **data, size_t *len)
     return 0;
 }
 
-int cli_check_env(void) {
+int cli_check_env(const char *isa_flag) {
     const char *v = getenv("MOEX_CACHE");
     if (v && !*v) return cli_fail("MOEX_CACHE: invalid value '' (expected the directory of the default model)"), -1;
-    v = getenv("MOEX_INTERLEAVE"); /* read by the library (model_interleave) */
+    if (cli_env_no_interleave(&(bool){ false })) return -1;
+    if (isa_flag) return cli_set_isa("--isa", isa_flag);
+    v = getenv("MOEX_ISA");
+    if (v && cli_set_isa("MOEX_ISA", v)) return -1;
+    return 0;
+}
+
+int cli_env_no_interleave(bool *no_interleave) {
+    const char *v = getenv("MOEX_INTERLEAVE");
     if (v && strcmp(v, "0") && strcmp(v, "1"))
         return cli_fail("MOEX_INTERLEAVE: invalid value '%s' (expected 0 or 1)", v), -1;
-    v = getenv("MOEX_ISA");
-    if (!v) return 0;
-    for (int i = 0; i < ISA_COUNT; i++)
-        if (!strcmp(v, isa_name((enum isa)i))) return 0;
-    cli_fail("MOEX_ISA: invalid value '%s' (expected scalar, avx2, avx512 or neon)", v);
+    if (v) *no_interleave = !strcmp(v, "0");
+    return 0;
+}
+
+int cli_set_isa(const char *what, const char *isa) {
+    if (*isa && moex_set_isa(isa) == 0) return 0;
+    if (*isa && !strstr(moex_last_error(), "is not one of")) return cli_fail("%s", moex_last_error()), -1;
+    cli_fail("%s: invalid value '%s' (expected scalar, avx2, avx512 or neon)", what, isa);
     return -1;
 }
 
 int cli_check_sim(const char *what, const char *value, const char *spec) {
-    struct sim_figures f;
-    if (sim_figures_parse(spec, &f) == 0) return 0;
-    const char *why = moex_error();
+    if (moex_check_sim_figures(spec) == 0) return 0;
+    const char *why = moex_last_error();
     if (!strncmp(why, "sim: ", 5)) why += 5;
     cli_fail("%s: invalid value '%s': %s", what, value, why);
     return -1;
+}
+
+int64_t cli_time_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 bool cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }

@@ -32,9 +32,16 @@ int cli_parse_int_list(const char *what, const char *s, int64_t min, int64_t max
  * length counts only the file's bytes, which may hold NULs). -1 after
  * printing "moex: WHAT PATH: cannot read: reason". */
 int cli_read_input(const char *what, const char *path, char **data, size_t *len);
-/* The environment variables that every command reads (MOEX_ISA,
- * MOEX_CACHE): -1 after printing an error for a bad value. */
-int cli_check_env(void);
+/* The environment variables that every command reads (MOEX_CACHE,
+ * MOEX_INTERLEAVE, MOEX_ISA) and applies the ISA (moex_set_isa): isa_flag
+ * (--isa) when not NULL, MOEX_ISA then unread. -1 after printing an error
+ * for a bad value. */
+int cli_check_env(const char *isa_flag);
+/* MOEX_INTERLEAVE=0 sets *no_interleave, =1 clears it, unset leaves it; -1
+ * after printing an error for another value. */
+int cli_env_no_interleave(bool *no_interleave);
+/* moex_set_isa(isa): -1 after printing "WHAT: invalid value 'ISA'". */
+int cli_set_isa(const char *what, const char *isa);
 /* Sim device figures (src/dev/sim.h): checked when given, so that a bad one
  * is a bad value whatever the device. -1 after printing "WHAT: invalid value
  * 'VALUE': reason". */
@@ -52,6 +59,8 @@ int cli_usage(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Monotonic time in nanoseconds. */
+int64_t cli_time_ns(void);
 /* True when argv[i] is "-h" or "--help". */
 bool cli_is_help(const char *arg);
 /* Takes the value of an option that needs one: prints an error and returns

@@ -3,15 +3,6 @@
 #include "cli.h"
 #include "session.h"
 
-#include "arch/arch.h"
-#include "core/cpu.h"
-#include "core/error.h"
-#include "core/membw.h"
-#include "core/threadpool.h"
-#include "core/timer.h"
-#include "gguf/gguf.h"
-#include "moe/executor.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +20,9 @@ static void help(FILE *out) {
             "  -r, --repetitions N   runs per test, after one warm-up (default 3)\n"
             "      --ops             also print where the time goes per op\n"
             "      --no-roofline     skip the read-bandwidth probe (about a second)\n\n"
+            "With --device sim --sim rk3588,board=1 the t/s are the RK3588 board model's\n"
+            "prediction (every op's modelled time: dense matmuls and attention on its\n"
+            "CPU or NPU, experts as placed); the host still computes the logits.\n\n"
             "Next to each test: the weights read per second (tg: bytes of weights a\n"
             "decoded token reads, times t/s), that as a share of the machine's read\n"
             "bandwidth measured before and after the tests (all threads, widest loads,\n"
@@ -36,35 +30,16 @@ static void help(FILE *out) {
     session_opts_help(out);
 }
 
-static void model_label(const struct model *m, char *out, size_t cap) {
-    uint32_t ftype = 0;
+static void model_label(const struct moex_model_info *m, char *out, size_t cap) {
     static const char *names[] = { [0] = "all F32", [1] = "F16", [2] = "Q4_0", [7] = "Q8_0", [15] = "Q4_K - Medium",
                                    [14] = "Q4_K - Small", [17] = "Q5_K - Medium", [18] = "Q6_K", [32] = "BF16" };
     const char *type = "?";
-    if (gguf_get_u32(m->file, "general.file_type", &ftype) == 0 && ftype < sizeof names / sizeof names[0] &&
-        names[ftype])
-        type = names[ftype];
-    if (m->n_params >= 1000000000) snprintf(out, cap, "%s %.1fB %s", m->arch->name, (double)m->n_params / 1e9, type);
-    else snprintf(out, cap, "%s %.0fM %s", m->arch->name, (double)m->n_params / 1e6, type);
+    if (m->file_type < sizeof names / sizeof names[0] && names[m->file_type]) type = names[m->file_type];
+    if (m->n_params >= 1000000000) snprintf(out, cap, "%s %.1fB %s", m->arch, (double)m->n_params / 1e9, type);
+    else snprintf(out, cap, "%s %.0fM %s", m->arch, (double)m->n_params / 1e6, type);
 }
 
-static uint64_t matrix_bytes(const struct matrix *w) { return (uint64_t)w->rows * w->row_bytes; }
-
-/* Bytes of weights one decoded token reads: every dense matrix, the routed
- * share of the expert stacks and one embedding row (norm vectors, a few KiB,
- * left out). */
-static uint64_t decode_bytes_per_token(const struct model *m) {
-    uint64_t bytes = m->token_embd.row_bytes;
-    for (int i = 0; i < m->n_matrices; i++)
-        if (m->matrices[i]->data != m->token_embd.data) bytes += matrix_bytes(m->matrices[i]);
-    if (m->output.data == m->token_embd.data) bytes += matrix_bytes(&m->output); /* tied: all rows per token */
-    for (int l = 0; l < m->moe.n_layers; l++) {
-        const struct moe_layer_desc *E = &m->moe.layers[l];
-        uint64_t experts = matrix_bytes(&E->gate) + matrix_bytes(&E->up) + matrix_bytes(&E->down);
-        if (E->n_expert > 0) bytes += experts / (uint64_t)E->n_expert * (uint64_t)E->n_used;
-    }
-    return bytes;
-}
+static double time_s(void) { return (double)cli_time_ns() * 1e-9; }
 
 /* Peak resident memory since the last reset_peak_rss(): the kernel's
  * VmHWM, or getrusage's (never reset) where /proc is not there. */
@@ -88,7 +63,7 @@ static void reset_peak_rss(void) {
     fclose(f);
 }
 
-static void print_ops(const char *test, const struct op_times *t, int runs) {
+static void print_ops(const char *test, const struct moex_op_times *t, int runs) {
     double total = (double)(t->attn_matmul + t->attention + t->router + t->experts + t->lm_head + t->other +
                             t->shortconv + t->dense_ffn + t->delta_net);
     if (total <= 0) return;
@@ -149,8 +124,10 @@ int cmd_bench(int argc, char **argv) {
     int opened = session_open(&s, &so);
     if (opened) { free(pp); free(tg); return opened; }
 
+    struct moex_model_info info;
+    moex_model_get_info(s.mm, &info);
     char label[128];
-    model_label(s.model, label, sizeof label);
+    model_label(&info, label, sizeof label);
     int n_vocab = moex_model_n_vocab(s.mm);
     int32_t *tokens = malloc(sizeof *tokens * (size_t)longest);
     uint64_t rng = 42;
@@ -158,15 +135,16 @@ int cmd_bench(int argc, char **argv) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         tokens[i] = (int32_t)((rng >> 33) % (uint64_t)n_vocab);
     }
-    uint64_t tok_bytes = decode_bytes_per_token(s.model);
-    struct membw_result bw = { 0 };
-    if (roofline && membw_measure(s.pool, 0, 8, &bw)) {
-        cli_fail("bench: %s", moex_error());
+    uint64_t tok_bytes = info.decode_bytes;
+    bool board = moex_context_has_board(s.mc);
+    struct moex_bandwidth bw = { 0 };
+    if (roofline && moex_measure_bandwidth(s.mm, 8, &bw)) {
+        cli_fail("bench: %s", moex_last_error());
         roofline = false;
     }
     reset_peak_rss();
-    printf("cpu: %s, %d threads; decode reads %.3f GB of weights per token\n", cpu_features_string(),
-           threadpool_size(s.pool), (double)tok_bytes / 1e9);
+    printf("cpu: %s, %d threads; decode reads %.3f GB of weights per token\n", moex_cpu_features(),
+           info.n_threads, (double)tok_bytes / 1e9);
     if (roofline)
         printf("read bandwidth before the tests: %.1f GB/s (best of %d passes, %s loads, %d threads; worst %.1f)\n",
                bw.best_gbps, bw.tries, bw.loads, bw.threads, bw.worst_gbps);
@@ -181,27 +159,41 @@ int cmd_bench(int argc, char **argv) {
             if (n <= 0) continue;
             double *rate = malloc(sizeof(double) * (size_t)(reps + 1));
             double *modelled_rate = malloc(sizeof(double) * (size_t)(reps + 1));
-            struct moe_executor *ex = context_executor(s.ctx);
-            uint64_t barriers0 = 0;
+            enum moex_phase phase = kind == 0 ? MOEX_PHASE_PREFILL : MOEX_PHASE_DECODE;
+            double board_dense = 0, board_experts = 0; /* the measured runs' modelled ns */
             for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up */
-                context_truncate(s.ctx, 0);
-                if (r == 0) { context_reset_op_times(s.ctx); barriers0 = threadpool_barriers(s.pool); }
-                struct moe_phase_counters before = *moe_executor_counters(ex, kind == 0 ? MOE_PREFILL : MOE_DECODE);
+                moex_truncate(s.mc, 0);
+                if (r == 0) moex_context_reset_op_times(s.mc);
+                struct moex_phase_counters before, pc;
+                moex_context_phase_counters(s.mc, phase, &before);
                 double t0 = time_s();
                 if (kind == 0) {
-                    rc = context_eval(s.ctx, tokens, n, NULL, false);
+                    rc = moex_eval(s.mc, tokens, n);
                 } else {
-                    for (int i = 0; i < n && !rc; i++) rc = context_eval(s.ctx, &tokens[i], 1, NULL, false);
+                    for (int i = 0; i < n && !rc; i++) rc = moex_eval(s.mc, &tokens[i], 1);
                 }
                 double dt = time_s() - t0;
                 /* With a modelled device, the experts' host-simulated time is
                  * replaced by the modelled one. */
-                const struct moe_phase_counters *pc = moe_executor_counters(ex, kind == 0 ? MOE_PREFILL : MOE_DECODE);
-                double mdt = dt - (double)((pc->wall_ns - before.wall_ns) - (pc->modelled_ns - before.modelled_ns)) * 1e-9;
+                moex_context_phase_counters(s.mc, phase, &pc);
+                double mdt = dt - (double)((pc.wall_ns - before.wall_ns) - (pc.modelled_ns - before.modelled_ns)) * 1e-9;
+                if (board) {
+                    /* every op modelled: the dense part from the shapes, the experts per layer */
+                    double dense = 0, experts = (double)(pc.modelled_ns - before.modelled_ns);
+                    for (int i = 0; i < (kind == 0 ? 1 : n) && !rc; i++) {
+                        double ns = moex_context_board_dense_ns(s.mc, kind == 0 ? n : 1, kind == 0 ? 0 : i);
+                        if (ns < 0) rc = -1;
+                        else dense += ns;
+                    }
+                    mdt = (dense + experts) * 1e-9;
+                    if (r >= 0) { board_dense += dense; board_experts += experts; }
+                }
                 if (r >= 0) { rate[r] = n / dt; modelled_rate[r] = n / mdt; }
             }
-            if (rc) { cli_fail("bench: %s", moex_error()); free(rate); free(modelled_rate); break; }
-            bool modelled = moe_executor_modelled(ex);
+            if (rc) { cli_fail("bench: %s", moex_last_error()); free(rate); free(modelled_rate); break; }
+            bool modelled = moex_context_device_modelled(s.mc) || board;
+            struct moex_counters counters;
+            moex_context_counters(s.mc, &counters);
             double mean = 0, var = 0;
             for (int r = 0; r < reps; r++) mean += (modelled ? modelled_rate : rate)[r];
             mean /= (double)reps;
@@ -210,9 +202,10 @@ int cmd_bench(int argc, char **argv) {
             char test[32];
             snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
             char backend[48];
-            if (!strcmp(moe_executor_device(ex), "none")) snprintf(backend, sizeof backend, "CPU");
-            else snprintf(backend, sizeof backend, "CPU+%s%s", moe_executor_device(ex), modelled ? " (modelled)" : "");
-            double gib = (double)s.model->weight_bytes / (1024.0 * 1024 * 1024);
+            if (board) snprintf(backend, sizeof backend, "RK3588 board (modelled)");
+            else if (!strcmp(counters.device, "none")) snprintf(backend, sizeof backend, "CPU");
+            else snprintf(backend, sizeof backend, "CPU+%s%s", counters.device, modelled ? " (modelled)" : "");
+            double gib = (double)info.weight_bytes / (1024.0 * 1024 * 1024);
             char gbps[32] = "-", share[32] = "-";
             if (kind == 1) {
                 /* decode reads the weights once per token */
@@ -222,23 +215,34 @@ int cmd_bench(int argc, char **argv) {
             }
             printf("| %s | %.2f %s | %.2f %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %.2f GiB |\n", label,
                    gib >= 1 ? gib : gib * 1024, gib >= 1 ? "GiB" : "MiB",
-                   s.model->n_params >= 1000000000 ? s.model->n_params / 1e9 : s.model->n_params / 1e6,
-                   s.model->n_params >= 1000000000 ? "B" : "M", backend,
-                   threadpool_size(s.pool), test, mean, sd, gbps, share, peak_rss_gib());
+                   info.n_params >= 1000000000 ? info.n_params / 1e9 : info.n_params / 1e6,
+                   info.n_params >= 1000000000 ? "B" : "M", backend,
+                   info.n_threads, test, mean, sd, gbps, share, peak_rss_gib());
             fflush(stdout);
+            if (ops && board) {
+                uint64_t hits, misses;
+                moex_context_board_expert_uses(s.mc, &hits, &misses);
+                fprintf(stderr, "%s per run on the board: dense matmuls, attention and lm head %.1f ms, experts %.1f ms",
+                        test, board_dense / 1e6 / reps, board_experts / 1e6 / reps);
+                if (hits + misses)
+                    fprintf(stderr, "; legacy expert uses so far: %.1f%% on the NPU", 100.0 * hits / (double)(hits + misses));
+                fputc('\n', stderr);
+            }
             if (ops) {
-                print_ops(test, context_op_times(s.ctx), (int)reps);
+                struct moex_op_times times;
+                moex_context_op_times(s.mc, &times);
+                print_ops(test, &times, (int)reps);
                 /* per eval call: a batch for pp, a token for tg */
-                double per_eval = (double)(threadpool_barriers(s.pool) - barriers0) / (double)reps / (kind ? n : 1);
+                double per_eval = (double)times.barriers / (double)reps / (kind ? n : 1);
                 fprintf(stderr, "%s barriers: %.0f per %s, %.1f per layer\n", test, per_eval, kind ? "token" : "batch",
-                        per_eval / (s.model->hp.n_layers > 0 ? s.model->hp.n_layers : 1));
+                        per_eval / (info.n_layers > 0 ? info.n_layers : 1));
             }
             free(rate);
             free(modelled_rate);
         }
     }
-    struct membw_result after;
-    if (!rc && roofline && !membw_measure(s.pool, 0, 8, &after)) {
+    struct moex_bandwidth after;
+    if (!rc && roofline && !moex_measure_bandwidth(s.mm, 8, &after)) {
         printf("\nread bandwidth after the tests: %.1f GB/s (worst %.1f); best of both %.1f GB/s\n",
                after.best_gbps, after.worst_gbps, after.best_gbps > bw.best_gbps ? after.best_gbps : bw.best_gbps);
     }

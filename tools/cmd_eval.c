@@ -4,9 +4,6 @@
 #include "outputs.h"
 #include "session.h"
 
-#include "core/atomic_file.h"
-#include "core/error.h"
-
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,8 +72,8 @@ int cmd_eval(int argc, char **argv) {
     if (!refused) refused = outputs_check("--logits", out_path, "--tokens-file", tokens_file);
     if (refused) return refused;
     /* Opened before the work: a bad path fails now, and the logits appear whole or not at all. */
-    struct atomic_file *out = atomic_file_create(out_path);
-    if (!out) return cli_fail("eval: %s", moex_error());
+    moex_file *out = moex_file_create(out_path);
+    if (!out) return cli_fail("eval: %s", moex_last_error());
     int64_t *ids64 = NULL;
     int n;
     if (tokens_arg) {
@@ -84,16 +81,16 @@ int cmd_eval(int argc, char **argv) {
     } else {
         char *text;
         size_t len;
-        if (cli_read_input("--tokens-file", tokens_file, &text, &len)) { atomic_file_discard(out); return 1; }
+        if (cli_read_input("--tokens-file", tokens_file, &text, &len)) { moex_file_discard(out); return 1; }
         n = parse_ids_text(tokens_file, text, len, &ids64);
         free(text);
     }
-    if (n < 0) { atomic_file_discard(out); return 2; }
+    if (n < 0) { moex_file_discard(out); return 2; }
     if (!so.n_batch) so.n_batch = n;
     if (!so.n_ctx) so.n_ctx = n;
     struct session s;
     int opened = session_open(&s, &so);
-    if (opened) { atomic_file_discard(out); free(ids64); return opened; }
+    if (opened) { moex_file_discard(out); free(ids64); return opened; }
     int32_t *ids = malloc(sizeof *ids * (size_t)n);
     int n_vocab = moex_model_n_vocab(s.mm);
     for (int i = 0; i < n; i++) {
@@ -102,7 +99,7 @@ int cmd_eval(int argc, char **argv) {
                  (long long)ids64[i], n_vocab - 1);
         free(ids);
         free(ids64);
-        atomic_file_discard(out);
+        moex_file_discard(out);
         session_close(&s);
         return 2;
     }
@@ -110,16 +107,16 @@ int cmd_eval(int argc, char **argv) {
     int rc = 1;
     if (ids && logits) {
         for (int i = 0; i < n; i++) ids[i] = (int32_t)ids64[i];
-        if (context_eval(s.ctx, ids, n, logits, true) != 0) {
-            cli_fail("eval: %s", moex_error());
+        if (moex_eval_all_logits(s.mc, ids, n, logits) != 0) {
+            cli_fail("eval: %s", moex_last_error());
         } else {
-            struct atomic_file *f = out;
+            moex_file *f = out;
             out = NULL;
-            if (atomic_file_write(f, logits, sizeof(float) * (size_t)n_vocab * (size_t)n) != 0) {
-                atomic_file_discard(f);
-                cli_fail("eval: %s", moex_error());
-            } else if (atomic_file_commit(f) != 0) {
-                cli_fail("eval: %s", moex_error());
+            if (moex_file_write(f, logits, sizeof(float) * (size_t)n_vocab * (size_t)n) != 0) {
+                moex_file_discard(f);
+                cli_fail("eval: %s", moex_last_error());
+            } else if (moex_file_commit(f) != 0) {
+                cli_fail("eval: %s", moex_last_error());
             } else {
                 fprintf(stderr, "moex: wrote %d x %d logits to %s\n", n, n_vocab, out_path);
                 rc = 0;
@@ -131,7 +128,7 @@ int cmd_eval(int argc, char **argv) {
     free(ids);
     free(ids64);
     free(logits);
-    atomic_file_discard(out);
+    moex_file_discard(out);
     if (session_close(&s)) rc = 1;
     return rc;
 }

@@ -2,10 +2,8 @@
 #include "cli.h"
 #include "session.h"
 
-#include "core/error.h"
-#include "gguf/gguf.h"
-
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -26,7 +24,7 @@ int cmd_info(int argc, char **argv) {
         if (!strcmp(argv[i], "--all")) all = true;
         else if (argv[i][0] == '-') return cli_usage("info", "unknown option '%s'", argv[i]);
     }
-    if (cli_check_env()) return 2;
+    if (cli_check_env(NULL)) return 2;
     for (int i = 1; i <= argc; i++) {
         const char *path = i < argc ? argv[i] : NULL;
         if (path && path[0] == '-') continue;
@@ -37,14 +35,14 @@ int cmd_info(int argc, char **argv) {
             if (stat(path, &st) != 0 && make_default_model(path) != 0) return 1;
         }
         n_files++;
-        struct gguf_file *f = gguf_open(path);
-        if (!f) {
-            cli_fail("%s", moex_error());
+        char *info = moex_file_info(path, all);
+        if (!info) {
+            cli_fail("%s", moex_last_error());
             rc = 1;
             continue;
         }
-        if (gguf_print_info(stdout, f, all) != 0) rc = 1;
-        gguf_close(f);
+        if (fputs(info, stdout) == EOF) rc = 1;
+        free(info);
     }
     return rc;
 }

@@ -5,18 +5,11 @@
 #include "outputs.h"
 #include "session.h"
 
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/progress.h"
-#include "core/threadpool.h"
-#include "model/model.h"
-#include "moe/pack_experts.h"
-#include "quant/quant.h"
+#include "progress.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-
 
 static void help(FILE *out) {
     fprintf(out,
@@ -31,12 +24,6 @@ static void help(FILE *out) {
             "  -q, --quiet         no progress bar and no summary\n"
             "Shared options (-t sets the packing threads):\n");
     session_opts_help_device_required(out);
-}
-
-static void show_progress(void *user, int done, int total) {
-    struct progress *bar = user;
-    bar->total = (uint64_t)total;
-    progress_update(bar, (uint64_t)done);
 }
 
 int cmd_pack(int argc, char **argv) {
@@ -84,38 +71,38 @@ int cmd_pack(int argc, char **argv) {
     if (!refused) refused = outputs_check("-o", out_path, "--stats", o.experts.stats_path);
     if (refused) return refused;
     /* Opened before the work: a bad path fails now, and the file appears whole or not at all. */
-    struct atomic_file *out = atomic_file_create(out_path);
-    if (!out) return cli_fail("pack: %s", moex_error());
+    moex_file *out = moex_file_create(out_path);
+    if (!out) return cli_fail("pack: %s", moex_last_error());
     struct stat st;
     if (!o.model_path && stat(model_path, &st) != 0 && make_default_model(model_path) != 0) {
-        atomic_file_discard(out);
+        moex_file_discard(out);
         return 1;
     }
-    struct model *m = model_load(model_path);
-    struct threadpool *pool = m ? threadpool_new(o.threads, o.pin) : NULL;
-    if (!pool) {
-        cli_fail("%s", moex_error());
-        atomic_file_discard(out);
-        model_free(m);
-        return 1;
-    }
+    struct moex_model_params mp;
+    session_model_params(&o, &mp);
+    mp.path = model_path;
+    mp.device.no_pack = true; /* the experts come from the model, never from an older pack file */
     struct progress bar;
-    progress_begin(&bar, "packing experts", (uint64_t)m->moe.n_layers * (uint64_t)m->hp.n_expert);
-    struct moe_pack_result r;
-    int rc = moe_pack_experts(&m->moe, &o.experts, pool, all, out, quiet ? NULL : show_progress, &bar, &r);
+    mp.progress = quiet ? NULL : progress_report;
+    mp.user = &bar;
+    moex_model *m = moex_model_load(&mp);
+    if (!m) {
+        cli_fail("%s", moex_last_error());
+        moex_file_discard(out);
+        return 1;
+    }
+    struct moex_pack_result r;
+    int rc = moex_pack(m, all, out, &r);
     if (rc == 0) {
-        if (!quiet) progress_end(&bar);
-        double secs = r.total_ns * 1e-9, pack_secs = r.pack_ns * 1e-9;
         if (!quiet)
             printf("moex pack: %d experts (%d pinned by the plan%s) for device %s in %.2f s; packing read %.2f GiB of "
                    "%s at %.2f GB/s (%.2f s%s), the rest was writing %.2f GiB to %s\n",
-                   r.experts, r.pinned, all ? ", all with --all" : "", r.device, secs, r.source_bytes / 1073741824.0,
-                   quant_type_name(m->moe.layers[0].gate.type), pack_secs > 0 ? r.source_bytes / pack_secs / 1e9 : 0.0,
-                   pack_secs, r.pack_modelled ? ", modelled" : "", r.file_bytes / 1073741824.0, out_path);
+                   r.experts, r.pinned, all ? ", all with --all" : "", r.device, r.total_s, r.source_bytes / 1073741824.0,
+                   r.weight_type, r.pack_s > 0 ? r.source_bytes / r.pack_s / 1e9 : 0.0, r.pack_s,
+                   r.pack_modelled ? ", modelled" : "", r.file_bytes / 1073741824.0, out_path);
     } else {
-        cli_fail("pack: %s", moex_error());
+        cli_fail("pack: %s", moex_last_error());
     }
-    threadpool_free(pool);
-    model_free(m);
+    moex_model_free(m);
     return rc == 0 ? 0 : 1;
 }

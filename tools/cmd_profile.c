@@ -4,13 +4,7 @@
 #include "outputs.h"
 #include "session.h"
 
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/progress.h"
-#include "gguf/gguf.h"
-#include "moe/routing_stats.h"
-#include "pack/packfile.h"
-#include "text/tokenizer.h"
+#include "progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,9 +56,9 @@ static int seqs_push(struct token_seqs *s, const int32_t *ids, int64_t n, int se
 }
 
 /* Each non-empty line of the text is one sequence. */
-static int seqs_from_text(const struct model *m, const char *path, const char *text, size_t len, int seq_len,
+static int seqs_from_text(const moex_model *m, const char *path, const char *text, size_t len, int seq_len,
                           struct token_seqs *s) {
-    if (!m->tok) return cli_fail("profile: the model has no tokenizer; use --random-tokens"), -1;
+    if (!moex_model_has_tokenizer(m)) return cli_fail("profile: the model has no tokenizer; use --random-tokens"), -1;
     int rc = 0;
     for (const char *line = text, *end = text + len; rc == 0 && line < end;) {
         const char *nl = memchr(line, '\n', (size_t)(end - line));
@@ -73,8 +67,8 @@ static int seqs_from_text(const struct model *m, const char *path, const char *t
         while (n_line > 0 && line[n_line - 1] == '\r') n_line--;
         if (n_line > 0) {
             int n = 0;
-            int32_t *ids = tokenizer_encode_alloc(m->tok, line, n_line, false, &n);
-            if (!ids) rc = cli_fail("-f %s: %s", path, moex_error());
+            int32_t *ids = moex_tokenize_alloc(m, line, n_line, false, false, &n);
+            if (!ids) rc = cli_fail("-f %s: %s", path, moex_last_error());
             else if (n > 0 && seqs_push(s, ids, n, seq_len)) rc = cli_fail("profile: out of memory");
             free(ids);
         }
@@ -91,49 +85,18 @@ static uint64_t splitmix(uint64_t *x) {
     return z ^ (z >> 31);
 }
 
-static int seqs_random(const struct model *m, int64_t n_tokens, uint64_t seed, int seq_len, struct token_seqs *s) {
-    int V = m->hp.n_vocab, n_normal = 0;
+static int seqs_random(const moex_model *m, int64_t n_tokens, uint64_t seed, int seq_len, struct token_seqs *s) {
+    int V = moex_model_n_vocab(m), n_normal = 0;
     int32_t *normal = malloc((size_t)V * sizeof *normal), *ids = malloc((size_t)n_tokens * sizeof *ids);
     if (!normal || !ids) { free(normal); free(ids); return cli_fail("profile: out of memory"), -1; }
     for (int v = 0; v < V; v++)
-        if (!m->tok || v >= tokenizer_n_vocab(m->tok) || tokenizer_token_type(m->tok, v) == TOKEN_NORMAL) normal[n_normal++] = v;
+        if (moex_token_is_normal(m, v)) normal[n_normal++] = v;
     if (!n_normal) for (int v = 0; v < V; v++) normal[n_normal++] = v;
     for (int64_t i = 0; i < n_tokens; i++) ids[i] = normal[splitmix(&seed) % (uint64_t)n_normal];
     int rc = seqs_push(s, ids, n_tokens, seq_len) ? cli_fail("profile: out of memory") : 0;
     free(normal);
     free(ids);
     return rc ? -1 : 0;
-}
-
-static void print_summary(const struct model *m, const struct routing_stats *st) {
-    printf("routing of %s: %llu tokens in %llu sequences, %d experts, top-%d\n", m->name,
-           (unsigned long long)st->n_tokens, (unsigned long long)st->n_sequences, st->n_expert, st->top_k);
-    float skew;
-    if (gguf_get_f32(m->file, "moex.synth.skew", &skew) == 0)
-        printf("synthetic: skew %.3g asks for a top-10%% share of %.3f\n", skew,
-               routing_zipf_top10_share(st->n_expert, st->top_k, skew));
-    printf("%5s %12s %8s %8s %8s %8s %9s %9s\n", "layer", "rows", "top10%", "entropy", "H/Hmax", "next", "within8",
-           "hot 1st/2nd");
-    struct routing_layer_summary sum, mean;
-    memset(&mean, 0, sizeof mean);
-    for (int l = 0; l < st->n_layers; l++) {
-        routing_stats_summarize(st, l, &sum);
-        printf("%5d %12llu %8.3f %8.2f %8.3f %8.3f %9.3f %5.2f/%.2f\n", l, (unsigned long long)sum.rows, sum.top10_share,
-               sum.entropy, sum.entropy_norm, sum.repeat_next, sum.repeat_window, sum.hot_own, sum.hot_other);
-        mean.top10_share += sum.top10_share / st->n_layers;
-        mean.entropy += sum.entropy / st->n_layers;
-        mean.entropy_norm += sum.entropy_norm / st->n_layers;
-        mean.repeat_next += sum.repeat_next / st->n_layers;
-        mean.repeat_window += sum.repeat_window / st->n_layers;
-        mean.hot_own += sum.hot_own / st->n_layers;
-        mean.hot_other += sum.hot_other / st->n_layers;
-    }
-    printf("%5s %12s %8.3f %8.2f %8.3f %8.3f %9.3f %5.2f/%.2f\n", "mean", "", mean.top10_share, mean.entropy,
-           mean.entropy_norm, mean.repeat_next, mean.repeat_window, mean.hot_own, mean.hot_other);
-    printf("(top10%%: share of routed rows taken by the top %d experts; next / within8: share of a token's\n"
-           " experts also chosen by the previous token / one of the previous %d; hot 1st/2nd: share of\n"
-           " each half's rows taken by the first half's top %d experts)\n",
-           routing_top10_count(st->n_expert), ROUTING_WINDOW, st->n_expert / 4 > 0 ? st->n_expert / 4 : 1);
 }
 
 int cmd_profile(int argc, char **argv) {
@@ -173,73 +136,66 @@ int cmd_profile(int argc, char **argv) {
     if (!refused) refused = outputs_check("-o", out, "-f", file);
     if (refused) return refused;
     /* Opened before the work: a bad path fails now, and the file appears whole or not at all. */
-    struct atomic_file *out_file = atomic_file_create(out);
-    if (!out_file) return cli_fail("profile: %s", moex_error());
+    moex_file *out_file = moex_file_create(out);
+    if (!out_file) return cli_fail("profile: %s", moex_last_error());
     char *text = NULL;
     size_t text_len = 0;
-    if (file && cli_read_input("-f", file, &text, &text_len)) { atomic_file_discard(out_file); return 1; }
+    if (file && cli_read_input("-f", file, &text, &text_len)) { moex_file_discard(out_file); return 1; }
     struct session s;
     int opened = session_open(&s, &so);
-    if (opened) { atomic_file_discard(out_file); free(text); return opened; }
-    struct model *m = s.model;
-    if (seq_len > context_n_ctx(s.ctx)) {
+    if (opened) { moex_file_discard(out_file); free(text); return opened; }
+    if (seq_len > moex_n_ctx(s.mc)) {
         if (seq_given) {
             cli_fail("profile: --seq %lld is longer than the context of %d tokens (--ctx)", (long long)seq_len,
-                     context_n_ctx(s.ctx));
+                     moex_n_ctx(s.mc));
             free(text);
-            atomic_file_discard(out_file);
+            moex_file_discard(out_file);
             session_close(&s);
             return 2;
         }
-        seq_len = context_n_ctx(s.ctx);
+        seq_len = moex_n_ctx(s.mc);
     }
     struct token_seqs seqs;
     memset(&seqs, 0, sizeof seqs);
-    int rc = file ? seqs_from_text(m, file, text, text_len, (int)seq_len, &seqs)
-                  : seqs_random(m, n_random, (uint64_t)seed, (int)seq_len, &seqs);
+    int rc = file ? seqs_from_text(s.mm, file, text, text_len, (int)seq_len, &seqs)
+                  : seqs_random(s.mm, n_random, (uint64_t)seed, (int)seq_len, &seqs);
     free(text);
-    struct routing_stats *st = NULL;
-    struct packfile_identity id;
-    if (rc == 0 && !(st = routing_stats_new(m->moe.n_layers, m->hp.n_expert, m->hp.n_expert_used, m->name)))
-        rc = cli_fail("%s", moex_error());
-    if (rc == 0 && packfile_model_identity(m->file, &id) != PACKFILE_OK) rc = cli_fail("%s", moex_error());
+    moex_routing *st = NULL;
+    if (rc == 0 && !(st = moex_routing_new(s.mc))) rc = cli_fail("%s", moex_last_error());
     if (rc == 0) {
-        st->model_hash = id.hash;
-        st->model_size = id.gguf_size;
-    }
-    if (rc == 0) {
-        context_set_route_observer(s.ctx, routing_stats_observe, st);
         struct progress bar;
         bool show = !quiet;
         if (show) progress_begin(&bar, "profile", (uint64_t)seqs.n);
         int64_t done = 0;
         for (int q = 0; q < seqs.n_seqs && rc == 0; q++) {
-            context_truncate(s.ctx, 0);
-            routing_stats_begin_sequence(st);
+            moex_truncate(s.mc, 0);
+            moex_routing_begin_sequence(st);
             int64_t begin = seqs.starts[q], end = seqs.starts[q + 1];
             /* The half-way switch lands inside a sequence when there is only one. */
             int64_t half = seqs.n / 2;
             for (int64_t off = begin; off < end && rc == 0;) {
                 int64_t n = end - off;
                 if (off < half && off + n > half) n = half - off;
-                routing_stats_set_phase(st, off >= half);
-                if (context_eval(s.ctx, seqs.ids + off, (int)n, NULL, false)) rc = cli_fail("%s", moex_error());
+                moex_routing_set_half(st, off >= half);
+                if (moex_eval(s.mc, seqs.ids + off, (int)n)) rc = cli_fail("%s", moex_last_error());
                 off += n;
                 done += n;
                 if (show) progress_update(&bar, (uint64_t)done);
             }
         }
         if (show) progress_end(&bar);
-        context_set_route_observer(s.ctx, NULL, NULL);
     }
     if (rc == 0) {
-        struct atomic_file *f = out_file;
+        moex_file *f = out_file;
         out_file = NULL;
-        if (routing_stats_write_file(st, f)) rc = cli_fail("%s", moex_error());
+        if (moex_routing_write(st, f)) rc = cli_fail("%s", moex_last_error());
     }
-    atomic_file_discard(out_file);
-    if (rc == 0 && !quiet) print_summary(m, st);
-    routing_stats_free(st);
+    moex_file_discard(out_file);
+    char *report = rc == 0 && !quiet ? moex_routing_report(st) : NULL;
+    if (report) fputs(report, stdout);
+    else if (rc == 0 && !quiet) rc = cli_fail("%s", moex_last_error());
+    free(report);
+    moex_routing_free(st);
     free(seqs.ids);
     free(seqs.starts);
     if (session_close(&s)) rc = 1;

@@ -1,11 +1,9 @@
 /* moex synth: make a synthetic GGUF model (qwen3moe by default). */
 #include "cli.h"
 #include "outputs.h"
+#include "progress.h"
 
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/timer.h"
-#include "synth/synth.h"
+#include "moex.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -51,30 +49,31 @@ static void help(FILE *out) {
             "         lfm2-8b-a1b  LFM2-8B-A1B: 24 layers (attention at 2, 6, 10, 14, 18, 21; 2 dense,\n"
             "                      ffn 7168), dim 2048, 32 experts top-4, expert ffn 1792, 32/8 heads of 64,\n"
             "                      vocab 65536 (q4_k_m, ~5 GB)\n",
-            SYNTH_DEFAULT_SKEW, SYNTH_DEFAULT_LOCALITY);
+            MOEX_SYNTH_DEFAULT_SKEW, MOEX_SYNTH_DEFAULT_LOCALITY);
 }
 
 int cmd_synth(int argc, char **argv) {
-    const char *out = NULL, *preset = NULL, *arch = NULL, *type = NULL, *vocab_from = NULL, *name = NULL;
+    const char *out = NULL;
+    struct moex_synth_params p;
+    moex_synth_params_default(&p);
     /* Shape overrides, applied over the preset whatever the order of the options. */
     static const struct { const char *flag; size_t offset; int64_t min, max; } shape[] = {
-        { "--layers", offsetof(struct synth_params, n_layers), 1, 1024 },
-        { "--dim", offsetof(struct synth_params, n_embd), 16, 65536 },
-        { "--experts", offsetof(struct synth_params, n_expert), 1, 4096 },
-        { "--top-k", offsetof(struct synth_params, n_expert_used), 1, 4096 },
-        { "--expert-ffn", offsetof(struct synth_params, n_ff_exp), 1, 1 << 20 },
-        { "--heads", offsetof(struct synth_params, n_head), 1, 1024 },
-        { "--kv-heads", offsetof(struct synth_params, n_head_kv), 1, 1024 },
-        { "--head-dim", offsetof(struct synth_params, head_dim), 2, 1024 },
-        { "--vocab", offsetof(struct synth_params, n_vocab), 1, 1 << 24 },
-        { "--ctx", offsetof(struct synth_params, n_ctx), 1, 1 << 24 },
-        { "--threads", offsetof(struct synth_params, n_threads), 1, 1024 },
+        { "--layers", offsetof(struct moex_synth_params, n_layers), 1, 1024 },
+        { "--dim", offsetof(struct moex_synth_params, n_embd), 16, 65536 },
+        { "--experts", offsetof(struct moex_synth_params, n_expert), 1, 4096 },
+        { "--top-k", offsetof(struct moex_synth_params, n_expert_used), 1, 4096 },
+        { "--expert-ffn", offsetof(struct moex_synth_params, n_ff_exp), 1, 1 << 20 },
+        { "--heads", offsetof(struct moex_synth_params, n_head), 1, 1024 },
+        { "--kv-heads", offsetof(struct moex_synth_params, n_head_kv), 1, 1024 },
+        { "--head-dim", offsetof(struct moex_synth_params, head_dim), 2, 1024 },
+        { "--vocab", offsetof(struct moex_synth_params, n_vocab), 1, 1 << 24 },
+        { "--ctx", offsetof(struct moex_synth_params, n_ctx), 1, 1 << 24 },
+        { "--threads", offsetof(struct moex_synth_params, n_threads), 1, 1024 },
     };
     enum { N_SHAPE = sizeof shape / sizeof *shape };
     int64_t shape_val[N_SHAPE];
     bool shape_set[N_SHAPE] = {0};
-    double skew = -1, locality = -1, rope_base = 0;
-    int64_t seed = -1;
+    int64_t seed;
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -89,77 +88,70 @@ int cmd_synth(int argc, char **argv) {
             continue;
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) { if (!(out = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "--preset")) { if (!(preset = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "--arch")) { if (!(arch = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "--type")) { if (!(type = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "--vocab-from")) { if (!(vocab_from = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "--name")) { if (!(name = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--preset")) { if (!(p.preset = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--arch")) { if (!(p.arch = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--type")) { if (!(p.type = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--vocab-from")) { if (!(p.vocab_from = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--name")) { if (!(p.name = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "--skew")) {
             const char *v = cli_value(argc, argv, &i);
-            if (!v || cli_parse_float("--skew", v, 0, 10, &skew)) return 2;
+            if (!v || cli_parse_float("--skew", v, 0, 10, &p.skew)) return 2;
         } else if (!strcmp(a, "--locality")) {
             const char *v = cli_value(argc, argv, &i);
-            if (!v || cli_parse_float("--locality", v, 0, 1, &locality)) return 2;
+            if (!v || cli_parse_float("--locality", v, 0, 1, &p.locality)) return 2;
         } else if (!strcmp(a, "--rope-base")) {
             const char *v = cli_value(argc, argv, &i);
-            if (!v || cli_parse_float("--rope-base", v, 1.0001, 1e12, &rope_base)) return 2;
+            if (!v || cli_parse_float("--rope-base", v, 1.0001, 1e12, &p.rope_base)) return 2;
         } else if (!strcmp(a, "--seed")) {
             const char *v = cli_value(argc, argv, &i);
             if (!v || cli_parse_int("--seed", v, 0, INT64_MAX, &seed)) return 2;
+            p.seed = seed;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else return cli_usage("synth", "unknown option '%s'", argv[i]);
     }
     if (!out) return cli_usage("synth", "-o OUT.gguf is required");
-    if (cli_check_env()) return 2;
-    int refused = outputs_check("-o", out, "--vocab-from", vocab_from);
+    if (cli_check_env(NULL)) return 2;
+    int refused = outputs_check("-o", out, "--vocab-from", p.vocab_from);
     if (refused) return refused;
     /* Fail now, not after the model's design: -o's directory must take a new file. */
-    struct atomic_file *probe = atomic_file_create(out);
-    if (!probe) return cli_fail("synth: %s", moex_error());
-    atomic_file_discard(probe);
+    moex_file *probe = moex_file_create(out);
+    if (!probe) return cli_fail("synth: %s", moex_last_error());
+    moex_file_discard(probe);
 
-    if (arch && !preset && !(preset = synth_arch_default_preset(arch))) {
-        char names[128];
-        synth_arch_names(names, sizeof names);
-        cli_fail("--arch: invalid value '%s' (expected %s)", arch, names);
-        return 2;
-    }
-    struct synth_params p;
-    if (!preset) preset = "small";
-    if (synth_preset(preset, &p)) {
-        const char *why = moex_error();
-        return cli_fail("--preset: invalid value '%s': %s", preset, strncmp(why, "synth: ", 7) ? why : why + 7), 2;
-    }
-    if (arch && strcmp(arch, p.arch)) {
-        cli_fail("synth: --preset %s is a %s preset, not %s", preset, p.arch, arch);
-        return 2;
-    }
     for (int s = 0; s < N_SHAPE; s++)
         if (shape_set[s]) *(int *)((char *)&p + shape[s].offset) = (int)shape_val[s];
-    if (type && synth_parse_type(type, &p.type))
-        return cli_fail("--type: invalid value '%s' (expected f16, q8_0, q4_k, q6_k or q4_k_m)", type), 2;
-    if (skew >= 0) p.skew = skew;
-    if (locality >= 0) p.locality = locality;
-    if (rope_base > 0) p.rope_base = (float)rope_base;
-    if (seed >= 0) p.seed = (uint64_t)seed;
-    p.vocab_from = vocab_from;
-    p.name = name;
-    p.progress = !quiet;
-    /* A shape whose options contradict each other (top-k above the experts,
-     * heads not a multiple of kv-heads) is a bad command line. */
-    if (synth_check(&p)) return cli_fail("%s", moex_error()), 2;
-    /* The built-in vocabulary keeps its 256 byte tokens and 3 control tokens
-     * (src/synth/synth_vocab.c); a --vocab-from file's own limits are found on reading it. */
-    if (!vocab_from && p.n_vocab && p.n_vocab < 259)
-        return cli_fail("--vocab: invalid value '%d' (the built-in vocabulary needs at least 259: 256 byte tokens "
-                        "and 3 control tokens)", p.n_vocab), 2;
+    struct progress bar;
+    if (!quiet) {
+        p.progress = progress_report;
+        p.user = &bar;
+    }
+    struct moex_synth_shape got;
+    const char *why;
+    switch (moex_synth_check(&p, &got)) {
+    case MOEX_SYNTH_OK: break;
+    case MOEX_SYNTH_BAD_ARCH:
+        why = strstr(moex_last_error(), "is not one of ");
+        return cli_fail("--arch: invalid value '%s' (expected %s)", p.arch, why ? why + 14 : "?"), 2;
+    case MOEX_SYNTH_OTHER_ARCH: return cli_fail("synth: --%s", moex_last_error()), 2;
+    case MOEX_SYNTH_BAD_PRESET:
+        why = moex_last_error();
+        return cli_fail("--preset: invalid value '%s': %s", p.preset ? p.preset : "small", strncmp(why, "synth: ", 7) ? why : why + 7), 2;
+    case MOEX_SYNTH_BAD_TYPE:
+        return cli_fail("--type: invalid value '%s' (expected f16, q8_0, q4_k, q6_k or q4_k_m)", p.type), 2;
+    case MOEX_SYNTH_BAD_VOCAB:
+        return cli_fail("--vocab: invalid value '%d' (%s)", p.n_vocab, moex_last_error()), 2;
+    case MOEX_SYNTH_BAD_SHAPE:
+        /* options that contradict each other (top-k above the experts, heads
+         * not a multiple of kv-heads) are a bad command line */
+        return cli_fail("%s", moex_last_error()), 2;
+    }
 
-    double t0 = time_s();
-    if (synth_write(&p, out)) return cli_fail("%s", moex_error());
+    int64_t t0 = cli_time_ns();
+    if (moex_synth_write(&p, out)) return cli_fail("%s", moex_last_error());
     struct stat st;
     double size = stat(out, &st) == 0 ? (double)st.st_size : 0;
     fprintf(stderr, "moex: wrote %s: %d layers, dim %d, %d experts top-%d, %s, %.1f MiB in %.1f s\n", out,
-            p.n_layers, p.n_embd, p.n_expert, p.n_expert_used, synth_type_name(p.type), size / (1 << 20),
-            time_s() - t0);
+            got.n_layers, got.n_embd, got.n_expert, got.n_expert_used, got.type, size / (1 << 20),
+            (cli_time_ns() - t0) * 1e-9);
     return 0;
 }

@@ -2,9 +2,6 @@
 #include "cli.h"
 #include "session.h"
 
-#include "core/error.h"
-#include "gguf/gguf.h"
-#include "text/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +35,7 @@ int cmd_tokenize(int argc, char **argv) {
         else return cli_usage("tokenize", "unknown option '%s'", a);
     }
     if (!prompt == !file) return cli_usage("tokenize", "give exactly one of -p and -f");
-    if (cli_check_env()) return 2;
+    if (cli_check_env(NULL)) return 2;
     char *text = NULL;
     size_t len = 0;
     if (file) {
@@ -52,18 +49,20 @@ int cmd_tokenize(int argc, char **argv) {
         struct stat st;
         if (stat(model, &st) != 0 && make_default_model(model) != 0) { free(text); return 1; }
     }
-    struct gguf_file *g = gguf_open(model);
-    struct tokenizer *tok = g ? tokenizer_load(g) : NULL;
-    if (g) gguf_close(g);
-    if (!tok) { free(text); return cli_fail("%s", moex_error()); }
+    struct moex_model_params mp;
+    moex_model_params_default(&mp);
+    mp.path = model;
+    mp.vocab_only = true;
+    moex_model *tok = moex_model_load(&mp);
+    if (!tok) { free(text); return cli_fail("%s", moex_last_error()); }
     int n = 0;
-    int32_t *ids = tokenizer_encode_alloc(tok, text, len, parse_special, &n);
+    int32_t *ids = moex_tokenize_alloc(tok, text, len, false, parse_special, &n);
     int rc = 0;
-    if (!ids) rc = cli_fail("tokenize: %s", moex_error());
+    if (!ids) rc = cli_fail("tokenize: %s", moex_last_error());
     for (int i = 0; ids && i < n; i++) {
         if (pieces) {
             size_t pl;
-            const char *p = tokenizer_decode_token(tok, ids[i], &pl);
+            const char *p = moex_token_piece(tok, ids[i], &pl);
             printf("%d:'%.*s'\n", ids[i], (int)pl, p);
         } else {
             printf(i ? " %d" : "%d", ids[i]);
@@ -72,6 +71,6 @@ int cmd_tokenize(int argc, char **argv) {
     if (ids && !pieces) putchar('\n');
     free(ids);
     free(text);
-    tokenizer_free(tok);
+    moex_model_free(tok);
     return rc;
 }

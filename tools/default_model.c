@@ -3,8 +3,7 @@
 #include "cli.h"
 #include "session.h"
 
-#include "core/error.h"
-#include "synth/synth.h"
+#include "progress.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -25,13 +24,16 @@ static int make_parents(const char *path) {
 }
 
 int make_default_model(const char *path) {
-    struct synth_params p;
-    if (synth_preset("small", &p) != 0) return cli_fail("%s", moex_error());
-    p.progress = true;
+    struct moex_synth_params p;
+    struct progress bar;
+    moex_synth_params_default(&p);
+    p.preset = "small";
+    p.progress = progress_report;
+    p.user = &bar;
     if (make_parents(path) != 0) return cli_fail("cannot create the directory of %s: %s", path, strerror(errno));
-    /* synth_write renames a finished file into place: an interrupted run
+    /* moex_synth_write renames a finished file into place: an interrupted run
      * never leaves a half model where the next run would find it. */
     fprintf(stderr, "moex: making the built-in default model (synth preset 'small') in %s\n", path);
-    if (synth_write(&p, path) != 0) return cli_fail("%s", moex_error());
+    if (moex_synth_write(&p, path) != 0) return cli_fail("%s", moex_last_error());
     return 0;
 }

@@ -3,7 +3,7 @@
 #include "cli.h"
 #include "session.h"
 
-#include "core/atomic_file.h"
+#include "moex.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 static void on_fatal_signal(int sig) {
-    atomic_file_unlink_pending();
+    moex_file_unlink_pending();
     raise(sig); /* SA_RESETHAND: the default action, once the handler returns */
 }
 
@@ -71,12 +71,12 @@ int outputs_check(const char *out_opt, const char *out, const char *in_opt, cons
 int outputs_check_session(const struct session_opts *o, const char *out_opt, const char *out) {
     const char *model = o->model_path ? o->model_path : default_model_path();
     char next_to_model[4096];
-    const char *pack = o->pack_path, *device = o->experts.device;
-    bool picks_pack = !o->no_pack && device && strcmp(device, "none") != 0; /* as session_open would */
+    const char *pack = o->experts.pack_path, *device = o->experts.device;
+    bool picks_pack = !o->experts.no_pack && device && strcmp(device, "none") != 0; /* as session_open would */
     if (!pack && picks_pack && moex_pack_path_for(model, next_to_model, sizeof next_to_model) == 0) pack = next_to_model;
     int rc = outputs_check(out_opt, out, o->model_path ? "-m" : "the default model", model);
     if (!rc) rc = outputs_check(out_opt, out, "--stats", o->experts.stats_path);
-    if (!rc) rc = outputs_check(out_opt, out, o->pack_path ? "--pack" : "the model's pack file", pack);
+    if (!rc) rc = outputs_check(out_opt, out, o->experts.pack_path ? "--pack" : "the model's pack file", pack);
     if (!rc && out != o->trace_path) rc = outputs_check(out_opt, out, "--trace", o->trace_path);
     return rc;
 }

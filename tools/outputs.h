@@ -1,6 +1,6 @@
 /* Output files on the command line: a signal that ends the program removes
  * its temporaries, and an output that is one of the command's inputs is
- * refused before any work (the writers themselves are src/core/atomic_file.h). */
+ * refused before any work (the writers themselves are moex_file, moex.h). */
 #ifndef MOEX_OUTPUTS_H
 #define MOEX_OUTPUTS_H
 

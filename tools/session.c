@@ -2,12 +2,7 @@
 
 #include "cli.h"
 #include "outputs.h"
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/timer.h"
-#include "core/trace.h"
-#include "api/api_impl.h"
-#include "core/progress.h"
+#include "progress.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +45,8 @@ static int parse_bool(const char *what, const char *v, bool *out) {
 static int parse_pack_env(const char *v, struct session_opts *o) {
     if (!*v) return cli_fail("MOEX_PACK: invalid value '' (expected a pack file, or 0/off for --no-pack)"), -1;
     bool off = !strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "no");
-    o->no_pack = off;
-    o->pack_path = off ? NULL : v;
+    o->experts.no_pack = off;
+    o->experts.pack_path = off ? NULL : v;
     return 0;
 }
 
@@ -81,11 +76,9 @@ static void note_unused(const struct session_opts *o) {
 
 int session_opts_defaults(struct session_opts *o) {
     memset(o, 0, sizeof *o);
-    o->kv_type = KV_F16;
     o->pin = true;
     o->experts.device = "none";
     o->experts.hot_fraction = 1.0;
-    o->experts.pinned_share = -1;
     return 0;
 }
 
@@ -96,8 +89,9 @@ int session_opts_finish(struct session_opts *o) {
     unsigned given = o->given;
     o->finished = true;
     if ((given & SESSION_GIVEN_PACK) && (given & SESSION_GIVEN_NO_PACK))
-        return cli_fail("--pack %s and --no-pack exclude each other", o->pack_path ? o->pack_path : ""), -1;
-    if (cli_check_env()) return -1;
+        return cli_fail("--pack %s and --no-pack exclude each other", o->experts.pack_path ? o->experts.pack_path : ""), -1;
+    if (cli_check_env(o->isa)) return -1;
+    if (!(given & SESSION_GIVEN_INTERLEAVE) && cli_env_no_interleave(&o->no_interleave)) return -1;
     if (!(given & SESSION_GIVEN_DEVICE) && (v = getenv("MOEX_DEVICE")) && parse_device("MOEX_DEVICE", v, o)) return -1;
     if (!(given & SESSION_GIVEN_BUDGET) && (v = getenv("MOEX_HOT_BUDGET")) && parse_budget("MOEX_HOT_BUDGET", v, o))
         return -1;
@@ -140,11 +134,17 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         o->n_batch = (int)n;
     } else if (!strcmp(a, "--kv-type")) {
         if (!(v = cli_value(argc, argv, i))) return -1;
-        if (!strcmp(v, "f16")) o->kv_type = KV_F16;
-        else if (!strcmp(v, "f32")) o->kv_type = KV_F32;
+        if (!strcmp(v, "f16")) o->kv_f32 = false;
+        else if (!strcmp(v, "f32")) o->kv_f32 = true;
         else return cli_fail("--kv-type: invalid value '%s' (expected f16 or f32)", v), -1;
     } else if (!strcmp(a, "--no-pin")) {
         o->pin = false;
+    } else if (!strcmp(a, "--isa")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        o->isa = v;
+    } else if (!strcmp(a, "--no-interleave")) {
+        o->no_interleave = true;
+        o->given |= SESSION_GIVEN_INTERLEAVE;
     } else if (!strcmp(a, "--device")) {
         if (!(v = cli_value(argc, argv, i)) || parse_device("--device", v, o)) return -1;
         o->given |= SESSION_GIVEN_DEVICE;
@@ -171,11 +171,11 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         o->given |= SESSION_GIVEN_SIM;
     } else if (!strcmp(a, "--pack")) {
         if (!(v = cli_value(argc, argv, i))) return -1;
-        o->pack_path = v;
-        o->no_pack = false;
+        o->experts.pack_path = v;
+        o->experts.no_pack = false;
         o->given |= SESSION_GIVEN_PACK;
     } else if (!strcmp(a, "--no-pack")) {
-        o->no_pack = true;
+        o->experts.no_pack = true;
         o->given |= SESSION_GIVEN_NO_PACK;
     } else if (!strcmp(a, "--profile")) {
         o->profile = true;
@@ -216,7 +216,11 @@ static void help(FILE *out, bool device_required) {
             "      --profile       print expert placement counters per phase at the end\n"
             "      --trace FILE    write a Chrome trace-event timeline (opens in Perfetto)\n"
             "      --no-pin        do not pin worker threads to CPUs (pinned by default: an unpinned\n"
-            "                      pool migrates and costs ~25 us per parallel step instead of ~2)\n",
+            "                      pool migrates and costs ~25 us per parallel step instead of ~2)\n"
+            "      --isa I         the most the CPU kernels may use: scalar, avx2, avx512 or neon\n"
+            "                      (default: the best this CPU has) [MOEX_ISA]\n"
+            "      --no-interleave keep the file's row layout: no interleaved copies of the Q4_K/Q6_K\n"
+            "                      weights for this CPU's kernels [MOEX_INTERLEAVE=0]\n",
             default_model_path(),
             device_required ? "; required"
                             : ", none (default: none = all\n                      on the CPU's quantized kernels)");
@@ -255,9 +259,8 @@ void session_model_params(const struct session_opts *o, struct moex_model_params
     mp->path = o->model_path;
     mp->n_threads = o->threads;
     mp->pin_threads = o->pin;
-    const struct moe_exec_options *e = &o->experts;
-    mp->device = (struct moex_device_params){ e->device, e->hot_budget, e->hot_fraction, e->min_m, e->stats_path,
-                                              e->no_overlap, e->sim_figures, o->pack_path, o->no_pack };
+    mp->no_interleave = o->no_interleave;
+    mp->device = o->experts;
     mp->log = session_log;
     mp->progress = session_progress;
 }
@@ -266,7 +269,7 @@ void session_context_params(const struct session_opts *o, struct moex_context_pa
     moex_context_params_default(cp);
     cp->n_ctx = o->n_ctx;
     cp->n_batch = o->n_batch;
-    cp->kv_f32 = o->kv_type == KV_F32;
+    cp->kv_f32 = o->kv_f32;
     cp->trace = o->trace_path != NULL;
 }
 
@@ -278,9 +281,7 @@ void session_log(void *user, enum moex_log_level level, const char *message) {
 void session_progress(void *user, const char *label, uint64_t done, uint64_t total) {
     static struct progress bar; /* one start-up at a time: the tools are single-threaded there */
     (void)user;
-    if (done == 0) progress_begin(&bar, label, total);
-    else progress_update(&bar, done);
-    if (done == total) progress_end(&bar);
+    progress_report(&bar, label, done, total);
 }
 
 const char *session_model_path(const struct session_opts *o) {
@@ -303,8 +304,8 @@ int session_open(struct session *s, const struct session_opts *o) {
     /* The output is opened first: a bad path fails now, not after the run. */
     int refused = outputs_check_session(o, "--trace", o->trace_path);
     if (refused) return refused;
-    if (o->trace_path && !(s->trace_file = atomic_file_create(o->trace_path))) {
-        cli_fail("%s", moex_error());
+    if (o->trace_path && !(s->trace_file = moex_file_create(o->trace_path))) {
+        cli_fail("%s", moex_last_error());
         return 1;
     }
     struct moex_model_params mp;
@@ -315,16 +316,14 @@ int session_open(struct session *s, const struct session_opts *o) {
         session_close(s);
         return 1;
     }
-    int64_t t0 = time_ns();
+    int64_t t0 = cli_time_ns();
     s->mm = moex_model_load(&mp);
-    int64_t t_model = time_ns();
+    int64_t t_model = cli_time_ns();
     if (!s->mm) {
         cli_fail("%s", moex_last_error());
         session_close(s);
         return 1;
     }
-    s->model = s->mm->model;
-    s->pool = s->mm->pool;
     s->profile = o->profile;
     s->trace_path = o->trace_path;
     if (!(s->mc = moex_context_new(s->mm, &cp))) {
@@ -332,34 +331,37 @@ int session_open(struct session *s, const struct session_opts *o) {
         session_close(s);
         return 1;
     }
-    s->ctx = s->mc->ctx;
     check_ctx(o, s);
     if (o->profile) {
         fprintf(stderr, "moex profile: start-up %.1f ms: model %.1f ms, context and device %.1f ms\n",
-                (time_ns() - t0) / 1e6, (t_model - t0) / 1e6, (time_ns() - t_model) / 1e6);
-        struct context_memory mem;
-        context_memory(s->ctx, &mem);
+                (cli_time_ns() - t0) / 1e6, (t_model - t0) / 1e6, (cli_time_ns() - t_model) / 1e6);
+        struct moex_memory mem;
+        moex_context_memory(s->mc, &mem);
         fprintf(stderr, "moex profile: context of %d tokens: KV cache %.1f MiB, conv state %.2f MiB, recurrent state "
-                "%.2f MiB, checkpoint %.2f MiB, scratch %.1f MiB\n", context_n_ctx(s->ctx), mem.kv / 1048576.0,
+                "%.2f MiB, checkpoint %.2f MiB, scratch %.1f MiB\n", moex_n_ctx(s->mc), mem.kv / 1048576.0,
                 mem.conv / 1048576.0, mem.recurrent / 1048576.0, mem.checkpoint / 1048576.0, mem.scratch / 1048576.0);
+        fprintf(stderr, "moex profile: CPU kernels %s, interleaved weights %.1f MiB\n", moex_isa(),
+                mem.interleaved / 1048576.0);
     }
     return 0;
 }
 
 int session_close(struct session *s) {
     int rc = 0;
-    if (s->ctx) {
-        struct moe_executor *e = context_executor(s->ctx);
-        if (s->profile) moe_executor_print(e, stderr);
-        else if (!s->mm->note_said && moe_executor_note(e)[0]) fprintf(stderr, "moex: note: %s\n", moe_executor_note(e));
+    if (s->mc) {
+        char *profile = s->profile ? moex_context_profile_text(s->mc) : NULL;
+        if (profile) fputs(profile, stderr);
+        else if (s->profile) rc = cli_fail("%s", moex_last_error());
+        else if (moex_context_note(s->mc)[0]) fprintf(stderr, "moex: note: %s\n", moex_context_note(s->mc));
+        free(profile);
     }
-    if (s->trace_file && s->mc && s->mc->trace) {
-        struct atomic_file *f = s->trace_file;
+    if (s->trace_file && s->mc) {
+        moex_file *f = s->trace_file;
         s->trace_file = NULL;
-        if (trace_write_file(s->mc->trace, f) != 0) rc = cli_fail("%s", moex_error());
+        if (moex_context_write_trace_file(s->mc, f) != 0) rc = cli_fail("%s", moex_last_error());
         else fprintf(stderr, "moex: wrote the timeline to %s\n", s->trace_path);
     }
-    atomic_file_discard(s->trace_file);
+    moex_file_discard(s->trace_file);
     moex_context_free(s->mc);
     moex_model_free(s->mm);
     memset(s, 0, sizeof *s);

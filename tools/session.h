@@ -5,11 +5,6 @@
 
 #include "moex.h"
 
-#include "model/model.h"
-#include "moe/executor.h"
-
-struct atomic_file;
-
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -26,19 +21,21 @@ enum {
     SESSION_GIVEN_NO_PACK = 1 << 7,
     SESSION_GIVEN_CTX = 1 << 8,
     SESSION_GIVEN_ADAPTIVE = 1 << 9,
+    SESSION_GIVEN_INTERLEAVE = 1 << 10,
 };
 
 struct session_opts {
     const char *model_path;  /* NULL: the built-in default model */
     int threads;             /* 0: physical cores */
     int n_ctx, n_batch;
-    enum kv_type kv_type;
+    bool kv_f32;                     /* --kv-type f32 */
     bool pin;
-    struct moe_exec_options experts; /* --device, --hot-budget, --min-m, --stats, --no-overlap, --sim */
+    const char *isa;                 /* --isa: the most the CPU kernels may use (moex_set_isa) */
+    bool no_interleave;              /* --no-interleave [MOEX_INTERLEAVE=0] */
+    struct moex_device_params experts; /* --device, --hot-budget, --min-m, --stats, --no-overlap, --sim,
+                                          --pack, --no-pack, --adaptive-placement */
     bool profile;                    /* --profile: counters per phase on stderr at the end */
     const char *trace_path;          /* --trace FILE */
-    const char *pack_path;           /* --pack FILE; NULL: MODEL.mxpk next to the model, if there */
-    bool no_pack;                    /* --no-pack: pack experts live, whatever files exist */
     unsigned given;                  /* SESSION_GIVEN_* */
     bool finished;                   /* session_opts_finish ran */
 };
@@ -46,10 +43,7 @@ struct session_opts {
 struct session {
     moex_model *mm;                  /* the public handles */
     moex_context *mc;
-    struct model *model;             /* what they wrap, for the commands that reach inside */
-    struct threadpool *pool;
-    struct context *ctx;
-    struct atomic_file *trace_file;  /* --trace, opened before the run */
+    moex_file *trace_file;           /* --trace, opened before the run */
     bool profile;
     const char *trace_path;
 };
@@ -61,8 +55,8 @@ int session_opts_defaults(struct session_opts *o);
 int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i);
 /* After the command line: the MOEX_* environment variables of the options it
  * did not set (MOEX_DEVICE, MOEX_HOT_BUDGET, MOEX_MIN_M, MOEX_STATS,
- * MOEX_OVERLAP, MOEX_SIM, MOEX_PACK) and MOEX_ISA, parsed strictly, and the
- * options that exclude each other: -1 after printing an error (exit 2). */
+ * MOEX_OVERLAP, MOEX_SIM, MOEX_PACK, MOEX_INTERLEAVE) and MOEX_ISA, parsed
+ * strictly; applies --isa (over MOEX_ISA); and the options that exclude each other: -1 after printing an error (exit 2). */
 int session_opts_finish(struct session_opts *o);
 /* The help lines of the shared options; for a command that needs a device. */
 void session_opts_help(FILE *out);

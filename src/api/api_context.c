@@ -3,8 +3,10 @@
  * and the executor's counters. */
 #include "api/api_impl.h"
 
+#include "core/threadpool.h"
 #include "core/trace.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,9 +40,11 @@ static void log_start_notes(moex_context *c) {
 moex_context *moex_context_new(moex_model *m, const struct moex_context_params *p) {
     struct moex_context_params defaults;
     if (!p) { moex_context_params_default(&defaults); p = &defaults; }
+    if (!m->model->arch) return moex_errorf("%s was loaded for its tokenizer only (vocab_only)", m->path), NULL;
     moex_context *c = calloc(1, sizeof *c);
     if (!c) return moex_errorf("out of memory"), NULL;
     c->m = m;
+    c->barriers0 = threadpool_barriers(m->pool);
     struct moe_exec_options experts = m->experts;
     experts.progress = m->progress;
     experts.progress_user = m->user;
@@ -66,6 +70,7 @@ void moex_context_free(moex_context *c) {
     if (!c) return;
     context_free(c->ctx);
     trace_free(c->trace);
+    api_board_free(c);
     free(c->logits);
     free(c->tokens);
     free(c);
@@ -75,17 +80,20 @@ int moex_n_ctx(const moex_context *c) { return context_n_ctx(c->ctx); }
 int moex_n_past(const moex_context *c) { return context_n_past(c->ctx); }
 const float *moex_logits(const moex_context *c) { return c->have_logits ? c->logits : NULL; }
 
-int moex_eval(moex_context *c, const int32_t *tokens, int n) {
+/* all_logits: (n, n_vocab) of every position, else NULL. */
+static int eval(moex_context *c, const int32_t *tokens, int n, float *all_logits) {
     if (n <= 0) return 0;
     int past = context_n_past(c->ctx);
     if (n > context_n_ctx(c->ctx) - past)
         return moex_errorf("%d tokens do not fit after %d in the context of %d", n, past, context_n_ctx(c->ctx));
     c->have_logits = false;
-    if (context_eval(c->ctx, tokens, n, c->logits, false) != 0) {
+    if (context_eval(c->ctx, tokens, n, all_logits ? all_logits : c->logits, all_logits != NULL) != 0) {
         c->n_tokens = 0; /* unknown: the next prefill evaluates everything */
         context_truncate(c->ctx, 0);
         return -1;
     }
+    size_t n_vocab = (size_t)c->m->model->hp.n_vocab;
+    if (all_logits) memcpy(c->logits, all_logits + (size_t)(n - 1) * n_vocab, sizeof *c->logits * n_vocab);
     if (c->n_tokens == past) { /* tokens are known from the start */
         memcpy(c->tokens + past, tokens, sizeof *tokens * (size_t)n);
         c->n_tokens = past + n;
@@ -93,6 +101,13 @@ int moex_eval(moex_context *c, const int32_t *tokens, int n) {
     c->evaluated += (uint64_t)n;
     c->have_logits = true;
     return 0;
+}
+
+int moex_eval(moex_context *c, const int32_t *tokens, int n) { return eval(c, tokens, n, NULL); }
+
+int moex_eval_all_logits(moex_context *c, const int32_t *tokens, int n, float *logits) {
+    if (!logits) return moex_errorf("moex_eval_all_logits: no logits buffer");
+    return eval(c, tokens, n, logits);
 }
 
 void moex_truncate(moex_context *c, int n_past) {
@@ -142,4 +157,22 @@ void moex_context_counters(const moex_context *c, struct moex_counters *out) {
 int moex_context_write_trace(const moex_context *c, const char *path) {
     if (!c->trace) return moex_errorf("the context records no timeline (moex_context_params.trace)");
     return trace_write(c->trace, path);
+}
+
+void moex_context_memory(const moex_context *c, struct moex_memory *out) {
+    struct context_memory mem;
+    context_memory(c->ctx, &mem);
+    *out = (struct moex_memory){ mem.kv, mem.conv, mem.recurrent, mem.checkpoint, mem.scratch,
+                                 model_interleaved_bytes(c->m->model) };
+}
+
+char *moex_context_profile_text(const moex_context *c) {
+    struct api_text t;
+    FILE *out = api_text_open(&t);
+    if (out) moe_executor_print(context_executor(c->ctx), out);
+    return api_text_close(&t, true);
+}
+
+const char *moex_context_note(const moex_context *c) {
+    return c->m->note_said ? "" : moe_executor_note(context_executor(c->ctx));
 }

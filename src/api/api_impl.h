@@ -1,6 +1,5 @@
 /* What the public handles of include/moex.h hold: the internals they wrap.
- * tools/ reaches through these for what the public header does not offer
- * (profiles, benchmarks, teacher-forced evaluation). */
+ * Only src/api/ reads them. */
 #ifndef MOEX_API_IMPL_H
 #define MOEX_API_IMPL_H
 
@@ -10,6 +9,9 @@
 #include "model/model.h"
 #include "moe/executor.h"
 
+#include <stdio.h>
+
+struct board_net;
 struct trace;
 struct threadpool;
 
@@ -21,6 +23,7 @@ struct moex_model {
     moex_log_fn log;
     moex_progress_fn progress;
     void *user;
+    bool counted;                      /* in api_model_loaded's count */
     bool note_said;                    /* the executor's start-up note was logged (once per model) */
 };
 
@@ -28,6 +31,8 @@ struct moex_context {
     moex_model *m;
     struct context *ctx;
     struct trace *trace;
+    uint64_t barriers0;                /* the pool's parallel steps at moex_context_reset_op_times */
+    struct board_net *board_net;       /* the forward pass as the board model prices it (made on first use) */
     float *logits;                     /* (n_vocab) of the last evaluated token */
     bool have_logits;
     int32_t *tokens;                   /* (cap) what the context holds, n_tokens of them */
@@ -37,5 +42,24 @@ struct moex_context {
 
 /* Logs a message through the model's callback (printf-style). */
 void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, ...) MOEX_PRINTF(3, 4);
+
+/* Frees what api_board.c made for c. */
+void api_board_free(moex_context *c);
+
+/* Counts the loaded models (+1 at load, -1 at free): moex_set_isa refuses
+ * to change the kernels under them. */
+void api_model_loaded(int delta);
+
+/* Text for people, written into a memory stream by the internals' printers:
+ * api_text_open gives the stream (NULL when out of memory), api_text_close
+ * the malloc'd text, or NULL with an error when the writing failed (ok
+ * false, or the stream could not be completed). */
+struct api_text {
+    FILE *out;
+    char *text;
+    size_t len;
+};
+FILE *api_text_open(struct api_text *t);
+char *api_text_close(struct api_text *t, bool ok);
 
 #endif

@@ -5,6 +5,8 @@
 
 #include "arch/arch.h"
 #include "core/threadpool.h"
+#include "dev/sim.h"
+#include "gguf/gguf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,10 +63,24 @@ static int find_pack(const char *model_path, char **out) {
     return 0;
 }
 
+static moex_model *load_vocab(const struct moex_model_params *p) {
+    moex_model *m = calloc(1, sizeof *m);
+    if (!m) return moex_errorf("out of memory"), NULL;
+    m->log = p->log;
+    m->progress = p->progress;
+    m->user = p->user;
+    if (dup_opt(p->path, &m->path) || !(m->model = model_load_vocab(p->path))) {
+        moex_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 static const char *device_name(const char *d) { return d && *d ? d : "none"; }
 
 moex_model *moex_model_load(const struct moex_model_params *p) {
     if (!p || !p->path) return moex_errorf("moex_model_load: no model path"), NULL;
+    if (p->vocab_only) return load_vocab(p);
     const struct moex_device_params *d = &p->device;
     static const char *devices[] = { "none", "cpu", "amx", "sim", "auto" };
     const char *device = NULL;
@@ -90,10 +106,14 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
     e->stats_path = m->stats_path;
     e->pinned_share = -1;
     e->no_overlap = d->no_overlap;
+    e->adaptive = d->adaptive;
     e->sim_figures = m->sim_figures;
     e->pack_path = m->pack_path;
     if (!(m->model = model_load(p->path))) goto fail;
+    m->model->plain_rows = p->no_interleave;
     if (!(m->pool = threadpool_new(p->n_threads, p->pin_threads))) goto fail;
+    m->counted = true;
+    api_model_loaded(1);
     return m;
 fail:
     moex_model_free(m);
@@ -102,6 +122,7 @@ fail:
 
 void moex_model_free(moex_model *m) {
     if (!m) return;
+    bool counted = m->counted;
     threadpool_free(m->pool);
     model_free(m->model);
     free(m->path);
@@ -109,6 +130,7 @@ void moex_model_free(moex_model *m) {
     free(m->sim_figures);
     free(m->pack_path);
     free(m);
+    if (counted) api_model_loaded(-1); /* the kernels are no longer in use by it */
 }
 
 const char *moex_model_name(const moex_model *m) { return m->model->name; }
@@ -117,3 +139,35 @@ int moex_model_n_vocab(const moex_model *m) { return m->model->hp.n_vocab; }
 int moex_model_n_ctx_train(const moex_model *m) { return m->model->hp.n_ctx_train; }
 uint64_t moex_model_n_params(const moex_model *m) { return m->model->n_params; }
 const char *moex_model_pack_path(const moex_model *m) { return m->pack_path; }
+
+int moex_check_sim_figures(const char *spec) {
+    struct sim_figures f;
+    return sim_figures_parse(spec, &f);
+}
+
+FILE *api_text_open(struct api_text *t) {
+    t->text = NULL;
+    t->len = 0;
+    t->out = open_memstream(&t->text, &t->len);
+    if (!t->out) moex_errorf("out of memory");
+    return t->out;
+}
+
+char *api_text_close(struct api_text *t, bool ok) {
+    if (!t->out) return NULL;
+    if (fclose(t->out) != 0 || !ok) {
+        free(t->text);
+        return moex_errorf("out of memory for a report"), NULL;
+    }
+    return t->text;
+}
+
+char *moex_file_info(const char *path, bool all_metadata) {
+    struct gguf_file *f = gguf_open(path);
+    if (!f) return NULL;
+    struct api_text t;
+    FILE *out = api_text_open(&t);
+    bool ok = out && gguf_print_info(out, f, all_metadata) == 0;
+    gguf_close(f);
+    return api_text_close(&t, ok);
+}

@@ -108,3 +108,14 @@ char *moex_chat_apply(const moex_model *m, const struct moex_chat_message *msgs,
     free(cm);
     return text;
 }
+
+const char *moex_token_piece(const moex_model *m, int32_t id, size_t *len) {
+    const struct tokenizer *t = need_tok(m);
+    if (!t) return NULL;
+    return tokenizer_decode_token(t, id, len);
+}
+
+bool moex_token_is_normal(const moex_model *m, int32_t id) {
+    const struct tokenizer *t = m->model->tok;
+    return !t || id < 0 || id >= tokenizer_n_vocab(t) || tokenizer_token_type(t, id) == TOKEN_NORMAL;
+}

@@ -51,8 +51,8 @@ static size_t page_round(uint64_t bytes) {
 }
 
 /* Device memory through the backend, or host pages where it computes from them. */
-static int region_alloc(struct dev *d, uint64_t bytes, struct dev_region *r) {
-    *r = (struct dev_region){.handle = -1};
+static int region_alloc(struct dev *d, uint64_t bytes, uint64_t unit, struct dev_region *r) {
+    *r = (struct dev_region){.handle = -1, .unit = unit};
     if (d->ops->mem_alloc) return d->ops->mem_alloc(d, bytes, r);
     r->host = codes_alloc(page_round(bytes));
     if (!r->host)
@@ -204,8 +204,11 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
     d->slot_values = slot_values;
     d->max_k = (int)max_k;
     d->max_n = max_n;
-    int rc = region_alloc(d, d->slot_code_bytes * (size_t)n_slots, &d->codes_mem);
-    if (rc == DEV_OK) rc = region_alloc(d, (uint64_t)n_slots * (uint64_t)max_n * sizeof(float), &d->scales_mem);
+    /* a slot's codes never straddle two device buffers (or windows) */
+    int rc = region_alloc(d, d->slot_code_bytes * (size_t)n_slots, d->slot_code_bytes, &d->codes_mem);
+    if (rc == DEV_OK)
+        rc = region_alloc(d, (uint64_t)n_slots * (uint64_t)max_n * sizeof(float), (uint64_t)max_n * sizeof(float),
+                          &d->scales_mem);
     d->codes = d->codes_mem.host;
     d->scales = (float *)(void *)d->scales_mem.host;
     d->n_slots = n_slots;
@@ -240,7 +243,7 @@ int dev_buffer_alloc(struct dev *d, uint64_t bytes, int *buf) {
                            (unsigned long long)d->counters.resident_bytes),
                DEV_E_BUDGET;
     dev_stream_drain(d);
-    int rc = region_alloc(d, bytes, &d->buffers[d->n_buffers]);
+    int rc = region_alloc(d, bytes, 0, &d->buffers[d->n_buffers]);
     if (rc != DEV_OK) {
         if (rc == DEV_E_DEVMEM) d->counters.failed_allocs++;
         return rc;

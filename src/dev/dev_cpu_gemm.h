@@ -31,8 +31,8 @@ void dev_cpu_gemm_neon(const int8_t *act, const float *act_scale, int m, const i
 /* The kernel of an ISA, or NULL where it has none or cannot run here
  * (ISA_SCALAR: the reference). */
 dev_cpu_gemm_fn dev_cpu_gemm_for(enum isa isa);
-/* The kernel the cpu device uses: the one of quant_active_isa() (so MOEX_ISA
- * lowers it too), else the reference. */
+/* The kernel the cpu device uses: the one of quant_active_isa() (so the ISA
+ * ceiling lowers it too), else the reference. */
 dev_cpu_gemm_fn dev_cpu_gemm_best(void);
 
 #endif

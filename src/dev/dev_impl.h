@@ -23,6 +23,7 @@ struct dev_region {
     int8_t *host;
     uint64_t bytes;
     int handle;
+    uint64_t unit; /* in: a piece of device memory holds whole units of this (a slot's codes); 0: any */
 };
 
 struct dev_ops {

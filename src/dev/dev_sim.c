@@ -25,7 +25,9 @@ struct sim_region {
     int8_t *host;       /* NULL: a free entry */
     size_t map_bytes;
     uint64_t *iova;     /* the window ranges behind it */
+    uint64_t *iova_bytes; /* their sizes, in order through the region */
     int n_iova;
+    uint64_t unit;      /* the pieces hold whole units of this (a slot's codes or scales); 0: any */
 };
 
 struct sim_dev {
@@ -84,6 +86,7 @@ static void release(struct sim_dev *sd, struct sim_region *r) {
     for (int i = 0; i < r->n_iova; i++) sim_buffer_destroy(sd->sim, r->iova[i]);
     if (r->host) munmap(r->host, r->map_bytes);
     free(r->iova);
+    free(r->iova_bytes);
     memset(r, 0, sizeof *r);
 }
 
@@ -96,22 +99,34 @@ static int sim_mem_alloc(struct dev *d, uint64_t bytes, struct dev_region *out) 
     long page = sysconf(_SC_PAGESIZE);
     size_t pg = page > 0 ? (size_t)page : 4096;
     r->map_bytes = ((size_t)bytes + pg - 1) / pg * pg;
-    /* pieces of at most SIM_POOL_BUFFER_MAX, one more per window they spill over */
-    int n = (int)((bytes + SIM_POOL_BUFFER_MAX - 1) / SIM_POOL_BUFFER_MAX) + sim_domains(sd->sim);
+    /* Pieces of at most SIM_POOL_BUFFER_MAX in whole units (a slot never
+     * straddles two buffers), one more per window they spill over. */
+    uint64_t unit = out->unit ? out->unit : 1, full = SIM_POOL_BUFFER_MAX / unit * unit;
+    if (full == 0) full = unit;
+    int n = (int)((bytes + full - 1) / full) + sim_domains(sd->sim) + 1;
     r->iova = calloc((size_t)n, sizeof *r->iova);
+    r->iova_bytes = calloc((size_t)n, sizeof *r->iova_bytes);
     void *p = mmap(NULL, r->map_bytes, sd->guard ? PROT_NONE : PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (!r->iova || p == MAP_FAILED) {
+    if (!r->iova || !r->iova_bytes || p == MAP_FAILED) {
         free(r->iova);
+        free(r->iova_bytes);
+        if (p != MAP_FAILED) munmap(p, r->map_bytes);
         memset(r, 0, sizeof *r);
         return moex_errorf("sim: out of memory for a %llu-byte region", (unsigned long long)bytes), DEV_E_NOMEM;
     }
     r->host = p;
+    r->unit = out->unit;
     for (uint64_t left = bytes; left > 0; r->n_iova++) {
-        /* With several domains, the rest of a window when none holds a whole
-         * piece: a region's pieces spread over the windows. */
-        uint64_t piece = left < SIM_POOL_BUFFER_MAX ? left : SIM_POOL_BUFFER_MAX, room = sim_largest_free(sd->sim);
-        if (sim_domains(sd->sim) > 1 && piece > room && room > 0) piece = room;
+        /* With several domains a piece fills the tail of the fullest window
+         * with room for a unit before a fresh window is cut into: nothing
+         * is stranded between the windows. */
+        uint64_t piece = left < full ? left : full;
+        uint64_t room = sim_domains(sd->sim) > 1 ? sim_tightest_free(sd->sim, unit < left ? unit : left) : 0;
+        if (room && piece > room) {
+            uint64_t whole = room / unit * unit;
+            piece = whole ? whole : room;
+        }
         int rc = r->n_iova < n ? sim_buffer_create(sd->sim, piece, &r->iova[r->n_iova])
                                : (moex_errorf("sim: a %llu-byte region in too many pieces", (unsigned long long)bytes),
                                   DEV_E_DEVMEM);
@@ -119,6 +134,7 @@ static int sim_mem_alloc(struct dev *d, uint64_t bytes, struct dev_region *out) 
             release(sd, r);
             return rc;
         }
+        r->iova_bytes[r->n_iova] = piece;
         left -= piece;
     }
     *out = (struct dev_region){.host = r->host, .bytes = bytes, .handle = h};
@@ -186,17 +202,31 @@ static double sim_estimate(const struct dev *d, const struct dev_job *jobs, int 
     return sim_batch_ns(sd->sim, shapes, n_jobs);
 }
 
-/* "window 0: 34.6 MiB (4 staging buffers, slot codes in part), ..." for each window in use. */
+/* Which slots a region's pieces in window w hold: "" or ", slot codes 0-411". */
+static void slots_in_window(const struct sim_region *r, int w, const char *what, char *out, size_t n) {
+    uint64_t at = 0, first = UINT64_MAX, last = 0;
+    for (int i = 0; i < r->n_iova; at += r->iova_bytes[i++]) {
+        if (sim_address_domain(r->iova[i]) != w || !r->unit) continue;
+        if (at / r->unit < first) first = at / r->unit;
+        last = (at + r->iova_bytes[i]) / r->unit;
+    }
+    if (first == UINT64_MAX) out[0] = 0;
+    else snprintf(out, n, ", slot %s %llu-%llu", what, (unsigned long long)first, (unsigned long long)last - 1);
+}
+
+/* "window 0: 4095.9 MiB used, 0.1 MiB free (4 staging buffers, slot codes 0-1199, slot scales 0-3071); window 1: ..."
+ * for each window in use. */
 int dev_sim_windows(struct dev *d, char *out, size_t n) {
     if (!out || n == 0) return DEV_E_ARG;
     out[0] = 0;
     if (!dev_sim(d)) return DEV_E_ARG;
     struct sim_dev *sd = d->backend;
+    const double f = sim_get_figures(sd->sim)->iova_mib;
     size_t at = 0;
     for (int w = 0; w < sim_domains(sd->sim) && at < n; w++) {
         if (sim_domain_buffers(sd->sim, w) == 0) continue;
         int staging = 0;
-        char what[2][32] = {"", ""}; /* slot codes, slot scales */
+        char what[2][64] = {"", ""}; /* slot codes, slot scales */
         for (int h = 0; h < DEV_MAX_BUFFERS + 2; h++) {
             const struct sim_region *r = &sd->regions[h];
             int pieces = 0;
@@ -204,10 +234,11 @@ int dev_sim_windows(struct dev *d, char *out, size_t n) {
             if (!pieces) continue;
             int k = h == d->codes_mem.handle ? 0 : h == d->scales_mem.handle ? 1 : -1;
             if (k < 0) staging++;
-            else snprintf(what[k], sizeof what[k], ", slot %s%s", k ? "scales" : "codes", pieces == r->n_iova ? "" : " in part");
+            else slots_in_window(r, w, k ? "scales" : "codes", what[k], sizeof what[k]);
         }
-        at += (size_t)snprintf(out + at, n - at, "%swindow %d: %.1f MiB (%d staging buffers%s%s)", at ? "; " : "", w,
-                               sim_domain_used(sd->sim, w) / 1048576.0, staging, what[0], what[1]);
+        double used = sim_domain_used(sd->sim, w) / 1048576.0;
+        at += (size_t)snprintf(out + at, n - at, "%swindow %d: %.1f MiB used, %.1f free (%d staging buffers%s%s)",
+                               at ? "; " : "", w, used, f - used, staging, what[0], what[1]);
     }
     return DEV_OK;
 }

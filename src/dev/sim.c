@@ -82,10 +82,15 @@ int sim_buffer_create(struct sim *s, uint64_t bytes, uint64_t *addr) {
                     s->f.max_buffers);
         return DEV_E_DEVMEM;
     }
-    /* First fit over the domains in order: a buffer lies in one window. */
-    int d = 0;
-    while (d < s->n_domains && iova_alloc(s->window[d], bytes, addr) != 0) d++;
-    if (d == s->n_domains) {
+    /* Best fit over the domains: the window whose largest free range fits
+     * most tightly; within it, first fit. A buffer lies in one window. */
+    int d = -1;
+    uint64_t fit = UINT64_MAX;
+    for (int w = 0; w < s->n_domains; w++) {
+        uint64_t room = iova_largest_free(s->window[w]);
+        if (room >= bytes && room < fit) { fit = room; d = w; }
+    }
+    if (d < 0 || iova_alloc(s->window[d], bytes, addr) != 0) {
         moex_errorf("sim: no %llu-byte range left in the %d window(s) of %g MiB (%llu bytes in %llu buffers, largest "
                     "free %llu in the last): Bad address",
                     (unsigned long long)bytes, s->n_domains, s->f.iova_mib, (unsigned long long)sim_window_used(s),
@@ -127,6 +132,14 @@ uint64_t sim_largest_free(const struct sim *s) {
     uint64_t m = 0;
     for (int i = 0; i < s->n_domains; i++) m = iova_largest_free(s->window[i]) > m ? iova_largest_free(s->window[i]) : m;
     return m;
+}
+uint64_t sim_tightest_free(const struct sim *s, uint64_t bytes) {
+    uint64_t best = 0;
+    for (int i = 0; i < s->n_domains; i++) {
+        uint64_t room = iova_largest_free(s->window[i]);
+        if (room >= bytes && (best == 0 || room < best)) best = room;
+    }
+    return best;
 }
 uint64_t sim_domain_used(const struct sim *s, int domain) {
     return domain >= 0 && domain < s->n_domains ? iova_used(s->window[domain]) : 0;
@@ -182,7 +195,9 @@ double sim_batch_ns(const struct sim *s, const struct sim_shape *jobs, int n) {
         for (int i = 0; i < n; i++) total += single_ns(s, &jobs[i]);
         return total;
     }
-    /* The chainable jobs form one submission; the rest go one by one. */
+    /* The chainable jobs form submissions of at most `chain` jobs (one when
+     * chain is 0); the rest go one by one. */
+    const int per_submission = s->f.chain >= 1 ? (int)s->f.chain : n;
     double total = 0, work = 0, fill = 0;
     int chained = 0;
     for (int i = 0; i < n; i++) {
@@ -193,8 +208,12 @@ double sim_batch_ns(const struct sim *s, const struct sim_shape *jobs, int n) {
         chained++;
         work += chained_job_ns(s, &jobs[i]);
         fill += fill_of(s, &jobs[i]);
+        if (chained % per_submission == 0) {
+            total += 1e3 * s->f.submit_us + (mode == SIM_STREAM ? work / s->f.cores : work) + fill;
+            work = fill = 0;
+        }
     }
-    if (chained) total += 1e3 * s->f.submit_us + (mode == SIM_STREAM ? work / s->f.cores : work) + fill;
+    if (chained % per_submission) total += 1e3 * s->f.submit_us + (mode == SIM_STREAM ? work / s->f.cores : work) + fill;
     return total;
 }
 

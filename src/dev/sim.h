@@ -16,7 +16,8 @@
  * M = 1 table within 25% for every entry (tests/test_dev_sim.c).
  *
  * Memory: one 32-bit window per IOMMU domain (domains=N: the vendor driver
- * can give a process several), each buffer in the first with room. Buffers are created and destroyed on the NPU's one stream, so
+ * can give a process several), each buffer in the window that fits it most
+ * tightly. Buffers are created and destroyed on the NPU's one stream, so
  * their cost (create_us + create_us_per_mib * MiB, likewise destroy) adds
  * to the clock. With iova_reuse=0 (the preset) a destroyed buffer's range
  * is never handed out again: on the board, LRU churn with free + re-create
@@ -35,6 +36,7 @@ struct sim_figures {
     double submit_us, job_us, core_gbps, core_gmacs, cores;
     double chain_k_multiple, chain_k_max;
     double mode; /* how dev_submit runs several jobs: 0 single, 1 chain, 2 stream */
+    double chain; /* jobs one chained or streamed submission takes at most (0: all of the batch) */
     /* host side */
     double fill_gbps, pack_ns_per_value;
     double create_us, create_us_per_mib, destroy_us, destroy_us_per_mib;
@@ -48,6 +50,14 @@ struct sim_figures {
     double fail_alloc, fail_submit, fail_seed, fail_prob;
     /* 1: the device's memory is PROT_NONE outside its own calls */
     double guard;
+    /* board=1: the board around the NPU is modelled too (dev/board.h) */
+    double board;
+    double cpu_threads, cpu_gemv_ps, cpu_gemm_gmacs, cpu_expert_us, cpu_attn_gmacs, dram_gbps;
+    double dense_npu; /* dense matmuls with rows >= min_m on the NPU, backbone resident */
+    /* the earlier backend's policies, replayed on this run's routing */
+    double legacy, legacy_pack_ns, legacy_refill_us, legacy_row_us, hot, load_ms, gemv1_gbps;
+    /* the model the prediction is for, when the file is a cut-down copy (0: as the file) */
+    double attn_layers, conv_layers, delta_layers, dense_layers, moe_layers, vocab;
 };
 
 enum sim_mode { SIM_SINGLE = 0, SIM_CHAIN = 1, SIM_STREAM = 2 };
@@ -73,13 +83,17 @@ int sim_buffer_create(struct sim *s, uint64_t bytes, uint64_t *addr);
 int sim_buffer_destroy(struct sim *s, uint64_t addr); /* DEV_E_ARG when unknown */
 uint64_t sim_window_used(const struct sim *s);  /* all windows */
 uint64_t sim_buffer_count(const struct sim *s);
-/* Several IOMMU domains (domains=N): a buffer lies in the first window
- * that has room for it, its address names the window. */
+/* Several IOMMU domains (domains=N): a buffer lies in the window whose
+ * largest free range fits it most tightly (the first of equals), so that
+ * big ranges stay whole for big buffers; its address names the window. */
 int sim_domains(const struct sim *s);
 uint64_t sim_domain_used(const struct sim *s, int domain);
 uint64_t sim_domain_buffers(const struct sim *s, int domain);
 int sim_address_domain(uint64_t addr);
 uint64_t sim_largest_free(const struct sim *s); /* the largest free range of any window */
+/* The largest free range of the fullest window that has one of at least
+ * `bytes` (0: none): where a piece fills a window's tail. */
+uint64_t sim_tightest_free(const struct sim *s, uint64_t bytes);
 
 struct sim_shape {
     int m, k, n;
@@ -88,9 +102,10 @@ struct sim_shape {
 /* One submission of these jobs in a mode (ns); -1 when the mode refuses
  * them (single takes one job; chain and stream need chainable K). */
 double sim_submission_ns(const struct sim *s, enum sim_mode mode, const struct sim_shape *jobs, int n);
-/* How dev_submit runs a batch: the chainable jobs as one submission of the
- * preset's mode (single when there is one job), the others one single
- * submission each. Total ns. */
+/* How dev_submit runs a batch: the chainable jobs as submissions of the
+ * preset's mode of at most `chain` jobs each (one for all when chain is 0;
+ * single when there is one job), the others one single submission each.
+ * Total ns. */
 double sim_batch_ns(const struct sim *s, const struct sim_shape *jobs, int n);
 /* A batch on the clock: DEV_OK and *ns, or DEV_E_SUBMIT when a fault is
  * injected (the clock still pays the submission floor). */

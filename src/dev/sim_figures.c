@@ -46,6 +46,8 @@ static const struct figure figures[] = {
     FIG(chain_k_multiple, 512, 1 << 20, "chain/stream: K must be a multiple of this"),
     FIG(chain_k_max, 4096, 1 << 20, "chain/stream: K must be at most this"),
     FIG(mode, SIM_STREAM, 2, "several jobs run as 0 single submits, 1 a chain, 2 a stream"),
+    /* "+ 8 experts chained per submit": chain=8 */
+    FIG(chain, 0, 1 << 20, "jobs per chained or streamed submission at most (0: the whole batch)"),
     /* "DMA buffer fill, cacheable mapping + clean before submit ~10 GB/s" */
     FIG(fill_gbps, 10, 1e4, "activations in and outputs out (GB/s)"),
     /* "repack in place, Qwen / LFM expert: 3.1 ms / 11 ms" (gate + up +
@@ -77,6 +79,48 @@ static const struct figure figures[] = {
     FIG(fail_prob, 0, 1, "probability that a creation or submission fails"),
     /* A device the host cannot address: the test build turns it on everywhere. */
     FIG(guard, MOEX_SIM_GUARD_DEFAULT, 1, "1: the device's memory faults when touched outside its calls"),
+    /* The board around the NPU (dev/board.h has the formulas). Figures
+     * marked "fitted" are not in NPU-FACTS.md's tables: each is solved from
+     * the end-to-end rows it names, which then check only the others. */
+    FIG(board, 0, 1, "1: model the board's CPU and DRAM too (a whole-board prediction)"),
+    /* "End-to-end results (4 CPU threads)"; "4x A76 at 2.4 GHz" */
+    FIG(cpu_threads, 4, 64, "board: CPU threads"),
+    /* "CPU NEON, 1 thread": 73 us for 2048 x 512 (70 ps a weight), 263 us for 2048 x 1792 (72 ps) */
+    FIG(cpu_gemv_ps, 71, 1e6, "board: one row (M = 1) on one thread, per weight (ps)"),
+    /* fitted: CPU-only pp128 22.59 (Qwen3-35B-A3B) and pp64 36.2 (LFM2-8B-A1B), with cpu_expert_us */
+    FIG(cpu_gemm_gmacs, 13.3, 1e6, "board: M > 1 rows, multiply-accumulates per thread (G/s)"),
+    FIG(cpu_expert_us, 90, 1e7, "board: CPU cost per expert with rows per layer (us)"),
+    /* an assumption: f32 lanes are a quarter of int8 dot-product lanes */
+    FIG(cpu_attn_gmacs, 3.3, 1e6, "board: attention scores and values, f32 MACs per thread (G/s)"),
+    /* fitted: LFM2-8B-A1B CPU-only tg64 19.09 ("LPDDR4X at 2112 MHz": 33.8 GB/s peak) */
+    FIG(dram_gbps, 21.3, 1e4, "board: DRAM read bandwidth, CPU and NPU together (GB/s)"),
+    FIG(dense_npu, 0, 1, "board: 1: dense matmuls with rows >= min_m run on the NPU (backbone resident)"),
+    /* "experts on NPU, one submit per expert" / "4 hot experts per layer resident": the
+     * earlier backend's policy, no M rule, replayed on the run's routing */
+    FIG(legacy, 0, 1, "board: 1: experts placed as the earlier backend did (see hot)"),
+    /* fitted: "+ 8 experts chained per submit" pp128 0.97 (every touched expert repacked, before
+     * "+ SIMD repack" 2.90); the decode row 0.11 then follows. "+ SIMD repack" is 1.34 (the
+     * older live path's "3.7-4.7 ms" an expert), "+ fused" 0.99 ("repack in place 3.1 ms") */
+    FIG(legacy_pack_ns, 6.6, 1e6, "board, legacy: repacking a weight per use (ns per value)"),
+    /* fitted: "+ SIMD repack" pp128 2.90; "+ fused Q4_K -> int8 pack" 3.13 then follows */
+    FIG(legacy_refill_us, 3000, 1e8, "board, legacy: refilling an expert's slots besides the repack (us)"),
+    /* fitted: "one submit per expert" pp128 0.28; the M = 1 table has no such term, and decode
+     * (0.11, one row) needs none */
+    FIG(legacy_row_us, 2450, 1e8, "board, legacy: single submission, cost per weight of each row after the first (us)"),
+    /* "4 hot experts per layer resident (16.8% hit rate), cold on CPU" */
+    FIG(hot, 0, 1 << 20, "board, legacy: hot experts per layer, resident from first touch; 0: all repacked"),
+    /* "load one expert from a persisted pack file (rebuilds the chain layout) 5.9 ms" */
+    FIG(load_ms, 5.9, 1e6, "board, legacy: first-touch load of a hot expert (ms)"),
+    /* fitted: LFM2-8B-A1B hot-4 tg64 6.56: "cold experts run as one GEMV each re-reading ~3.67 MB
+     * from DRAM per token" (int8 bytes; the 1-thread table's 263 us is 14 GB/s warm) */
+    FIG(gemv1_gbps, 8.5, 1e4, "board, legacy: a cold expert's GEMV per row, one thread from DRAM (GB/s)"),
+    /* The shape predicted for: a cut-down file's layers of each kind stand for this many. */
+    FIG(attn_layers, 0, 1 << 20, "board: attention layers predicted for (0: the file's)"),
+    FIG(conv_layers, 0, 1 << 20, "board: short-convolution layers predicted for (0: the file's)"),
+    FIG(delta_layers, 0, 1 << 20, "board: delta-net layers predicted for (0: the file's)"),
+    FIG(dense_layers, 0, 1 << 20, "board: dense-FFN layers predicted for (0: the file's)"),
+    FIG(moe_layers, 0, 1 << 20, "board: MoE layers predicted for (0: the file's)"),
+    FIG(vocab, 0, 1 << 26, "board: vocabulary of the lm head predicted for (0: the file's)"),
 };
 
 enum { N_FIGURES = sizeof figures / sizeof figures[0] };
@@ -143,11 +187,14 @@ int sim_figures_parse(const char *spec, struct sim_figures *f) {
         f->fill_gbps <= 0 || f->k_multiple < 1 || f->n_multiple < 1 || f->chain_k_multiple < 1 || f->min_m < 1 ||
         f->iova_mib * 1048576.0 < f->iova_align || f->domains < 1 || f->domains != floor(f->domains))
         return moex_errorf("sim: a rate, count or size figure is zero");
+    if (f->board && (f->cpu_threads < 1 || f->cpu_gemv_ps <= 0 || f->cpu_gemm_gmacs <= 0 || f->cpu_attn_gmacs <= 0 ||
+                     f->dram_gbps <= 0 || f->gemv1_gbps <= 0))
+        return moex_errorf("sim: a board rate or thread count is zero");
     return 0;
 }
 
 const char *sim_figures_help(void) {
-    static char text[4096];
+    static char text[8192];
     if (text[0]) return text;
     size_t at = 0;
     for (int i = 0; i < N_FIGURES && at < sizeof text; i++)

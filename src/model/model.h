@@ -65,21 +65,28 @@ struct model {
     uint64_t n_params, weight_bytes;
     char *name;                        /* general.name or the file name */
     struct model_copies *copies;       /* weights repacked for this CPU (model_interleave) */
+    bool plain_rows;                   /* no interleaved copies: the file's rows only (set before
+                                          the first context; moex_model_params.no_interleave) */
 };
 
 /* Loads and validates path. NULL with moex_error() naming the file and, for
  * a bad tensor or key, the tensor or key. */
 struct model *model_load(const char *path);
+/* Only the tokenizer (and the name): no architecture, no weights, so a
+ * GGUF without tensors loads. NULL with moex_error() when it has no tokenizer. */
+struct model *model_load_vocab(const char *path);
 void model_free(struct model *m);
 
 /* Gives the Q4_K and Q6_K matrices (dense ones, expert stacks, lm head) a
  * copy in the CPU's interleaved layout (struct matrix r16) where this
  * machine has a kernel for it (quant traits' gemm_r16), once per model; the
- * copies replace the mapped pages in memory. MOEX_INTERLEAVE=0 turns it
- * off. -1 (moex_error) when out of memory. */
+ * copies replace the mapped pages in memory; nothing when m->plain_rows.
+ * -1 (moex_error) when out of memory. */
 struct threadpool;
 int model_interleave(struct model *m, struct threadpool *pool);
 void model_interleave_free(struct model *m);
+/* Bytes of the interleaved copies made so far. */
+uint64_t model_interleaved_bytes(const struct model *m);
 
 /* Whether any layer keeps recurrent (non-KV) state. */
 bool model_is_recurrent(const struct model *m);

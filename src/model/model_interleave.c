@@ -13,7 +13,6 @@
 #include "core/threadpool.h"
 
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -76,8 +75,7 @@ static int interleave(struct model *m, struct threadpool *pool, struct matrix *w
 }
 
 int model_interleave(struct model *m, struct threadpool *pool) {
-    const char *env = getenv("MOEX_INTERLEAVE");
-    if (env && !strcmp(env, "0")) return 0;
+    if (m->plain_rows) return 0;
     /* The dense matrices the architecture bound; they live in its weights,
      * which the model owns (the list is const for the context's readers). */
     for (int i = 0; i < m->n_matrices; i++) {
@@ -95,6 +93,12 @@ int model_interleave(struct model *m, struct threadpool *pool) {
         if (interleave(m, pool, &E->gate) || interleave(m, pool, &E->up) || interleave(m, pool, &E->down)) return -1;
     }
     return 0;
+}
+
+uint64_t model_interleaved_bytes(const struct model *m) {
+    uint64_t bytes = 0;
+    for (int i = 0; m->copies && i < m->copies->n; i++) bytes += m->copies->list[i].bytes;
+    return bytes;
 }
 
 void model_interleave_free(struct model *m) {

@@ -315,6 +315,27 @@ static int load_arch(struct model *m) {
     return 0;
 }
 
+/* general.name, else the file's name. */
+static void set_name(struct model *m, const char *path) {
+    m->name = gguf_get_str(m->file, "general.name");
+    if (!m->name) {
+        const char *slash = strrchr(path, '/');
+        m->name = strdup(slash ? slash + 1 : path);
+    }
+}
+
+struct model *model_load_vocab(const char *path) {
+    struct model *m = calloc(1, sizeof *m);
+    if (!m) { moex_errorf("out of memory"); return NULL; }
+    if (!(m->file = gguf_open(path)) || !(m->tok = tokenizer_load(m->file))) {
+        model_free(m);
+        return NULL;
+    }
+    set_name(m, path);
+    m->hp.n_vocab = tokenizer_n_vocab(m->tok);
+    return m;
+}
+
 struct model *model_load(const char *path) {
     struct model *m = calloc(1, sizeof *m);
     if (!m) { moex_errorf("out of memory"); return NULL; }
@@ -330,11 +351,7 @@ struct model *model_load(const char *path) {
         m->n_params += n;
         m->weight_bytes += t->nbytes;
     }
-    m->name = gguf_get_str(m->file, "general.name");
-    if (!m->name) {
-        const char *slash = strrchr(path, '/');
-        m->name = strdup(slash ? slash + 1 : path);
-    }
+    set_name(m, path);
     if (gguf_find_kv(m->file, "tokenizer.ggml.tokens")) {
         m->tok = tokenizer_load(m->file);
         if (!m->tok) {

@@ -5,6 +5,7 @@
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "core/trace.h"
+#include "dev/board.h"
 #include "dev/dev.h"
 #include "moe/expert_cache.h"
 #include "moe/experts.h"
@@ -99,6 +100,10 @@ struct moe_executor {
     bool pack_refused;
     bool running;                    /* start-up is over: moe_executor_run has been called */
     struct moe_pack_report pack_report;
+    /* sim board=1: each layer's modelled time is the board's (dev/board.h) */
+    struct board *board;
+    int *board_rows;                 /* (n_expert) */
+    bool *board_on_device;           /* (n_expert) */
 };
 
 static void note(struct moe_executor *e, const char *fmt, const char *detail) {
@@ -305,6 +310,33 @@ static int device_layer(struct moe_executor *e, int layer, struct moe_scratch *s
     if (rc == DEV_OK) rc = dev_enqueue_host(e->dev, stage_out, &e->work, fence);
     return rc;
 }
+
+/* The board's time for the layer: the executor's placement (or the
+ * earlier backend's, legacy=1) priced by the board model. */
+static int64_t board_layer_ns(struct moe_executor *e, int layer, struct moe_scratch *s, bool device_used,
+                              double device_ns) {
+    const struct moe_layer_desc *W = &e->desc.layers[layer];
+    for (int ex = 0; ex < e->n_expert; ex++) {
+        e->board_rows[ex] = moe_expert_rows(s, ex);
+        e->board_on_device[ex] = device_used && !e->on_cpu[ex];
+    }
+    struct board_moe_layer L = { layer, e->n_layers, e->n_expert, e->n_embd, e->n_ff,
+                                 { W->gate.type, W->up.type, W->down.type }, e->board_rows,
+                                 device_used ? e->board_on_device : NULL, device_ns, e->overlap };
+    return (int64_t)board_moe_ns(e->board, &L);
+}
+
+/* sim board=1 in the options: the board model, else NULL (and 0). */
+static int open_board(struct moe_executor *e, const struct moe_exec_options *o) {
+    struct sim_figures f;
+    if (!o->device || strcmp(o->device, "sim") || sim_figures_parse(o->sim_figures, &f) != 0 || !f.board) return 0;
+    e->board = board_new(&f);
+    e->board_rows = malloc(sizeof *e->board_rows * (size_t)(e->n_expert ? e->n_expert : 1));
+    e->board_on_device = malloc(sizeof *e->board_on_device * (size_t)(e->n_expert ? e->n_expert : 1));
+    return e->board && e->board_rows && e->board_on_device ? 0 : moex_errorf("out of memory");
+}
+
+const struct board *moe_executor_board(const struct moe_executor *e) { return e->board; }
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -631,7 +663,7 @@ struct moe_executor *moe_executor_new(const struct moe_model_desc *d, struct thr
     e->adaptive = opt->adaptive && !(opt->cpu_row_ns > 0);
     trace_lane(e->trace, LANE_CPU, "cpu (experts)");
     trace_lane(e->trace, LANE_DEVICE, "device");
-    if (open_device(e, opt) != 0) { moe_executor_free(e); return NULL; }
+    if (open_board(e, opt) != 0 || open_device(e, opt) != 0) { moe_executor_free(e); return NULL; }
     if (!e->dev) return e;
     bool failed = false;
     size_t R = (size_t)e->stage.rows;
@@ -660,6 +692,7 @@ void moe_executor_free(struct moe_executor *e) {
     free(e->act_codes); free(e->act_scales); free(e->gate_up); free(e->h_codes); free(e->h_scales); free(e->stage_row);
     free(e->expert_gguf_bytes);
     free(e->jobs); free(e->on_cpu); free(e->dev_slot); free(e->to_pack); free(e->busy);
+    board_free(e->board); free(e->board_rows); free(e->board_on_device);
     free(e);
 }
 
@@ -753,7 +786,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
     int n_pairs = n_tokens * e->top_k;
     moe_group(s, n_tokens, e->top_k, ids);
     int n_device = e->dev && !e->failed ? place_experts(e, layer, s) : 0;
-    int64_t modelled = -1;
+    int64_t modelled = -1, device_side = 0;
     if (n_device == 0) {
         cpu_part(e, &L, s, x, NULL, n_pairs);
         c->rows_cpu += (uint64_t)n_pairs;
@@ -778,8 +811,8 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
         c->device_ns += busy;
         c->pack_ns += pack;
         c->load_ns += load;
+        device_side = busy + pack + load;
         if (e->caps->modelled_time) {
-            int64_t device_side = busy + pack + load;
             modelled = e->overlap ? (cpu_dt > device_side ? cpu_dt : device_side) : cpu_dt + device_side;
         }
         if (status != DEV_OK) {
@@ -797,6 +830,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
             c->rows_cpu += (uint64_t)(n_pairs - dev_rows);
         }
     }
+    if (e->board) modelled = board_layer_ns(e, layer, s, n_device > 0 && !e->failed, (double)device_side);
     /* Recency and rates age once per forward pass, not once per layer. */
     if (e->cache && layer == e->n_layers - 1) expert_cache_end_batch(e->cache);
     moe_combine(s, weights, out);
@@ -854,10 +888,13 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
         fprintf(out, "moex profile: device failures: %llu allocations, %llu submissions, %llu packs\n",
                 (unsigned long long)dc.failed_allocs, (unsigned long long)dc.failed_submissions,
                 (unsigned long long)dc.failed_packs);
-        char windows[512];
+        char windows[1024], pinned_slots[48] = "none pinned";
+        if (e->plan.n_pinned)
+            snprintf(pinned_slots, sizeof pinned_slots, "the hottest first: slots 0-%d pinned", MATS * e->plan.n_pinned - 1);
         if (dev_sim_windows(e->dev, windows, sizeof windows) == DEV_OK)
-            fprintf(out, "moex profile: device memory: staging %.1f MiB, slots %.1f MiB; %s\n",
-                     dc.staging_bytes / 1048576.0, (dc.resident_bytes - dc.staging_bytes) / 1048576.0, windows);
+            fprintf(out, "moex profile: device memory: staging %.1f MiB, slots %.1f MiB (3 per expert, %s); %s\n",
+                    dc.staging_bytes / 1048576.0, (dc.resident_bytes - dc.staging_bytes) / 1048576.0, pinned_slots,
+                    windows);
     }
     if (e->note[0]) fprintf(out, "moex profile: note: %s\n", e->note);
     const struct moe_pack_report *r = &e->pack_report;

@@ -86,6 +86,10 @@ void moe_executor_reset_counters(struct moe_executor *e);
 uint64_t moe_executor_resident_bytes(const struct moe_executor *e);
 uint64_t moe_executor_staging_bytes(const struct moe_executor *e);
 void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total);
+/* The board model (sim figure board=1), whose times the counters'
+ * modelled_ns then hold for every layer; NULL otherwise. */
+struct board;
+const struct board *moe_executor_board(const struct moe_executor *e);
 /* Whether device times are modelled (sim), so that wall times mean little. */
 bool moe_executor_modelled(const struct moe_executor *e);
 /* The pack file: whether it was used, why not, and the start-up it made. */

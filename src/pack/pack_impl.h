@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 /* True when the AVX2 (NEON) kernels may run: the CPU has them and quant's
- * ISA ceiling, MOEX_ISA, allows them. */
+ * ISA ceiling (quant_init, moex_set_isa) allows them. */
 bool pack_avx2_enabled(void);
 bool pack_neon_enabled(void);
 

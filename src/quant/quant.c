@@ -4,7 +4,6 @@
 #include "quant/quant_impl.h"
 
 #include "core/cpu.h"
-#include "core/error.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -116,15 +115,10 @@ static void fill_tables(void) {
 #endif
 }
 
-/* MOEX_ISA=scalar|avx2|avx512|neon lowers the ceiling; anything else is
- * reported through moex_error() and ignored. */
-static enum isa env_isa_cap(void) {
-    const char *s = getenv("MOEX_ISA");
-    if (!s || !*s) return ISA_COUNT;
+int isa_from_name(const char *name, enum isa *out) {
     for (int i = 0; i < ISA_COUNT; i++)
-        if (strcmp(s, isa_name((enum isa)i)) == 0) return (enum isa)i;
-    moex_errorf("MOEX_ISA=%s is not one of scalar, avx2, avx512, neon; using the best this CPU has", s);
-    return ISA_COUNT;
+        if (name && strcmp(name, isa_name((enum isa)i)) == 0) { *out = (enum isa)i; return 0; }
+    return -1;
 }
 
 #define PICK(member)                                                                      \
@@ -137,8 +131,7 @@ static enum isa env_isa_cap(void) {
 
 void quant_init(enum isa max_isa) {
     pthread_once(&tables_once, fill_tables);
-    enum isa cap = env_isa_cap();
-    if (max_isa < cap) cap = max_isa;
+    enum isa cap = max_isa;
     /* The best available ISA at or below the cap. NEON and x86 never coexist,
      * so "below" is the plain order of the enum. */
     enum isa isa = ISA_SCALAR;

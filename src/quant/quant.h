@@ -68,11 +68,10 @@ struct qtype_traits {
 };
 
 /* Selects the best kernels this CPU can run (at most max_isa; ISA_COUNT =
- * no limit). Idempotent; called by quant_traits() on first use. The
- * environment variable MOEX_ISA=scalar|avx2|avx512|neon lowers the limit (avx2:
- * without AVX-VNNI, the level of a Zen 3); any
- * other value is ignored and reported through moex_error(). Calling it again
- * re-selects: do that before other threads use the table. */
+ * no limit; ISA_AVX2 also leaves AVX-VNNI out, the level of a Zen 3).
+ * Idempotent; called by quant_traits() on first use. The table is
+ * process-wide: calling it again re-selects, which must happen before
+ * other threads use the table (the public moex_set_isa() guards that). */
 void quant_init(enum isa max_isa);
 /* The row of type t, or NULL for an id moex does not know. */
 const struct qtype_traits *quant_traits(enum qtype t);
@@ -89,6 +88,8 @@ const struct qtype_kernels *quant_kernels(enum qtype t, enum isa isa);
  * ones equal bit for bit); NULL where it has none or cannot run here. */
 gemm_tile_fn quant_r16_kernel(enum qtype t, enum isa isa);
 const char *isa_name(enum isa isa);
+/* The ISA named "scalar", "avx2", "avx512" or "neon"; -1 for another name. */
+int isa_from_name(const char *name, enum isa *out);
 bool isa_available(enum isa isa);
 /* The ISA the selected kernels belong to. */
 enum isa quant_active_isa(void);

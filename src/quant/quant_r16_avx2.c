@@ -9,11 +9,7 @@
 #include "quant/quant_r16_ymm.h"
 
 /* (sc, sc) as the two int16 of each dword: vpmaddwd's scale operand */
-R16Y_INLINE __m256i q4_scale(__m256i v, int k) {
-    const __m256i idx = _mm256_set1_epi32((int)(0x80008000u | (unsigned)k << 16 | (unsigned)k));
-    const __m256i base = _mm256_setr_epi32(0, 0x00040004, 0x00080008, 0x000c000c, 0, 0x00040004, 0x00080008, 0x000c000c);
-    return _mm256_shuffle_epi8(v, _mm256_add_epi32(idx, base));
-}
+R16Y_INLINE __m256i q4_scale(__m256i v, int k) { return dword_bytes_i16(v, k, k); }
 
 R16Y_INLINE __m256i q4_sub_dot(const __m256i w[8], const int8_t *ys, __m256i scale) {
     __m256i p[8];

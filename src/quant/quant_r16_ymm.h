@@ -11,7 +11,8 @@
  * The includer is compiled with at least AVX2 + FMA + F16C, defines
  * R16Y_NAME(x), the exported name of kernel x (gemm_q4_K_r16 -> ..._avx2),
  * and R16Y_WITH_Q6 to have the Q6_K kernel too, before including this file,
- * and after it the integer steps declared below.  * Integer sums are exact, so the float steps alone fix the result: the
+ * and after it the integer steps declared below.
+ * Integer sums are exact, so the float steps alone fix the result: the
  * reference's fused multiply-adds per block, in its order. */
 #ifndef MOEX_QUANT_R16_YMM_H
 #define MOEX_QUANT_R16_YMM_H
@@ -43,14 +44,16 @@ R16Y_INLINE __m256i q4_sub_dot(const __m256i w[8], const int8_t *ys, __m256i sca
 /* acc + vpmaddwd(a, b) */
 R16Y_INLINE __m256i dot_i16_add(__m256i acc, __m256i a, __m256i b);
 
-/* Bytes k and k+1 of each dword as two int16 (a vpmaddwd pair). */
-R16Y_INLINE __m256i dword_pair(__m256i v, int k) {
-    const int lo = 0x8000 | k, hi = 0x8000 | (k + 1);
-    const __m256i idx = _mm256_set1_epi32((int)((unsigned)hi << 16 | (unsigned)lo));
+/* Bytes lo and hi of each dword, zero-extended, as its two int16. */
+R16Y_INLINE __m256i dword_bytes_i16(__m256i v, int lo, int hi) {
+    const __m256i idx = _mm256_set1_epi32((int)(0x80008000u | (unsigned)hi << 16 | (unsigned)lo));
     /* vpshufb indexes within each 128-bit lane: add the dword's base */
     const __m256i base = _mm256_setr_epi32(0, 0x00040004, 0x00080008, 0x000c000c, 0, 0x00040004, 0x00080008, 0x000c000c);
     return _mm256_shuffle_epi8(v, _mm256_add_epi32(idx, base));
 }
+
+/* Bytes k and k+1 of each dword as two int16 (a vpmaddwd pair). */
+R16Y_INLINE __m256i dword_pair(__m256i v, int k) { return dword_bytes_i16(v, k, k + 1); }
 
 /* The decode pass streams the rows from DRAM: ask for the block after next. */
 R16Y_INLINE void prefetch_block(const uint8_t *blk, int bytes) {

@@ -8,6 +8,8 @@
 #ifndef MOEX_SYNTH_H
 #define MOEX_SYNTH_H
 
+#include "moex.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -45,11 +47,13 @@ struct synth_params {
     const char *vocab_from;   /* GGUF whose tokenizer.* keys are copied; NULL = built-in */
     const char *name;         /* general.name; NULL = "moex-synth" */
     int n_threads;            /* 0 = one per core */
-    bool progress;            /* progress bar on stderr */
+    /* Progress of the tensor data written: done of total bytes; NULL: none. */
+    void (*progress)(void *user, const char *label, uint64_t done, uint64_t total);
+    void *progress_user;
 };
 
-#define SYNTH_DEFAULT_SKEW 0.6
-#define SYNTH_DEFAULT_LOCALITY 0.75
+#define SYNTH_DEFAULT_SKEW MOEX_SYNTH_DEFAULT_SKEW
+#define SYNTH_DEFAULT_LOCALITY MOEX_SYNTH_DEFAULT_LOCALITY
 
 /* Fills p with a preset ("tiny", "small", "q30b", "q30b-l8", or one of
  * another architecture's) and the defaults of everything else, p->arch

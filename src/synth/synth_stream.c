@@ -4,7 +4,6 @@
 #include "synth/synth_arch.h"
 
 #include "core/error.h"
-#include "core/progress.h"
 #include "core/threadpool.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
@@ -86,8 +85,7 @@ static int write_tensors(const struct synth_params *p, synth_row_fn row, const v
     uint8_t *slab = malloc(slab_cap);
     float *scratch = malloc((size_t)threads * (size_t)stride * sizeof *scratch);
     int rc = slab && scratch ? 0 : moex_errorf("synth: out of memory");
-    struct progress bar;
-    if (p->progress) progress_begin(&bar, "synth", total);
+    if (p->progress) p->progress(p->progress_user, "synth", 0, total);
     uint64_t done = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         const struct synth_tensor *t = &plan[i];
@@ -99,10 +97,10 @@ static int write_tensors(const struct synth_params *p, synth_row_fn row, const v
             threadpool_parallel_for(pool, rows, grain, slab_rows, &job);
             rc = gguf_writer_write_data(w, slab, (size_t)rows * t->row_bytes);
             done += (uint64_t)rows * t->row_bytes;
-            if (p->progress) progress_update(&bar, done);
+            if (p->progress && done < total) p->progress(p->progress_user, "synth", done, total);
         }
     }
-    if (p->progress) progress_end(&bar);
+    if (p->progress && total > 0) p->progress(p->progress_user, "synth", total, total); /* the end, also of a failure */
     free(slab);
     free(scratch);
     threadpool_free(pool);

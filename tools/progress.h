@@ -17,5 +17,8 @@ struct progress {
 void progress_begin(struct progress *p, const char *label, uint64_t total);
 void progress_update(struct progress *p, uint64_t done);
 void progress_end(struct progress *p);
+/* A moex_progress_fn drawing the bar (struct progress) user points to: done
+ * 0 begins it, done == total ends it. */
+void progress_report(void *user, const char *label, uint64_t done, uint64_t total);
 
 #endif

@@ -1,6 +1,6 @@
-#include "core/progress.h"
+#include "progress.h"
 
-#include "core/timer.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 void progress_begin(struct progress *p, const char *label, uint64_t total) {
     p->label = label;
     p->total = total ? total : 1;
-    p->start_ns = p->last_draw_ns = time_ns();
+    p->start_ns = p->last_draw_ns = cli_time_ns();
     p->drawn = 0;
     p->tty = isatty(fileno(stderr));
 }
@@ -40,7 +40,7 @@ static void draw(struct progress *p, uint64_t done, int64_t now) {
 }
 
 void progress_update(struct progress *p, uint64_t done) {
-    int64_t now = time_ns();
+    int64_t now = cli_time_ns();
     if (now - p->start_ns < SHOW_AFTER_NS) return;
     if (p->drawn && now - p->last_draw_ns < (p->tty ? TTY_EVERY_NS : LOG_EVERY_NS)) return;
     draw(p, done, now);
@@ -49,10 +49,18 @@ void progress_update(struct progress *p, uint64_t done) {
 void progress_end(struct progress *p) {
     if (!p->drawn) return;
     if (p->tty) {
-        draw(p, p->total, time_ns());
+        draw(p, p->total, cli_time_ns());
         fputc('\n', stderr);
     } else {
-        fprintf(stderr, "%s: done in %.1f s\n", p->label, (double)(time_ns() - p->start_ns) * 1e-9);
+        fprintf(stderr, "%s: done in %.1f s\n", p->label, (double)(cli_time_ns() - p->start_ns) * 1e-9);
     }
     fflush(stderr);
+}
+
+void progress_report(void *user, const char *label, uint64_t done, uint64_t total) {
+    struct progress *bar = user;
+    if (done == 0) progress_begin(bar, label, total);
+    bar->total = total; /* a better count than the first */
+    if (done > 0) progress_update(bar, done);
+    if (done == total) progress_end(bar);
 }
