@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
     struct model *m = model_load(argv[1]);
     if (!m) { fprintf(stderr, "%s\n", moex_error()); return 1; }
     struct threadpool *pool = threadpool_new(argc > 3 ? atoi(argv[3]) : 0, true);
-    struct context_params cp = { n_tokens + 1, 1, KV_F16, pool, NULL };
+    struct context_params cp = { n_tokens + 1, 1, KV_F16, pool, NULL, NULL };
     struct context *c = context_new(m, &cp);
     if (!c) { fprintf(stderr, "%s\n", moex_error()); return 1; }
     struct recorder rec = { m->hp.n_expert, NULL, 0, 0 };

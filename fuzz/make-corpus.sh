@@ -107,29 +107,50 @@ out = sys.argv[1]
 def up(x, a):
     return (x + a - 1) // a * a
 
-# Pack file version 1 with 64-byte alignment (the least a reader accepts),
+# Pack file version 2 with 64-byte alignment (the least a reader accepts),
 # so that seeds stay small; checksums are zero (fuzz_packfile repairs them).
-def pack(layout, layers, experts, embd, ff, pinned, extra, all_flag=0, align=64):
+# host: (source offset, rows, cols) of Q4_K matrices in the interleaved layout.
+def pack(layout, layers, experts, embd, ff, pinned, extra, all_flag=0, align=64, host=(), no_device=False):
+    if no_device:
+        pinned, extra = [], []
     order = pinned + extra
     n = 3 * len(order)
     slot_values, max_n = embd * ff, max(embd, ff)
-    code_stride, scale_stride = up(slot_values, 64), up(4 * max_n, 64)
+    code_stride, scale_stride = (0, 0) if no_device else (up(slot_values, 64), up(4 * max_n, 64))
     plan_off = up(512, align)
     index_off = up(plan_off + 4 * len(pinned), align)
     data_off = up(index_off + 64 * n, align)
     scales_off = up(data_off + n * code_stride, align)
-    size = scales_off + n * scale_stride
+    end = scales_off + n * scale_stride
+    entries, at = [], up(end, align)
+    for (src, rows, cols) in host:
+        nbytes = rows * (cols // 256) * 144
+        entries.append((src, rows, cols, at, nbytes))
+        at = up(at + nbytes, align)
+    host_off = up(end, align) if host else end
+    host_end = entries[-1][3] + entries[-1][4] if host else end
+    hindex_off = up(host_end, align) if host else end
+    size = hindex_off + 64 * len(host)
     blob = bytearray(size)
-    h = struct.pack('<8sIIQII', b'MOEXPACK', 1, 512, size, align, 3)
-    h += struct.pack('<IIIIQII', layout, 1, 64 if layout else 1, 16 if layout else 1, slot_values, max_n, scale_stride)
-    h += b'cpu'.ljust(16, b'\0') if layout == 0 else b'amx'.ljust(16, b'\0')
+    h = struct.pack('<8sIIQII', b'MOEXPACK', 2, 512, size, align, 5)
+    if no_device:
+        h += b'\0' * 48
+    else:
+        h += struct.pack('<IIIIQII', layout, 1, 64 if layout else 1, 16 if layout else 1, slot_values, max_n,
+                         scale_stride)
+        h += b'cpu'.ljust(16, b'\0') if layout == 0 else b'amx'.ljust(16, b'\0')
     h += struct.pack('<QQIIII', 12345, 0x1234, layers, experts, embd, ff)
     h += struct.pack('<IIII', 12, 12, 12, 0)
-    h += struct.pack('<QQQdIIII', 1 << 20, 3 * (code_stride + up(4 * max_n, 64)), 0, 0.25, len(pinned), len(pinned),
-                     n, all_flag)
-    h += struct.pack('<Q', code_stride) + b'\0' * 8
-    for kind, off, sz in ((1, plan_off, 4 * len(pinned)), (2, index_off, 64 * n), (3, data_off, size - data_off)):
+    if no_device:
+        h += b'\0' * 44 + struct.pack('<I', 2) + b'\0' * 16
+    else:
+        h += struct.pack('<QQQdIIII', 1 << 20, 3 * (code_stride + up(4 * max_n, 64)), 0, 0.25, len(pinned),
+                         len(pinned), n, all_flag)
+        h += struct.pack('<Q', code_stride) + b'\0' * 8
+    for kind, off, sz in ((1, plan_off, 4 * len(pinned)), (2, index_off, 64 * n), (3, data_off, end - data_off),
+                          (4, host_off, host_end - host_off), (5, hindex_off, 64 * len(host))):
         h += struct.pack('<IIQQQ', kind, 0, off, sz, 0)
+    h += struct.pack('<I', len(host))
     blob[:len(h)] = h
     for i, k in enumerate(pinned):
         struct.pack_into('<I', blob, plan_off + 4 * i, k)
@@ -142,6 +163,10 @@ def pack(layout, layers, experts, embd, ff, pinned, extra, all_flag=0, align=64)
             blob[data_off + j * code_stride + b] = (b * 7 + j) % 255
         for c in range(N):
             struct.pack_into('<f', blob, scales_off + j * scale_stride + 4 * c, 0.01 * (c + 1))
+    for j, (src, rows, cols, off, nbytes) in enumerate(entries):
+        struct.pack_into('<QIIQQQQQQ', blob, hindex_off + 64 * j, src, 12, 1, rows, cols, off, nbytes, 0, 0)
+        for b in range(0, nbytes, 97):
+            blob[off + b] = (b + j) % 251
     return bytes(blob)
 
 def save(name, blob):
@@ -152,5 +177,7 @@ save('rows-1x1.mxpk', pack(0, 1, 1, 16, 16, [0], []))
 save('rows-2x2-extra.mxpk', pack(0, 2, 2, 16, 32, [3], [0, 1, 2], all_flag=1))
 save('rows-no-plan.mxpk', pack(0, 1, 3, 16, 16, [], [1]))
 save('amx-1x2.mxpk', pack(1, 1, 2, 64, 64, [1], []))
+save('rows-host.mxpk', pack(0, 1, 1, 16, 16, [0], [], host=[(4096, 16, 256), (90000, 32, 256)]))
+save('host-only.mxpk', pack(0, 2, 4, 256, 256, [], [], host=[(8192, 16, 512)], no_device=True))
 PY
 echo "seeds in $dir"

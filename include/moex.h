@@ -3,7 +3,9 @@
  * A model (weights mapped from a GGUF file, the worker threads, the device
  * options) is shared by the contexts made from it; a context holds one
  * sequence's state (KV cache, recurrent state, the expert executor) and the
- * tokens it has evaluated, so that a new prompt evaluates only what differs.
+ * tokens it has evaluated, so that a new prompt evaluates only what differs,
+ * or several sequences' that it evaluates in shared batches
+ * (moex_context_new_seqs).
  *
  * The library never prints and never reads the environment: notes and
  * progress go to the callback in moex_model_params, errors are returned and
@@ -12,9 +14,10 @@
  * Thread safety. Loaded models and their tokenizer are read-only: the
  * tokenizer, chat and model query functions may be called from any thread.
  * The contexts of one model share its worker threads, so evaluation
- * (moex_eval, moex_prefill, moex_generate, moex_context_new) runs on one
- * thread at a time per model; a context and a sampler belong to one thread
- * at a time. moex_last_error() is per thread. */
+ * (moex_eval, moex_eval_batch, moex_prefill, moex_generate,
+ * moex_context_new) runs on one thread at a time per model; a context (all
+ * its sequences) and a sampler belong to one thread at a time.
+ * moex_last_error() is per thread. */
 #ifndef MOEX_H
 #define MOEX_H
 
@@ -80,14 +83,17 @@ typedef void (*moex_progress_fn)(void *user, const char *label, uint64_t done, u
 /* Where the MoE experts run. */
 struct moex_device_params {
     const char *device;        /* "none" (default: CPU kernels), "cpu", "amx", "sim", "auto" */
-    uint64_t hot_budget;       /* device bytes for experts, when hot_fraction is 0 */
-    double hot_fraction;       /* > 0: that share of all experts' device bytes (default 1) */
+    uint64_t hot_budget;       /* device bytes, when hot_fraction is 0: staging first, then the backbone
+                                  (dense matmuls), then experts */
+    double hot_fraction;       /* > 0: that share of all experts' device bytes, the staging and the
+                                  backbone on top (default 1) */
     int min_m;                 /* rows from which an expert goes to the device; 0: the device's figure */
     const char *stats_path;    /* routing statistics (moex profile) for the pinned experts, or NULL */
     bool no_overlap;           /* run device and CPU experts one after the other */
     const char *sim_figures;   /* sim device: "rk3588[,key=value...]", or NULL */
     const char *pack_path;     /* pack file (moex pack); NULL: MODEL.mxpk next to the model when it exists */
     bool no_pack;              /* pack experts live, whatever files exist */
+    bool no_backbone;          /* only experts on the device: the dense matmuls stay on the CPU */
     bool adaptive;             /* admit experts by the CPU times measured in this run instead of a
                                   fixed cost model (results may then differ run to run) */
 };
@@ -134,7 +140,7 @@ MOEX_API void moex_model_get_info(const moex_model *m, struct moex_model_info *o
 /* The pack file that belongs next to a model: MODEL.gguf -> MODEL.mxpk (or
  * .mxpk appended); -1 when it does not fit in size. */
 MOEX_API int moex_pack_path_for(const char *model_path, char *out, size_t size);
-/* The pack file the model's contexts fill the device from, or NULL. */
+/* The pack file the model's contexts fill the device and the CPU's interleaved layout from, or NULL. */
 MOEX_API const char *moex_model_pack_path(const moex_model *m);
 /* What a GGUF file holds, for people: header, architecture hyper-parameters,
  * metadata (long arrays and strings abbreviated unless all_metadata), a
@@ -271,12 +277,42 @@ struct moex_generate_result {
 MOEX_API int moex_generate(moex_context *c, moex_sampler *s, const int32_t *prompt, int n_prompt,
                   const struct moex_generate_params *p, struct moex_generate_result *r);
 
+/* ---- Several sequences in one context (continuous batching): one batch
+ * mixes tokens of several sequences, each token tagged with its sequence, in
+ * one forward pass: the weights are read once for all rows, attention and
+ * recurrent state are each sequence's own. A sequence's logits are those it
+ * gets evaluated alone (bit for bit where every weight type's kernel is the
+ * same for one row and for several; else within about 1e-5). The
+ * single-sequence functions above work on sequence 0. A context and its
+ * sequences belong to one thread at a time, like any context. */
+/* A context of n_seq sequences of p->n_ctx tokens each (memory: n_seq times
+ * one sequence's state), one expert executor for all. NULL on error. */
+MOEX_API moex_context *moex_context_new_seqs(moex_model *m, const struct moex_context_params *p, int n_seq);
+MOEX_API int moex_n_seq(const moex_context *c);
+/* Evaluates tokens[i] after what sequence seq_ids[i] holds, for i < n; a
+ * sequence's tokens go in the order given, interleaved with others' or not.
+ * Each sequence in the batch then has the logits of its last token. -1 on
+ * error, the sequences of the batch then emptied. */
+MOEX_API int moex_eval_batch(moex_context *c, const int32_t *tokens, const int32_t *seq_ids, int n);
+/* (n_vocab) logits of sequence seq's last evaluated token; NULL before any. */
+MOEX_API const float *moex_seq_logits(const moex_context *c, int seq);
+MOEX_API int moex_seq_n_past(const moex_context *c, int seq);
+/* moex_shared_prefix and moex_truncate of sequence seq. */
+MOEX_API int moex_seq_shared_prefix(const moex_context *c, int seq, const int32_t *tokens, int n);
+MOEX_API void moex_seq_truncate(moex_context *c, int seq, int n_past);
+/* Saves sequence seq's recurrent state here, so that truncating back to here
+ * is cheap (a chat turn's start); free for models without recurrent state. */
+MOEX_API void moex_seq_checkpoint(moex_context *c, int seq);
+/* moex_sample from sequence seq's logits. */
+MOEX_API int32_t moex_sample_seq(moex_sampler *s, const moex_context *c, int seq);
+
 /* ---- Counters of the expert executor, both phases (prefill, decode) summed. */
 struct moex_counters {
     uint64_t tokens;                   /* tokens evaluated */
     uint64_t rows_device, rows_cpu;    /* routed (token, expert) rows */
     uint64_t hits, misses, fallbacks;  /* expert uses with rows >= min M */
-    uint64_t resident_bytes;           /* device bytes of resident experts */
+    uint64_t resident_bytes;           /* resident device bytes: staging buffers, the backbone (dense
+                                          matmuls) and experts */
     const char *device;                /* the device in use ("none" when none) */
 };
 MOEX_API void moex_context_counters(const moex_context *c, struct moex_counters *out);
@@ -297,6 +333,10 @@ MOEX_API void moex_context_phase_counters(const moex_context *c, enum moex_phase
                                           struct moex_phase_counters *out);
 /* Whether the device's times are modelled (sim), not measured. */
 MOEX_API bool moex_context_device_modelled(const moex_context *c);
+/* Host time (ns) spent simulating the device past its modelled time in a
+ * phase, experts and dense matmuls together: a wall time less this reads as
+ * the modelled run's. 0 for devices with real clocks and on the CPU. */
+MOEX_API int64_t moex_context_simulated_ns(const moex_context *c, enum moex_phase phase);
 
 /* ---- Where the time of the forward passes goes, summed over evaluations
  * since the context was made or reset (nanoseconds). Call while no other
@@ -411,10 +451,14 @@ struct moex_pack_result {
     double pack_s, total_s;    /* in the device's pack path (modelled on sim); packing and writing */
     bool pack_modelled;
     const char *weight_type;   /* the experts' GGUF type ("Q4_K") */
+    int interleaved;           /* matrices written in the CPU's interleaved layout (not with no_interleave) */
+    uint64_t interleaved_bytes;
+    double interleave_s;
 };
 /* Packs for m's device (every expert with all, else those the plan pins)
- * into f, which it commits, or discards on failure; progress ("packing
- * experts") goes to the model's callback. Runs on the model's threads: one
+ * into f, then the model's matrices in the CPU's interleaved layout (device
+ * "none": that layout only), and commits f, or discards it on failure;
+ * progress ("packing experts") goes to the model's callback. Runs on the model's threads: one
  * thread at a time per model, as evaluation. -1 on error. */
 MOEX_API int moex_pack(moex_model *m, bool all, moex_file *f, struct moex_pack_result *r);
 

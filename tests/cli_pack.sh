@@ -78,7 +78,7 @@ n=$(grep -c "bad checksum in section data" "$tmp/err")
 head -c 100000 "$tmp/m.mxpk" > "$tmp/trunc.mxpk"
 refused "a truncated file" "$tmp/trunc.mxpk" "truncated"
 cp "$tmp/m.mxpk" "$tmp/old.mxpk"; printf '\000' | dd of="$tmp/old.mxpk" bs=1 seek=8 conv=notrunc 2>/dev/null
-refused "an older version" "$tmp/old.mxpk" "pack file version 0; this moex reads version 1"
+refused "an older version" "$tmp/old.mxpk" "pack file version 0; this moex reads version 2"
 refused "not a pack file" "$model" "not a moex pack file"
 expect "pack another model" 0 "$MOEX_BIN" pack -m "$MOEX_ORACLE/models/qwen3moe-o1-Q8_0.gguf" --device cpu \
     -o "$tmp/q8.mxpk" -q
@@ -109,5 +109,34 @@ says "another budget plans anew" "2 loaded from $tmp/plan.mxpk, 14 packed live"
 same_ids "another budget plans anew"
 expect "pack --all" 0 "$MOEX_BIN" pack -m "$model" --device cpu --hot-budget 25% --all -o "$tmp/all.mxpk"
 grep -q "^moex pack: 16 experts (0 pinned by the plan, all with --all)" "$tmp/out" || { echo "FAIL: --all"; cat "$tmp/out"; fail=1; }
+
+# The CPU's interleaved layout only (--device none): runs without a device
+# map it and give the tokens of a run that repacks; another model's file is
+# not used, said once with the command that rebuilds it.
+expect "live run without a device" 0 run --no-pack
+cp "$tmp/out" "$tmp/live"
+expect "pack the interleaved layout without the layout" 1 env MOEX_INTERLEAVE=0 "$MOEX_BIN" pack -m "$model" \
+    --device none -o "$tmp/layout.mxpk"
+says "pack the interleaved layout without the layout" "nothing to pack without a device"
+"$MOEX_BIN" pack -m "$model" --device none -o "$tmp/layout.mxpk" > "$tmp/out" 2> "$tmp/err"; rc=$?
+if [ "$rc" -eq 1 ] && grep -q "no matrix of the model has an interleaved kernel" "$tmp/err"; then
+    echo "note: this machine has no interleaved kernel: the layout's file is not tested here"
+else
+    [ "$rc" -eq 0 ] && grep -q "^moex pack: the CPU's interleaved layout of 9 matrices" "$tmp/out" \
+        && echo "ok: pack --device none" || { echo "FAIL: pack --device none: exit $rc"; cat "$tmp/out" "$tmp/err"; fail=1; }
+    expect "the layout from the file" 0 run --pack "$tmp/layout.mxpk"
+    same_ids "the layout from the file"
+    ! grep -q "pack file" "$tmp/err" || { echo "FAIL: the layout from the file: said something"; cat "$tmp/err"; fail=1; }
+    cp "$tmp/layout.mxpk" "$tmp/m.mxpk"
+    expect "the layout next to the model" 0 run
+    same_ids "the layout next to the model"
+    expect "the layout for another model" 0 run --pack "$tmp/q8.mxpk"
+    same_ids "the layout for another model"
+    says "the layout for another model" "pack file not used for the CPU's interleaved layout, 9 matrices repacked"
+    says "the layout for another model" "packed from another model"
+    says "the layout for another model" "Rebuild it with: moex pack -m $model --device none -o $tmp/q8.mxpk"
+    expect "a device run with the layout's file" 0 run --device cpu --min-m 1 --pack "$tmp/layout.mxpk"
+    says "a device run with the layout's file" "holds no device experts"
+fi
 rm -rf "$tmp"
 exit $fail

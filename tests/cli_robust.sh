@@ -230,7 +230,7 @@ bad "probe: --sim-preset rk9999" 2 "--sim-preset" "'rk9999'" -- "$MOEX_BIN" prob
 bad "probe: MOEX_ISA=bogus" 2 "MOEX_ISA" "'bogus'" -- env MOEX_ISA=bogus "$MOEX_BIN" probe --device sim
 
 # pack
-bad "pack: --device none" 2 "--device" "'none'" -- "$MOEX_BIN" pack -m "$m" --device none -o "$tmp/p.mxpk"
+bad "pack: --device bogus" 2 "--device" "'bogus'" -- "$MOEX_BIN" pack -m "$m" --device bogus -o "$tmp/p.mxpk"
 bad "pack: no --device" 2 "--device" "required" -- "$MOEX_BIN" pack -m "$m" -o "$tmp/p.mxpk"
 bad "pack: -o without a value" 2 "-o" -- "$MOEX_BIN" pack -m "$m" --device cpu -o
 bad "pack: --sim unknown figure" 2 "--sim" "'warp=9'" -- "$MOEX_BIN" pack -m "$m" --device sim --sim warp=9 -o "$tmp/p.mxpk"

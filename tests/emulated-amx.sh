@@ -4,7 +4,8 @@
 # SIMDe, and AMX is reported as present) and runs what exercises the amx
 # device: test_amx (tile boundaries, Qwen3 expert shapes, many jobs, 1-3
 # threads, the tile unit's state), test_dev (every device against the cpu
-# reference), test_executor, test_packfile (AMX-tiled pack files load bit
+# reference), test_executor, test_dense (dense matmuls on amx equal the
+# W8A8 reference), test_packfile (AMX-tiled pack files load bit
 # for bit), test_oracle_qwen35moe and test_oracle_lfm2moe (amx logits = cpu's
 # on qwen35moe and lfm2moe), the executor's, qwen35moe's and lfm2moe's command
 # line tests, and a model
@@ -21,7 +22,7 @@ build=${1:-$src/build-amx-emu}
 oracle=${MOEX_ORACLE:-$src/../shared/oracle}
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOEX_EMULATE_AMX=ON -DMOEX_WERROR=ON "$@" >/dev/null
 build=$(cd "$build" && pwd)
-tests="test_amx test_dev test_executor test_packfile test_oracle_qwen35moe test_oracle_lfm2moe"
+tests="test_amx test_dev test_executor test_dense test_packfile test_oracle_qwen35moe test_oracle_lfm2moe"
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $tests moex
 tmp=$build/test-tmp
 mkdir -p "$tmp"

@@ -4,12 +4,13 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+
+import serve_start
 
 moex, tmp = sys.argv[1], sys.argv[2]
 KEY = "test-key"
@@ -23,23 +24,8 @@ def check(cond, what):
         failures += 1
 
 
-server = subprocess.Popen([moex, "serve", "--port", "0", "--parallel", "2", "--api-key", KEY, "--max-body", "4096",
-                           "--max-prompt-tokens", "600", "--max-headers", "32"],
-                          stderr=subprocess.PIPE, text=True)
-port = None
-for _ in range(200):  # the line that names the port comes once the model is loaded
-    line = server.stderr.readline()
-    if not line:
-        break
-    m = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
-    if m:
-        port = int(m.group(1))
-        break
-if port is None:
-    print("FAIL: moex serve did not start")
-    server.kill()
-    sys.exit(1)
-threading.Thread(target=lambda: [None for _ in server.stderr], daemon=True).start()
+server, port = serve_start.start(moex, ["--parallel", "2", "--api-key", KEY, "--max-body", "4096",
+                                         "--max-prompt-tokens", "600", "--max-headers", "32"])
 
 
 def request(method, path, body=None, headers=None, key=KEY, raw=None):
@@ -138,14 +124,15 @@ if len(words) >= 3:
     st, fin, _, _ = stream("/v1/completions", dict(settings, prompt="Once upon a time", max_tokens=12, stop=stop))
     check(st == want_c[:want_c.find(stop)] and fin == "stop", "streamed, the stop string is held back and cut")
 
-# A prompt longer than one prefill piece (128 tokens) goes in pieces: the same tokens.
+# A prompt of some hundred tokens (in one piece while no other slot decodes;
+# cli_serve_batch has one in pieces between another's decode steps).
 long_prompt = " ".join("the %s of %d" % (w, i) for i, w in enumerate(["cat", "sea", "hill", "road"] * 20))
 want_l, _ = moex_run(long_prompt, 8, ["--temp", "0"])
 status, text = request("POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0})
 r = json.loads(text) if status == 200 else {}
 n_long = r.get("usage", {}).get("prompt_tokens", 0)
 check(n_long > 256 and r["choices"][0]["text"] == want_l,
-      "a %d-token prompt, prefilled in pieces, gives moex run's tokens" % n_long)
+      "a %d-token prompt gives moex run's tokens" % n_long)
 
 # 8 concurrent streaming clients on 2 slots: all complete, each as alone.
 want_g, _ = moex_run(chat_prompt, 24, ["--temp", "0"])
@@ -229,12 +216,7 @@ check(s == 200 and json.loads(t)["data"][0]["object"] == "model", "/v1/models li
 
 s, t = request("GET", "/health", key=None)
 check(s == 200 and json.loads(t).get("status") == "ok", "/health still answers, without a key")
-server.send_signal(signal.SIGTERM)
-try:
-    rc = server.wait(60)
-except subprocess.TimeoutExpired:
-    server.kill()
-    rc = None
+rc = serve_start.stop(server)
 check(rc == 0, "SIGTERM stops the server, exit 0")
 print("cli_serve: %s" % ("all passed" if failures == 0 else "%d failed" % failures))
 sys.exit(1 if failures else 0)

@@ -75,12 +75,12 @@ static struct model *toy_model(void) {
     m.hp = (struct model_hparams){ .n_layers = 3, .n_embd = D, .n_vocab = V, .n_ctx_train = 64, .rms_eps = 1e-6f };
     m.state = state;
     m.output = m.token_embd = (struct matrix){ embd, QT_F32, V, D, D * sizeof(float), NULL };
-    m.moe = (struct moe_model_desc){ 0, NULL, NULL };
+    m.moe = (struct moe_model_desc){ .n_layers = 0 };
     return &m;
 }
 
 static struct context *new_ctx(struct model *m, struct threadpool *pool, int n_batch) {
-    struct context_params cp = { 32, n_batch, KV_F32, pool, NULL };
+    struct context_params cp = { 32, n_batch, KV_F32, pool, NULL, NULL };
     struct context *c = context_new(m, &cp);
     CHECK(c != NULL);
     return c;

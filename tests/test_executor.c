@@ -22,7 +22,8 @@ struct run {
     float *logits;        /* (n_ids, n_vocab) */
     int32_t greedy[8];
     struct moe_phase_counters pre, dec;
-    uint64_t resident, staging;
+    uint64_t resident, staging, backbone;
+    uint64_t dense_device[MOE_PHASES], dense_cpu[MOE_PHASES], dense_fallbacks; /* token rows, all kinds */
     int pinned, slots;
     char note[512];
     bool ok;
@@ -32,7 +33,7 @@ struct run {
 static struct run run_model(struct model *m, const struct moe_exec_options *o) {
     struct run r;
     memset(&r, 0, sizeof r);
-    struct context_params cp = { 128, 64, KV_F16, pool, o };
+    struct context_params cp = { 128, 64, KV_F16, pool, o, NULL };
     struct context *c = context_new(m, &cp);
     if (!c) { fprintf(stderr, "context: %s\n", moex_error()); return r; }
     int V = m->hp.n_vocab;
@@ -52,6 +53,14 @@ static struct run run_model(struct model *m, const struct moe_exec_options *o) {
     r.dec = *moe_executor_counters(e, MOE_DECODE);
     r.resident = moe_executor_resident_bytes(e);
     r.staging = moe_executor_staging_bytes(e);
+    r.backbone = moe_executor_backbone_bytes(e);
+    for (int p = 0; p < MOE_PHASES; p++)
+        for (int k = 0; k < DENSE_KINDS; k++) {
+            const struct moe_dense_counters *d = moe_executor_dense_counters(e, (enum moe_phase)p, (enum dense_kind)k);
+            r.dense_device[p] += d->rows_device;
+            r.dense_cpu[p] += d->rows_cpu;
+            r.dense_fallbacks += d->fallbacks;
+        }
     moe_executor_slots(e, &r.pinned, &r.slots);
     snprintf(r.note, sizeof r.note, "%s", moe_executor_note(e));
     free(last);
@@ -147,12 +156,21 @@ int main(void) {
     /* 3. Budgets: resident bytes never exceed them, over-budget experts run
      *    on the CPU, a cache too small for the batch evicts and admits. */
     /* Everything resident counts: the staging buffers for activations and
-     * outputs come first, the experts' slots after. */
-    uint64_t staging = ref.staging, all = ref.resident - ref.staging;
-    CHECK(staging > 0 && ref.resident > staging);
+     * outputs come first, the backbone (the dense matmuls) next, the
+     * experts' slots after. */
+    uint64_t staging = ref.staging + ref.backbone, all = ref.resident - ref.staging - ref.backbone;
+    CHECK(ref.staging > 0 && ref.backbone > 0 && ref.resident > staging);
     for (int i = 0; i <= 8; i++) {
-        struct moe_exec_options b = { .device = "sim", .hot_budget = staging + all * (uint64_t)i / 8 + (i == 3 ? 4096 : 0),
-                                      .min_m = 1, .pinned_share = -1 };
+        /* i/8 of the experts as bytes: the device allocates in whole
+         * granules, so the plan of that share says how many bytes it takes */
+        struct moe_exec_options share = { .device = "sim", .hot_fraction = i / 8.0, .pinned_share = -1 };
+        struct moe_device_plan p;
+        CHECK(moe_device_plan(&m->moe, &share, &p) == 0);
+        uint64_t bytes = i ? p.budget_bytes : staging;
+        moe_device_plan_free(&p);
+        CHECK(bytes >= staging + all * (uint64_t)i / 8 && bytes < staging + all * (uint64_t)i / 8 + 4 * 4096);
+        struct moe_exec_options b = { .device = "sim", .hot_budget = bytes + (i == 3 ? 4096 : 0), .min_m = 1,
+                                      .pinned_share = -1 };
         struct run r = run_model(m, &b);
         CHECKF(r.ok && r.resident <= b.hot_budget, "budget %llu: resident %llu", (unsigned long long)b.hot_budget,
                (unsigned long long)r.resident);
@@ -238,7 +256,8 @@ int main(void) {
     o.sim_figures = "rk3588,fail_submit=2";
     o.min_m = 1;
     struct run fault = run_model(m, &o);
-    CHECK(fault.ok && fault.pre.fallbacks == 1 && fault.dec.fallbacks == 0);
+    CHECK(fault.ok && fault.pre.fallbacks + fault.dense_fallbacks == 1 && fault.dec.fallbacks == 0);
+    CHECK(fault.dec.rows_device == 0 && fault.dense_device[MOE_DECODE] == 0);
     CHECK(fault.dec.rows_device == 0 && fault.dec.rows_cpu == 32);
     /* D4: the note carries the device's reason, set on the device thread. */
     CHECKF(strstr(fault.note, "device error") && strstr(fault.note, "submission 2 failed (injected fault)"), "note: %s",
@@ -280,7 +299,7 @@ int main(void) {
 
     /* 7. Bad options are errors, unavailable devices are notes. */
     struct moe_exec_options bad = { .device = "sim", .hot_fraction = 1, .sim_figures = "rk3588,nonsense=1" };
-    struct context_params cp = { 64, 64, KV_F16, pool, &bad };
+    struct context_params cp = { 64, 64, KV_F16, pool, &bad, NULL };
     CHECK(context_new(m, &cp) == NULL);
     struct moe_exec_options stats = { .device = "sim", .hot_fraction = 0.5, .stats_path = "/nonexistent.stats" };
     cp.experts = &stats;

@@ -36,7 +36,7 @@ static struct model *load(const char *type, const char *prefix) {
 
 static struct context *new_device_context(struct model *m, int n_ctx, int n_batch,
                                           const struct moe_exec_options *experts) {
-    struct context_params cp = { n_ctx, n_batch, KV_F16, pool, experts };
+    struct context_params cp = { n_ctx, n_batch, KV_F16, pool, experts, NULL };
     struct context *c = context_new(m, &cp);
     CHECKF(c != NULL, "%s", moex_error());
     return c;

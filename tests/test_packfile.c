@@ -104,7 +104,7 @@ static struct moe_exec_options cpu_options(double fraction, const char *pack) {
 static int pack_model(struct model *m, const struct moe_exec_options *o, bool all, const char *path) {
     struct moe_pack_result r;
     struct atomic_file *f = atomic_file_create(path);
-    int rc = f ? moe_pack_experts(&m->moe, o, pool, all, f, NULL, NULL, &r) : -1;
+    int rc = f ? moe_pack_experts(&m->moe, o, pool, all, f, NULL, NULL, NULL, NULL, &r) : -1;
     if (rc != 0) fprintf(stderr, "pack %s: %s\n", path, moex_error());
     return rc;
 }
@@ -369,7 +369,7 @@ static void test_refusals(void) {
         struct damage d;
         uint64_t flip;     /* byte to flip, or ~0 */
         size_t keep;       /* bytes to keep (truncation), or 0 */
-        int patch;         /* 1: version 0; 2: layout AMX with a valid header; 3: version 2 */
+        int patch;         /* 1: version 1; 2: layout AMX with a valid header; 3: version 3 */
     } cases[] = {
         { { "a flipped header byte", PACKFILE_E_CHECKSUM, "bad checksum in section header" }, PF_H_BUDGET + 1, 0, 0 },
         { { "a flipped plan byte", PACKFILE_E_CHECKSUM, "bad checksum in section plan" }, plan_at + 2, 0, 0 },
@@ -381,8 +381,8 @@ static void test_refusals(void) {
           scales_at + 26 * pf_get32(file + PF_H_SCALE_STRIDE) + 5, 0, 0 },
         { { "a truncated file", PACKFILE_E_TRUNCATED, "truncated" }, ~0ull, size / 2, 0 },
         { { "a truncated header", PACKFILE_E_TRUNCATED, "shorter than the 512-byte header" }, ~0ull, 100, 0 },
-        { { "an older version", PACKFILE_E_VERSION, "pack file version 0; this moex reads version 1" }, ~0ull, 0, 1 },
-        { { "a newer version", PACKFILE_E_VERSION, "pack file version 2" }, ~0ull, 0, 3 },
+        { { "an older version", PACKFILE_E_VERSION, "pack file version 1; this moex reads version 2" }, ~0ull, 0, 1 },
+        { { "a newer version", PACKFILE_E_VERSION, "pack file version 3" }, ~0ull, 0, 3 },
         { { "another device layout", PACKFILE_E_LAYOUT, "packed for device cpu (layout amx" }, ~0ull, 0, 2 },
     };
     int seen_status[16] = { 0 };
@@ -392,7 +392,7 @@ static void test_refusals(void) {
         memcpy(copy, file, size);
         size_t n = c->keep ? c->keep : size;
         if (c->flip != ~0ull) copy[c->flip] ^= 0x10;
-        if (c->patch == 1 || c->patch == 3) pf_put32(copy + PF_H_VERSION, c->patch == 1 ? 0 : 2);
+        if (c->patch == 1 || c->patch == 3) pf_put32(copy + PF_H_VERSION, c->patch == 1 ? 1 : 3);
         if (c->patch == 2) {
             pf_put32(copy + PF_H_LAYOUT, PACK_AMX);
             fix_header_checksum(copy);
@@ -529,7 +529,7 @@ static void test_admissions_load(void) {
     /* A budget that pins nothing without statistics cannot be packed, unless all. */
     struct moe_exec_options half = cpu_options(0.5, NULL);
     struct moe_pack_result r;
-    CHECK(moe_pack_experts(&m->moe, &half, pool, false, atomic_file_create(tmp("none.mxpk")), NULL, NULL, &r) == -1 &&
+    CHECK(moe_pack_experts(&m->moe, &half, pool, false, atomic_file_create(tmp("none.mxpk")), NULL, NULL, NULL, NULL, &r) == -1 &&
           strstr(moex_error(), "pins no expert"));
     struct stat st;
     CHECK(stat(tmp("none.mxpk"), &st) != 0);

@@ -4,6 +4,7 @@
 #include "harness.h"
 #include "arch/block_shortconv.h"
 #include "core/threadpool.h"
+#include "model/context_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -113,12 +114,13 @@ static void test_forward(void) {
     struct threadpool *pool = threadpool_new(2, false);
     float state[2 * D] = { 0 }, ybuf[T * D];
     void *act = malloc(matmul_scratch_size(&w.in_proj, T) + matmul_scratch_size(&w.out_proj, T));
-    shortconv_forward(pool, &w, h, T, D, state, bcx, ybuf, act, got);
+    struct context c = { .pool = pool, .act = act }; /* no executor: the CPU's kernels */
+    shortconv_forward(&c, &w, h, T, D, state, bcx, ybuf, got);
     CHECKF(max_diff(got, want, T * D) <= 1e-4f, "forward vs plain loops %g", max_diff(got, want, T * D));
     /* Token by token through the whole block gives the batch's result. */
     float step[T * D];
     memset(state, 0, sizeof state);
-    for (int t = 0; t < T; t++) shortconv_forward(pool, &w, h + t * D, 1, D, state, bcx, ybuf, act, step + t * D);
+    for (int t = 0; t < T; t++) shortconv_forward(&c, &w, h + t * D, 1, D, state, bcx, ybuf, step + t * D);
     CHECKF(max_diff(step, got, T * D) <= 1e-5f, "forward tokens vs batch %g", max_diff(step, got, T * D));
     threadpool_free(pool);
     free(act);

@@ -96,7 +96,7 @@ static void check_runs(void) {
     CHECK(m->hp.n_layers == 4 && m->hp.n_expert == 8);
     struct threadpool *pool = threadpool_new(2, false);
     enum { N = 256 };
-    struct context_params cp = { N, N, KV_F16, pool, NULL };
+    struct context_params cp = { N, N, KV_F16, pool, NULL, NULL };
     struct context *c = context_new(m, &cp);
     int counts[4 * 8] = { 0 };
     context_set_route_observer(c, count_route, counts);

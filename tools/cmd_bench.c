@@ -166,6 +166,7 @@ int cmd_bench(int argc, char **argv) {
                 if (r == 0) moex_context_reset_op_times(s.mc);
                 struct moex_phase_counters before, pc;
                 moex_context_phase_counters(s.mc, phase, &before);
+                int64_t simulated = moex_context_simulated_ns(s.mc, phase);
                 double t0 = time_s();
                 if (kind == 0) {
                     rc = moex_eval(s.mc, tokens, n);
@@ -173,10 +174,11 @@ int cmd_bench(int argc, char **argv) {
                     for (int i = 0; i < n && !rc; i++) rc = moex_eval(s.mc, &tokens[i], 1);
                 }
                 double dt = time_s() - t0;
-                /* With a modelled device, the experts' host-simulated time is
-                 * replaced by the modelled one. */
+                /* With a modelled device, the host-simulated time of its work
+                 * (experts and dense matmuls) is replaced by the modelled one. */
                 moex_context_phase_counters(s.mc, phase, &pc);
-                double mdt = dt - (double)((pc.wall_ns - before.wall_ns) - (pc.modelled_ns - before.modelled_ns)) * 1e-9;
+                simulated = moex_context_simulated_ns(s.mc, phase) - simulated;
+                double mdt = dt - (double)simulated * 1e-9;
                 if (board) {
                     /* every op modelled: the dense part from the shapes, the experts per layer */
                     double dense = 0, experts = (double)(pc.modelled_ns - before.modelled_ns);

@@ -1,6 +1,8 @@
 /* moex pack: pack the experts a run would make resident (or every expert)
- * into a device layout once, and write them to a pack file that later runs
- * load instead of packing (docs/pack-format.md, src/moe/pack_experts.h). */
+ * into a device layout once, and the model's matrices into the CPU's
+ * interleaved layout, and write them to a pack file that later runs load
+ * instead of packing (docs/pack-format.md, src/moe/pack_experts.h,
+ * src/model/model_pack.h). */
 #include "cli.h"
 #include "outputs.h"
 #include "session.h"
@@ -18,7 +20,10 @@ static void help(FILE *out) {
             "(every expert when the budget holds them all), or every expert with --all, into\n"
             "the device's layout, and writes them with the plan to a pack file. Runs pick up\n"
             "MODEL.mxpk next to the model by themselves (or take --pack FILE) and fill the\n"
-            "device from it instead of packing; admissions while running load from it too.\n\n"
+            "device from it instead of packing; admissions while running load from it too.\n"
+            "The file also holds the model's matrices in this CPU's interleaved layout (where\n"
+            "it has a kernel for them; not with --no-interleave), which runs map instead of\n"
+            "repacking them at start-up; --device none writes that layout only.\n\n"
             "  -o, --output FILE   the pack file (default: the model's path with .mxpk for .gguf)\n"
             "      --all           every expert, whatever the plan pins (the plan is kept)\n"
             "  -q, --quiet         no progress bar and no summary\n"
@@ -52,12 +57,9 @@ int cmd_pack(int argc, char **argv) {
     }
     if (session_opts_finish(&o)) return 2;
     const char *device = o.experts.device;
-    if (!device || !strcmp(device, "none")) {
-        if (o.given & SESSION_GIVEN_DEVICE)
-            cli_fail("pack: --device: invalid value 'none' (expected cpu, amx, sim or auto: a pack file holds one "
-                     "device's layout)");
-        else
-            cli_fail("pack: --device is required (cpu, amx, sim or auto): a pack file holds one device's layout");
+    if ((!device || !strcmp(device, "none")) && !(o.given & SESSION_GIVEN_DEVICE)) {
+        cli_fail("pack: --device is required (cpu, amx, sim or auto; none: the CPU's interleaved layout only): a pack "
+                 "file holds one device's layout");
         return 2;
     }
     const char *model_path = o.model_path ? o.model_path : default_model_path();
@@ -93,7 +95,14 @@ int cmd_pack(int argc, char **argv) {
     }
     struct moex_pack_result r;
     int rc = moex_pack(m, all, out, &r);
-    if (rc == 0) {
+    if (rc == 0 && r.experts == 0) {
+        if (!quiet)
+            printf("moex pack: the CPU's interleaved layout of %d matrices (%.2f GiB) in %.2f s to %s\n",
+                   r.interleaved, r.interleaved_bytes / 1073741824.0, r.interleave_s, out_path);
+    } else if (rc == 0) {
+        if (!quiet && r.interleaved)
+            printf("moex pack: the CPU's interleaved layout of %d matrices (%.2f GiB, %.2f s) after the experts\n",
+                   r.interleaved, r.interleaved_bytes / 1073741824.0, r.interleave_s);
         if (!quiet)
             printf("moex pack: %d experts (%d pinned by the plan%s) for device %s in %.2f s; packing read %.2f GiB of "
                    "%s at %.2f GB/s (%.2f s%s), the rest was writing %.2f GiB to %s\n",

@@ -17,9 +17,11 @@ static void help(FILE *out) {
             "Serves the model over HTTP, OpenAI style: POST /v1/chat/completions and\n"
             "/v1/completions (stream: true for server-sent events), GET /v1/models,\n"
             "/health and /metrics (Prometheus). Runs until SIGINT or SIGTERM.\n"
-            "Requests get one of --parallel slots, each its own context of --ctx tokens\n"
-            "on the one model; one thread steps the active slots in turn, one token\n"
-            "each: slots are interleaved, not batched into one forward pass.\n\n"
+            "Requests get one of --parallel slots, each a sequence of --ctx tokens in one\n"
+            "shared context; each step batches every active slot's next token (and up to\n"
+            "128 prompt tokens of slots in prefill, 512 while no slot decodes) into one\n"
+            "forward pass (continuous batching), so that several clients share each\n"
+            "read of the weights.\n\n"
             "      --host ADDR            IPv4 address to listen on (default 127.0.0.1)\n"
             "      --port N               port; 0 = any free one, said at start (default 8080)\n"
             "      --parallel N           slots (default 1)\n"
@@ -125,7 +127,7 @@ int cmd_serve(int argc, char **argv) {
         moex_model_free(m);
         return 1;
     }
-    fprintf(stderr, "moex serve: %s on http://%s:%d/v1 (%d slot%s of %d tokens, interleaved)\n", moex_model_name(m),
+    fprintf(stderr, "moex serve: %s on http://%s:%d/v1 (%d slot%s of %d tokens, batched)\n", moex_model_name(m),
             o.host, serve_port(s), o.parallel, o.parallel == 1 ? "" : "s", serve_n_ctx(s));
     fflush(stderr);
     int sig = 0;

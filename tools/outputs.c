@@ -71,8 +71,8 @@ int outputs_check(const char *out_opt, const char *out, const char *in_opt, cons
 int outputs_check_session(const struct session_opts *o, const char *out_opt, const char *out) {
     const char *model = o->model_path ? o->model_path : default_model_path();
     char next_to_model[4096];
-    const char *pack = o->experts.pack_path, *device = o->experts.device;
-    bool picks_pack = !o->experts.no_pack && device && strcmp(device, "none") != 0; /* as session_open would */
+    const char *pack = o->experts.pack_path;
+    bool picks_pack = !o->experts.no_pack; /* as session_open would: for the device and the CPU's layout */
     if (!pack && picks_pack && moex_pack_path_for(model, next_to_model, sizeof next_to_model) == 0) pack = next_to_model;
     int rc = outputs_check(out_opt, out, o->model_path ? "-m" : "the default model", model);
     if (!rc) rc = outputs_check(out_opt, out, "--stats", o->experts.stats_path);

@@ -57,8 +57,8 @@ static void note_unused(const struct session_opts *o) {
     static const struct { unsigned bit; const char *name; } device_only[] = {
         { SESSION_GIVEN_BUDGET, "--hot-budget" }, { SESSION_GIVEN_MIN_M, "--min-m" },
         { SESSION_GIVEN_STATS, "--stats" },       { SESSION_GIVEN_OVERLAP, "--no-overlap" },
-        { SESSION_GIVEN_SIM, "--sim" },           { SESSION_GIVEN_PACK, "--pack" },
-        { SESSION_GIVEN_ADAPTIVE, "--adaptive-placement" },
+        { SESSION_GIVEN_SIM, "--sim" },           { SESSION_GIVEN_ADAPTIVE, "--adaptive-placement" },
+        { SESSION_GIVEN_BACKBONE, "--no-backbone" },
     };
     const char *device = o->experts.device;
     bool none = !strcmp(device, "none");
@@ -106,6 +106,11 @@ int session_opts_finish(struct session_opts *o) {
     if (!(given & SESSION_GIVEN_OVERLAP) && (v = getenv("MOEX_OVERLAP"))) {
         if (parse_bool("MOEX_OVERLAP", v, &overlap)) return -1;
         o->experts.no_overlap = !overlap;
+    }
+    if (!(given & SESSION_GIVEN_BACKBONE) && (v = getenv("MOEX_BACKBONE"))) {
+        bool backbone;
+        if (parse_bool("MOEX_BACKBONE", v, &backbone)) return -1;
+        o->experts.no_backbone = !backbone;
     }
     if (!(given & SESSION_GIVEN_SIM) && (v = getenv("MOEX_SIM"))) {
         if (cli_check_sim("MOEX_SIM", v, v)) return -1;
@@ -162,6 +167,9 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--no-overlap")) {
         o->experts.no_overlap = true;
         o->given |= SESSION_GIVEN_OVERLAP;
+    } else if (!strcmp(a, "--no-backbone")) {
+        o->experts.no_backbone = true;
+        o->given |= SESSION_GIVEN_BACKBONE;
     } else if (!strcmp(a, "--adaptive-placement")) {
         o->experts.adaptive = true;
         o->given |= SESSION_GIVEN_ADAPTIVE;
@@ -196,24 +204,30 @@ static void help(FILE *out, bool device_required) {
             "  -c, --ctx N         context length in tokens (default: min(4096, trained))\n"
             "  -b, --batch N       most tokens per forward pass (default: 512)\n"
             "      --kv-type T     KV cache type: f16 (default) or f32\n"
-            "      --device D      where hot experts run: cpu (int8 reference), amx, sim (RK3588 NPU\n"
-            "                      model), auto (amx where present)%s [MOEX_DEVICE]\n"
-            "      --hot-budget S  device bytes for experts: 6G, 512M, or 40%% of all experts\n"
-            "                      (default 100%%) [MOEX_HOT_BUDGET]\n"
-            "      --min-m N       rows from which an expert goes to the device (default: the\n"
-            "                      device's figure) [MOEX_MIN_M]\n"
+            "      --device D      where hot experts and the backbone (attention projections, shared\n"
+            "                      experts, dense FFN layers, lm head) run: cpu (int8 reference), amx,\n"
+            "                      sim (RK3588 NPU model), auto (amx where present)%s [MOEX_DEVICE]\n"
+            "      --hot-budget S  device bytes: 6G, 512M (the staging buffers first, then the\n"
+            "                      backbone, then experts), or 40%% of all experts (the staging and\n"
+            "                      the whole backbone on top; default 100%%) [MOEX_HOT_BUDGET]\n"
+            "      --min-m N       rows from which an expert or a resident dense matmul goes to the\n"
+            "                      device (default: the device's figure) [MOEX_MIN_M]\n"
             "      --stats FILE    routing statistics (moex profile) for the pinned experts [MOEX_STATS]\n"
             "      --no-overlap    run device and CPU experts one after the other [MOEX_OVERLAP=0]\n"
+            "      --no-backbone   keep the dense matmuls on the CPU: the budget is the staging's and\n"
+            "                      the experts' only [MOEX_BACKBONE=0]\n"
             "      --adaptive-placement\n"
             "                      admit experts by the CPU times measured in this run instead of a\n"
             "                      fixed cost model (logits may then differ run to run)\n"
             "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n"
-            "      --pack FILE     fill the device's experts from this pack file (moex pack) instead of\n"
-            "                      packing them (default: MODEL.mxpk next to the model, when it exists);\n"
+            "      --pack FILE     fill the device's experts, and the CPU's interleaved layout, from this\n"
+            "                      pack file (moex pack) instead of packing them (default: MODEL.mxpk next\n"
+            "                      to the model, when it exists);\n"
             "                      a file made for another model, device or version is refused and\n"
             "                      the experts are packed live [MOEX_PACK]\n"
             "      --no-pack       pack experts live, ignoring pack files [MOEX_PACK=0]\n"
-            "      --profile       print expert placement counters per phase at the end\n"
+            "      --profile       print placement counters per phase at the end: experts, then\n"
+            "                      each kind of dense matmul (rows on the device and the CPU)\n"
             "      --trace FILE    write a Chrome trace-event timeline (opens in Perfetto)\n"
             "      --no-pin        do not pin worker threads to CPUs (pinned by default: an unpinned\n"
             "                      pool migrates and costs ~25 us per parallel step instead of ~2)\n"

@@ -22,6 +22,7 @@ enum {
     SESSION_GIVEN_CTX = 1 << 8,
     SESSION_GIVEN_ADAPTIVE = 1 << 9,
     SESSION_GIVEN_INTERLEAVE = 1 << 10,
+    SESSION_GIVEN_BACKBONE = 1 << 11,
 };
 
 struct session_opts {

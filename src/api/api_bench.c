@@ -53,6 +53,11 @@ void moex_context_phase_counters(const moex_context *c, enum moex_phase phase, s
 
 bool moex_context_device_modelled(const moex_context *c) { return moe_executor_modelled(context_executor(c->ctx)); }
 
+int64_t moex_context_simulated_ns(const moex_context *c, enum moex_phase phase) {
+    if ((unsigned)phase >= MOE_PHASES) return 0;
+    return moe_executor_simulation_ns(context_executor(c->ctx), (enum moe_phase)phase);
+}
+
 void moex_context_op_times(const moex_context *c, struct moex_op_times *out) {
     const struct op_times *t = context_op_times(c->ctx);
     *out = (struct moex_op_times){ t->attn_matmul, t->attention, t->router, t->experts, t->lm_head,

@@ -17,6 +17,19 @@ void moex_context_params_default(struct moex_context_params *p) { memset(p, 0, s
 static void log_start_notes(moex_context *c) {
     moex_model *m = c->m;
     if (m->note_said) return;
+    const struct model_interleave_report *x = model_interleave_report(m->model);
+    if (x && x->path[0] && !m->interleave_said) {
+        m->interleave_said = true;
+        if (x->refused)
+            moex_log(m, MOEX_LOG_WARN, "pack file not used for the CPU's interleaved layout, %d matrices repacked at "
+                     "start-up: %s. Rebuild it with: moex pack -m %s --device none -o %s (or with the device it is "
+                     "for)", x->repacked, x->message, m->path, x->path);
+        else if (x->repacked)
+            moex_log(m, MOEX_LOG_NOTE, "%s: %d of %d matrices in the CPU's interleaved layout mapped from it, %d "
+                     "repacked at start-up: %d not in it, %d in layout variant %u where this machine's kernels read "
+                     "another (moex pack on this machine rebuilds it)", x->path, x->mapped, x->targets, x->repacked,
+                     x->missing, x->other_variant, (unsigned)x->file_variant);
+    }
     struct moe_executor *e = context_executor(c->ctx);
     const struct moe_pack_report *r = moe_executor_pack_report(e);
     const struct moe_exec_options *o = &m->experts;
@@ -37,7 +50,9 @@ static void log_start_notes(moex_context *c) {
     }
 }
 
-moex_context *moex_context_new(moex_model *m, const struct moex_context_params *p) {
+moex_context *moex_context_new(moex_model *m, const struct moex_context_params *p) { return api_context_new(m, p, 1); }
+
+moex_context *api_context_new(moex_model *m, const struct moex_context_params *p, int n_seq) {
     struct moex_context_params defaults;
     if (!p) { moex_context_params_default(&defaults); p = &defaults; }
     if (!m->model->arch) return moex_errorf("%s was loaded for its tokenizer only (vocab_only)", m->path), NULL;
@@ -53,8 +68,8 @@ moex_context *moex_context_new(moex_model *m, const struct moex_context_params *
         experts.trace = c->trace;
     }
     if (!(c->logits = malloc(sizeof *c->logits * (size_t)m->model->hp.n_vocab))) goto oom;
-    struct context_params cp = { p->n_ctx, p->n_batch, p->kv_f32 ? KV_F32 : KV_F16, m->pool, &experts };
-    if (!(c->ctx = context_new(m->model, &cp))) goto fail;
+    struct context_params cp = { p->n_ctx, p->n_batch, p->kv_f32 ? KV_F32 : KV_F16, m->pool, &experts, m->pack_path };
+    if (!(c->ctx = context_new_seqs(m->model, &cp, n_seq))) goto fail;
     c->cap = context_n_ctx(c->ctx);
     if (!(c->tokens = malloc(sizeof *c->tokens * (size_t)c->cap))) goto oom;
     log_start_notes(c);
@@ -68,6 +83,7 @@ fail:
 
 void moex_context_free(moex_context *c) {
     if (!c) return;
+    api_seqs_free(c);
     context_free(c->ctx);
     trace_free(c->trace);
     api_board_free(c);

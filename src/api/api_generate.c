@@ -8,10 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct moex_sampler {
-    struct sampler *s;
-};
-
 void moex_sampler_params_default(struct moex_sampler_params *p) { sampler_defaults(p); }
 
 moex_sampler *moex_sampler_new(const moex_model *m, const struct moex_sampler_params *p) {

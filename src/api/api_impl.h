@@ -25,6 +25,7 @@ struct moex_model {
     void *user;
     bool counted;                      /* in api_model_loaded's count */
     bool note_said;                    /* the executor's start-up note was logged (once per model) */
+    bool interleave_said;              /* the interleaved layout's pack file note was logged */
 };
 
 struct moex_context {
@@ -38,7 +39,17 @@ struct moex_context {
     int32_t *tokens;                   /* (cap) what the context holds, n_tokens of them */
     int n_tokens, cap;
     uint64_t evaluated;                /* tokens evaluated in all */
+    struct api_seq *seqs;              /* (n_seq - 1) sequences 1.. of a multi-sequence context (api_batch.c), or NULL */
 };
+
+struct moex_sampler {
+    struct sampler *s;
+};
+
+/* A context of n_seq sequences (moex_context_new is one of 1); the sequences
+ * past the first are api_batch.c's, freed by api_seqs_free. */
+moex_context *api_context_new(moex_model *m, const struct moex_context_params *p, int n_seq);
+void api_seqs_free(moex_context *c);
 
 /* Logs a message through the model's callback (printf-style). */
 void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, ...) MOEX_PRINTF(3, 4);

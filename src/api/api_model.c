@@ -96,7 +96,8 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
         dup_opt(d->sim_figures, &m->sim_figures))
         goto fail;
     bool on_device = strcmp(device, "none") != 0;
-    if (on_device && !d->no_pack && (d->pack_path ? dup_opt(d->pack_path, &m->pack_path) : find_pack(p->path, &m->pack_path)))
+    /* A pack file serves the device's experts and the CPU's interleaved layout. */
+    if (!d->no_pack && (d->pack_path ? dup_opt(d->pack_path, &m->pack_path) : find_pack(p->path, &m->pack_path)))
         goto fail;
     struct moe_exec_options *e = &m->experts;
     e->device = device;
@@ -108,7 +109,9 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
     e->no_overlap = d->no_overlap;
     e->adaptive = d->adaptive;
     e->sim_figures = m->sim_figures;
-    e->pack_path = m->pack_path;
+    e->pack_path = on_device ? m->pack_path : NULL;
+    e->no_backbone = d->no_backbone;
+    e->adaptive = d->adaptive;
     if (!(m->model = model_load(p->path))) goto fail;
     m->model->plain_rows = p->no_interleave;
     if (!(m->pool = threadpool_new(p->n_threads, p->pin_threads))) goto fail;

@@ -26,10 +26,13 @@ struct arch {
      * moex_error(); freed with workspace_free. */
     void *(*workspace_new)(const struct context *c);
     void (*workspace_free)(void *ws);
-    /* n tokens at positions c->n_past.. (at most c->n_batch): writes their
-     * state and logits, (n, n_vocab) when all_logits else the last token's
-     * (n_vocab) (into c->last_logits when logits is NULL). The context
-     * advances n_past. -1 with moex_error() on failure. */
+    /* n tokens (at most c->n_batch) in c->runs: each run's tokens at its
+     * sequence's positions run.pos0.. (one run: c->n_past.., state
+     * c->layers). Writes their state and logits, (n, n_vocab) when
+     * all_logits else the last token's (n_vocab) (into c->last_logits when
+     * logits is NULL), or with several runs the last token of each run that
+     * wants them (block_io.h's output_head). The context advances n_past.
+     * -1 with moex_error() on failure. */
     int (*forward)(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits);
 };
 

@@ -22,7 +22,14 @@ int attn_bind(struct model *m, struct attn_weights *w, int l, int n_head_kv) {
         !(w->q_norm = model_want_vector(m, hd, "blk.%d.attn_q_norm.weight", l)) ||
         !(w->k_norm = model_want_vector(m, hd, "blk.%d.attn_k_norm.weight", l)))
         return -1;
-    return 0;
+    return attn_describe(m, w, l);
+}
+
+int attn_describe(struct model *m, const struct attn_weights *w, int l) {
+    return model_describe_dense(m, DENSE_ATTN_Q, l, &w->wq) || model_describe_dense(m, DENSE_ATTN_K, l, &w->wk) ||
+                   model_describe_dense(m, DENSE_ATTN_V, l, &w->wv) || model_describe_dense(m, DENSE_ATTN_O, l, &w->wo)
+               ? -1
+               : 0;
 }
 
 struct attn_scratch {
@@ -87,18 +94,23 @@ static bool imrope_turns(const int *sec, int i) {
 /* NEOX RoPE tables: pair i of a head rotates by pos * base^(-2i/n_rot),
  * the power built by repeated multiplication in float exactly as the
  * reference does. */
-void attn_rope_prepare(struct attn_scratch *s, const struct attn_shape *sh, int pos0, int n) {
+static void rope_rows(struct attn_scratch *s, const struct attn_shape *sh, int row0, int pos0, int n) {
     int half = rotated(sh) / 2;
     float theta_scale = powf(sh->rope_base, -2.0f / (float)rotated(sh));
     for (int t = 0; t < n; t++) {
         float theta = (float)(pos0 + t);
+        float *cs = s->rope_cos + (size_t)(row0 + t) * half, *sn = s->rope_sin + (size_t)(row0 + t) * half;
         for (int i = 0; i < half; i++) {
             float th = !sh->imrope_sections || imrope_turns(sh->imrope_sections, i) ? theta : 0.0f;
-            s->rope_cos[t * half + i] = cosf(th);
-            s->rope_sin[t * half + i] = sinf(th);
+            cs[i] = cosf(th);
+            sn[i] = sinf(th);
             theta *= theta_scale;
         }
     }
+}
+
+void attn_rope_prepare(struct attn_scratch *s, const struct attn_shape *sh, int pos0, int n) {
+    rope_rows(s, sh, 0, pos0, n);
 }
 
 /* RMSNorm of a head, then its first n_rot dims turn in NEOX pairs (i, i + n_rot/2). */
@@ -117,12 +129,16 @@ static void store_kv(void *cache, size_t elem, size_t offset, const float *src, 
     else f32_to_fp16_row(src, (uint16_t *)cache + offset, (int64_t)n);
 }
 
+/* Runs (sequences) whose attention goes in one job. */
+enum { ATTN_MAX_RUNS = 64 };
+
 struct attn_job {
     const struct attn_shape *sh;
     struct attn_scratch *s;
     const struct layer_slice *kv;
     size_t kv_elem;
     int n_past;
+    int row0;                   /* the run's first row in s->q and s->out */
 };
 
 /* One (token, KV head) per item: the query heads of the group share each
@@ -143,8 +159,9 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
     for (int64_t item = begin; item < end; item++) {
         int t = (int)(item / sh->n_head_kv), g = (int)(item % sh->n_head_kv);
         int n_keys = j->n_past + t + 1;
-        const float *q = s->q + (size_t)t * sh->n_head * hd + (size_t)g * group * hd;
-        float *out = s->out + (size_t)t * sh->n_head * hd + (size_t)g * group * hd;
+        size_t row = (size_t)(j->row0 + t);
+        const float *q = s->q + row * sh->n_head * hd + (size_t)g * group * hd;
+        float *out = s->out + row * sh->n_head * hd + (size_t)g * group * hd;
         size_t off = (size_t)g * hd;
         if (f16) {
             f32_to_fp16_row(q, (uint16_t *)out, group * hd); /* out is free until wsum */
@@ -164,11 +181,50 @@ static void attention_items(void *arg, int64_t begin, int64_t end, int thread_in
     }
 }
 
-void attention(struct context *c, const struct attn_shape *sh, const struct attn_weights *w, struct attn_scratch *s,
-               struct layer_slice *kv, int n, const float *xn, float *out) {
+/* Rows row0..row0+n-1 of the pass, one sequence's run at positions
+ * pos0..: q/k norm and rotation, and their keys and values into that
+ * sequence's cache kv. */
+static void store_run(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
+                      struct attn_scratch *s, struct layer_slice *kv, int pos0, int row0, int n) {
     int hd = sh->head_dim, n_rot = rotated(sh), half = n_rot / 2;
     size_t qd = (size_t)sh->n_head * hd, kvd = (size_t)sh->n_head_kv * hd;
-    int64_t t0 = time_ns();
+    for (int t = row0; t < row0 + n; t++) {
+        const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;
+        for (int h = 0; h < sh->n_head; h++)
+            norm_rope_head(s->q + t * qd + (size_t)h * hd, w->q_norm, cs, sn, hd, n_rot, sh->rms_eps);
+        for (int h = 0; h < sh->n_head_kv; h++)
+            norm_rope_head(s->k + t * kvd + (size_t)h * hd, w->k_norm, cs, sn, hd, n_rot, sh->rms_eps);
+        size_t off = (size_t)(pos0 + t - row0) * kvd;
+        store_kv(kv->k, c->kv_elem, off, s->k + t * kvd, kvd);
+        store_kv(kv->v, c->kv_elem, off, s->v + t * kvd, kvd);
+    }
+}
+
+/* Several runs' attention as one job: the items of run r (its tokens times
+ * the KV heads) are numbered after those of the runs before it, so that the
+ * pool waits once per layer, not once per sequence. */
+struct attn_runs_job {
+    struct attn_job *runs;             /* (n_runs) each run's sequence cache, first position and rows */
+    const int64_t *first_item;         /* (n_runs + 1) */
+    int n_runs;
+};
+
+static void attention_runs_items(void *arg, int64_t begin, int64_t end, int thread_index) {
+    struct attn_runs_job *j = arg;
+    int r = 0;
+    while (r + 1 < j->n_runs && begin >= j->first_item[r + 1]) r++;
+    for (; begin < end && r < j->n_runs; r++) {
+        int64_t stop = end < j->first_item[r + 1] ? end : j->first_item[r + 1];
+        attention_items(&j->runs[r], begin - j->first_item[r], stop - j->first_item[r], thread_index);
+        begin = stop;
+    }
+}
+
+/* The q, k, v projections of all n rows (and the gate split off q). */
+static void project_qkv(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
+                        struct attn_scratch *s, int n, const float *xn) {
+    int hd = sh->head_dim;
+    size_t qd = (size_t)sh->n_head * hd;
     const struct matrix *qkv[3] = { &w->wq, &w->wk, &w->wv };
     float *qkv_out[3] = { sh->output_gate ? s->q_gate : s->q, s->k, s->v };
     project_rows(c, qkv, qkv_out, 3, xn, n);
@@ -179,24 +235,59 @@ void attention(struct context *c, const struct attn_shape *sh, const struct attn
                 memcpy(s->q + t * qd + (size_t)h * hd, src, (size_t)hd * 4);
                 memcpy(s->gate + t * qd + (size_t)h * hd, src + hd, (size_t)hd * 4);
             }
-    for (int t = 0; t < n; t++) {
-        const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;
-        for (int h = 0; h < sh->n_head; h++)
-            norm_rope_head(s->q + t * qd + (size_t)h * hd, w->q_norm, cs, sn, hd, n_rot, sh->rms_eps);
-        for (int h = 0; h < sh->n_head_kv; h++)
-            norm_rope_head(s->k + t * kvd + (size_t)h * hd, w->k_norm, cs, sn, hd, n_rot, sh->rms_eps);
-        size_t off = (size_t)(c->n_past + t) * kvd;
-        store_kv(kv->k, c->kv_elem, off, s->k + t * kvd, kvd);
-        store_kv(kv->v, c->kv_elem, off, s->v + t * kvd, kvd);
-    }
-    int64_t t1 = time_ns();
-    struct attn_job job = { sh, s, kv, c->kv_elem, c->n_past };
-    threadpool_parallel_for(c->pool, (int64_t)n * sh->n_head_kv, 1, attention_items, &job);
+}
+
+/* The output gate and projection of all n rows. */
+static void gate_output(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
+                        struct attn_scratch *s, int n, float *out) {
+    size_t qd = (size_t)sh->n_head * sh->head_dim;
     if (sh->output_gate)
         for (size_t i = 0; i < (size_t)n * qd; i++) s->out[i] *= 1.0f / (1.0f + expf(-s->gate[i]));
+    dense_matmul(c, &w->wo, s->out, n, out);
+}
+
+void attention(struct context *c, const struct attn_shape *sh, const struct attn_weights *w, struct attn_scratch *s,
+               struct layer_slice *kv, int n, const float *xn, float *out) {
+    int64_t t0 = time_ns();
+    project_qkv(c, sh, w, s, n, xn);
+    int64_t t1 = time_ns();
+    store_run(c, sh, w, s, kv, c->n_past, 0, n);
+    struct attn_job job = { sh, s, kv, c->kv_elem, c->n_past, 0 };
+    threadpool_parallel_for(c->pool, (int64_t)n * sh->n_head_kv, 1, attention_items, &job);
     int64_t t2 = time_ns();
-    matmul(c->pool, &w->wo, s->out, n, out, c->act);
+    gate_output(c, sh, w, s, n, out);
     int64_t t3 = time_ns();
     c->times.attn_matmul += (t1 - t0) + (t3 - t2);
     c->times.attention += t2 - t1;
+}
+
+void attention_layer(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
+                     struct attn_scratch *s, int layer, int n, const float *xn, float *out) {
+    int64_t t0 = time_ns();
+    project_qkv(c, sh, w, s, n, xn);
+    int64_t t1 = time_ns();
+    struct attn_job runs[ATTN_MAX_RUNS];
+    int64_t first_item[ATTN_MAX_RUNS + 1];
+    for (int r0 = 0; r0 < c->n_runs; r0 += ATTN_MAX_RUNS) {
+        int n_runs = c->n_runs - r0 < ATTN_MAX_RUNS ? c->n_runs - r0 : ATTN_MAX_RUNS;
+        first_item[0] = 0;
+        for (int r = 0; r < n_runs; r++) {
+            const struct batch_run *run = &c->runs[r0 + r];
+            struct layer_slice *kv = &c->seqs[run->seq].layers[layer];
+            store_run(c, sh, w, s, kv, run->pos0, run->first, run->n);
+            runs[r] = (struct attn_job){ sh, s, kv, c->kv_elem, run->pos0, run->first };
+            first_item[r + 1] = first_item[r] + (int64_t)run->n * sh->n_head_kv;
+        }
+        struct attn_runs_job job = { runs, first_item, n_runs };
+        threadpool_parallel_for(c->pool, first_item[n_runs], 1, attention_runs_items, &job);
+    }
+    int64_t t2 = time_ns();
+    gate_output(c, sh, w, s, n, out);
+    int64_t t3 = time_ns();
+    c->times.attn_matmul += (t1 - t0) + (t3 - t2);
+    c->times.attention += t2 - t1;
+}
+
+void attn_rope_prepare_runs(struct attn_scratch *s, const struct attn_shape *sh, const struct context *c) {
+    for (int r = 0; r < c->n_runs; r++) rope_rows(s, sh, c->runs[r].first, c->runs[r].pos0, c->runs[r].n);
 }

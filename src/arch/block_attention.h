@@ -37,6 +37,8 @@ struct attn_shape {
  * attn_k_norm for n_head_kv KV heads, shapes from m->hp. 0, or -1 with
  * moex_error() naming the tensor. */
 int attn_bind(struct model *m, struct attn_weights *w, int layer, int n_head_kv);
+/* Describes the four projections to the executor (attn_bind does it). */
+int attn_describe(struct model *m, const struct attn_weights *w, int layer);
 
 /* Buffers for batches of n_batch tokens over a cache of n_ctx positions. */
 struct attn_scratch;
@@ -50,5 +52,13 @@ void attn_rope_prepare(struct attn_scratch *s, const struct attn_shape *shape, i
  * positions c->n_past.., storing their keys and values in kv. */
 void attention(struct context *c, const struct attn_shape *shape, const struct attn_weights *w, struct attn_scratch *s,
                struct layer_slice *kv, int n, const float *xn, float *out);
+
+/* The same for a forward pass of the context: its projections over all n
+ * rows at once, and each run (c->runs) against its own sequence's cache of
+ * model layer `layer`, at that sequence's positions. */
+void attention_layer(struct context *c, const struct attn_shape *shape, const struct attn_weights *w,
+                     struct attn_scratch *s, int layer, int n, const float *xn, float *out);
+/* The rotation of every run of the context's pass at its positions. */
+void attn_rope_prepare_runs(struct attn_scratch *s, const struct attn_shape *shape, const struct context *c);
 
 #endif

@@ -164,24 +164,34 @@ size_t delta_net_run_scratch(const struct delta_net_dims *d, int threads) {
 
 struct run_job {
     const struct delta_net_dims *d;
-    const struct delta_net_io *io;
+    const struct delta_net_io *io;     /* (n_io) */
     float *scratch;
 };
 
+/* Item i: head i % n_v_heads of batch i / n_v_heads. */
 static void run_heads(void *arg, int64_t begin, int64_t end, int thread_index) {
     struct run_job *j = arg;
     float *scratch = j->scratch + (size_t)thread_index * delta_net_chunk_scratch(j->d, DELTA_NET_CHUNK);
-    for (int64_t h = begin; h < end; h++) {
-        if (j->io->n == 1) delta_net_recurrent(j->d, j->io, (int)h);
-        else delta_net_chunked(j->d, j->io, (int)h, DELTA_NET_CHUNK, scratch);
+    for (int64_t item = begin; item < end; item++) {
+        const struct delta_net_io *io = &j->io[item / j->d->n_v_heads];
+        int h = (int)(item % j->d->n_v_heads);
+        if (io->n == 1) delta_net_recurrent(j->d, io, h);
+        else delta_net_chunked(j->d, io, h, DELTA_NET_CHUNK, scratch);
     }
+}
+
+void delta_net_run_many(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
+                        int n_io, float *scratch) {
+    struct run_job j = { d, io, scratch };
+    threadpool_parallel_for(pool, (int64_t)n_io * d->n_v_heads, 1, run_heads, &j);
 }
 
 void delta_net_run(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
                    float *scratch) {
-    struct run_job j = { d, io, scratch };
-    threadpool_parallel_for(pool, d->n_v_heads, 1, run_heads, &j);
+    delta_net_run_many(pool, d, io, 1, scratch);
 }
+
+enum { DELTA_NET_MAX_RUNS = 64 };
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
@@ -291,16 +301,21 @@ void delta_net_scratch_free(struct delta_net_scratch *s) {
 }
 
 void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const struct delta_net_weights *w,
-                     struct delta_net_scratch *s, struct layer_slice *state, int n, const float *xn, float *out) {
+                     struct delta_net_scratch *s, int layer, int n, const float *xn, float *out) {
     const struct delta_net_dims *d = &sh->dims;
-    int D = d->head_dim, ch = channels(sh);
-    size_t kd = (size_t)d->n_k_heads * D, vd = (size_t)d->n_v_heads * D;
+    int D = d->head_dim, ch = channels(sh), H = d->n_v_heads;
+    size_t kd = (size_t)d->n_k_heads * D, vd = (size_t)H * D;
     int64_t t0 = time_ns();
     const struct matrix *proj[4] = { &w->qkv, &w->z, &w->beta, &w->alpha };
     float *proj_out[4] = { s->mixed, s->z, s->beta, s->g };
     project_rows(c, proj, proj_out, 4, xn, n);
     int64_t t1 = time_ns();
-    delta_net_conv_silu(s->mixed, n, ch, sh->conv_kernel, (const float *)w->conv.data, state->conv, s->conv);
+    for (int r = 0; r < c->n_runs; r++) {
+        const struct batch_run *run = &c->runs[r];
+        size_t f = (size_t)run->first;
+        delta_net_conv_silu(s->mixed + f * ch, run->n, ch, sh->conv_kernel, (const float *)w->conv.data,
+                            c->seqs[run->seq].layers[layer].conv, s->conv + f * ch);
+    }
     for (int t = 0; t < n; t++) {
         const float *row = s->conv + (size_t)t * ch;
         memcpy(s->q + t * kd, row, kd * 4);
@@ -309,12 +324,22 @@ void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const 
     }
     l2_norm_rows(s->q, n * d->n_k_heads, D, sh->eps);
     l2_norm_rows(s->k, n * d->n_k_heads, D, sh->eps);
-    delta_net_gates(s->g, s->beta, n, d->n_v_heads, w->dt_bias, w->a);
-    struct delta_net_io io = { n, s->q, s->k, s->v, s->g, s->beta, state->recurrent, s->o };
-    delta_net_run(c->pool, d, &io, s->run);
-    gated_rms_norm_rows(s->o, s->z, w->norm, n * d->n_v_heads, D, sh->eps);
+    delta_net_gates(s->g, s->beta, n, H, w->dt_bias, w->a);
+    /* Every run's heads as one job, up to DELTA_NET_MAX_RUNS at a time. */
+    struct delta_net_io io[DELTA_NET_MAX_RUNS];
+    for (int r0 = 0; r0 < c->n_runs; r0 += DELTA_NET_MAX_RUNS) {
+        int n_io = c->n_runs - r0 < DELTA_NET_MAX_RUNS ? c->n_runs - r0 : DELTA_NET_MAX_RUNS;
+        for (int r = 0; r < n_io; r++) {
+            const struct batch_run *run = &c->runs[r0 + r];
+            size_t f = (size_t)run->first;
+            io[r] = (struct delta_net_io){ run->n, s->q + f * kd, s->k + f * kd, s->v + f * vd, s->g + f * H,
+                                           s->beta + f * H, c->seqs[run->seq].layers[layer].recurrent, s->o + f * vd };
+        }
+        delta_net_run_many(c->pool, d, io, n_io, s->run);
+    }
+    gated_rms_norm_rows(s->o, s->z, w->norm, n * H, D, sh->eps);
     int64_t t2 = time_ns();
-    matmul(c->pool, &w->out, s->o, n, out, c->act);
+    dense_matmul(c, &w->out, s->o, n, out);
     int64_t t3 = time_ns();
     c->times.attn_matmul += (t1 - t0) + (t3 - t2);
     c->times.delta_net += t2 - t1;

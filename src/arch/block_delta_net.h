@@ -13,7 +13,6 @@
 #include <stdint.h>
 
 struct context;
-struct layer_slice;
 struct threadpool;
 
 struct delta_net_dims {
@@ -55,6 +54,9 @@ size_t delta_net_run_scratch(const struct delta_net_dims *d, int threads);
  * chunked form for longer batches. */
 void delta_net_run(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
                    float *scratch);
+/* The same for n_io batches (each its own state: sequences), in one job. */
+void delta_net_run_many(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
+                        int n_io, float *scratch);
 
 /* The layer's inputs, in order. */
 
@@ -107,9 +109,11 @@ struct delta_net_scratch;
 struct delta_net_scratch *delta_net_scratch_new(const struct delta_net_shape *s, int n_batch, int threads);
 void delta_net_scratch_free(struct delta_net_scratch *s);
 
-/* out (n, n_embd) for the normalised rows xn (n, n_embd) at the context's
- * next positions, advancing the layer's state (state->conv, state->recurrent). */
+/* out (n, n_embd) for the normalised rows xn (n, n_embd) of the context's
+ * pass: the projections over all rows, the convolution and the delta rule
+ * over each run (c->runs), advancing its sequence's state of model layer
+ * `layer` (conv, recurrent). */
 void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const struct delta_net_weights *w,
-                     struct delta_net_scratch *s, struct layer_slice *state, int n, const float *xn, float *out);
+                     struct delta_net_scratch *s, int layer, int n, const float *xn, float *out);
 
 #endif

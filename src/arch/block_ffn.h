@@ -2,6 +2,7 @@
 #ifndef MOEX_BLOCK_FFN_H
 #define MOEX_BLOCK_FFN_H
 
+#include "moe/moe_layers.h"
 #include "quant/matmul.h"
 
 struct context;
@@ -10,6 +11,10 @@ struct ffn_weights {
     struct matrix gate, up;            /* (n_ff, n_embd) */
     struct matrix down;                /* (n_embd, n_ff) */
 };
+
+/* Describes gate, up and down to the executor as `kind` of layer l. */
+struct model;
+int ffn_describe(struct model *m, const struct ffn_weights *w, enum dense_kind kind, int layer);
 
 /* Buffers for batches of n_batch tokens through an FFN of width n_ff. */
 struct ffn_scratch;

@@ -18,7 +18,9 @@ int io_bind(struct model *m, const char *final_norm);
 void embed_tokens(const struct matrix *embd, const int32_t *tokens, int n, float *x);
 /* The output norm and head over c->x's n rows: every row's logits when
  * all_logits (only when logits is given), else the last row's, into logits
- * or c->last_logits. Rows whose logits are not wanted skip the head. */
+ * or c->last_logits; in a pass of several runs (sequences), the last row of
+ * each run that wants them, (runs wanting, n_vocab) into logits. Rows whose
+ * logits are not wanted skip the head. */
 void output_head(struct context *c, const float *norm, const struct matrix *head, int n, float *logits,
                  bool all_logits);
 

@@ -1,16 +1,30 @@
 #include "arch/block_proj.h"
 
 #include "model/context_impl.h"
+#include "moe/executor.h"
 
 void project_rows(struct context *c, const struct matrix *const *w, float *const *y, int k, const float *x, int n) {
+    unsigned left = moe_executor_dense(c->exec, k, w, y, x, n);
+    const struct matrix *cw[MOE_DENSE_GROUP_MAX];
+    float *cy[MOE_DENSE_GROUP_MAX];
+    int m = 0;
+    for (int i = 0; i < k; i++)
+        if (left & (1u << i)) {
+            cw[m] = w[i];
+            cy[m++] = y[i];
+        }
     /* Quantize once per run of matrices that want the same activation type,
      * and run each such run as one job: one barrier instead of one each. */
-    for (int i = 0; i < k;) {
-        enum qtype want = quant_traits(w[i]->type)->vec_dot_type;
+    for (int i = 0; i < m;) {
+        enum qtype want = quant_traits(cw[i]->type)->vec_dot_type;
         int j = i + 1;
-        while (j < k && quant_traits(w[j]->type)->vec_dot_type == want && w[j]->cols == w[i]->cols) j++;
-        size_t act_stride = quantize_rows(c->pool, w[i]->type, x, n, w[i]->cols, c->act, 0);
-        matmul_preq_many(c->pool, j - i, w + i, c->act, act_stride, n, y + i);
+        while (j < m && quant_traits(cw[j]->type)->vec_dot_type == want && cw[j]->cols == cw[i]->cols) j++;
+        size_t act_stride = quantize_rows(c->pool, cw[i]->type, x, n, cw[i]->cols, c->act, 0);
+        matmul_preq_many(c->pool, j - i, cw + i, c->act, act_stride, n, cy + i);
         i = j;
     }
+}
+
+void dense_matmul(struct context *c, const struct matrix *w, const float *x, int n, float *y) {
+    if (moe_executor_dense(c->exec, 1, &w, &y, x, n)) matmul(c->pool, w, x, n, y, c->act);
 }

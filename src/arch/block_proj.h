@@ -1,6 +1,10 @@
-/* Several projections of the same input rows (q, k and v; a delta net's four
- * inputs): the input is quantized once per activation type the weights want
- * (Q4_K and Q6_K both take Q8_K), not once per matrix. */
+/* The forward pass's matmuls, through the executor's placement: each one
+ * the executor was told about (moe/moe_layers.h's dense matmuls) runs on the
+ * device when its rule says so, the others on the CPU's quantized kernels.
+ * Several projections of the same input rows (q, k and v; a delta net's
+ * four inputs) are one call: one submission on the device, and on the CPU
+ * the input quantized once per activation type the weights want (Q4_K and
+ * Q6_K both take Q8_K), not once per matrix. */
 #ifndef MOEX_BLOCK_PROJ_H
 #define MOEX_BLOCK_PROJ_H
 
@@ -8,8 +12,10 @@
 
 struct context;
 
-/* y[i] (n, w[i]->rows) = x (n, cols) . w[i]^T for i < k, with c->act as the
- * quantized input. */
+/* y[i] (n, w[i]->rows) = x (n, cols) . w[i]^T for i < k (k <= 8), with c->act
+ * as the quantized input. */
 void project_rows(struct context *c, const struct matrix *const *w, float *const *y, int k, const float *x, int n);
+/* y (n, w->rows) = x (n, w->cols) . w^T: project_rows of one matrix. */
+void dense_matmul(struct context *c, const struct matrix *w, const float *x, int n, float *y);
 
 #endif

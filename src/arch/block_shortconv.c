@@ -3,6 +3,8 @@
  * multiply-adds per channel and token. */
 #include "arch/block_shortconv.h"
 
+#include "arch/block_proj.h"
+
 #include <string.h>
 
 size_t shortconv_state_floats(int n_embd, int l_cache) {
@@ -43,9 +45,9 @@ void shortconv_mix(float *bcx, int n, int n_embd, const float *kernel, int l_cac
         memcpy(state + (size_t)s * D, bcx + (size_t)(n - hist + s) * row, D * sizeof *state);
 }
 
-void shortconv_forward(struct threadpool *pool, const struct shortconv_weights *w, const float *h,
-                       int n, int n_embd, float *state, float *bcx, float *y, void *act, float *out) {
-    matmul(pool, &w->in_proj, h, n, bcx, act);
+void shortconv_forward(struct context *c, const struct shortconv_weights *w, const float *h, int n, int n_embd,
+                       float *state, float *bcx, float *y, float *out) {
+    dense_matmul(c, &w->in_proj, h, n, bcx);
     shortconv_mix(bcx, n, n_embd, w->kernel, w->l_cache, state, y);
-    matmul(pool, &w->out_proj, y, n, out, act);
+    dense_matmul(c, &w->out_proj, y, n, out);
 }

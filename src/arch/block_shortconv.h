@@ -13,7 +13,7 @@
 
 #include "quant/matmul.h"
 
-struct threadpool;
+struct context;
 
 /* Longest kernel the block takes (LFM2 uses 3); a longer one is refused at load. */
 #define SHORTCONV_MAX_L_CACHE 16
@@ -37,9 +37,10 @@ void shortconv_mix(float *bcx, int n, int n_embd, const float *kernel, int l_cac
                    float *state, float *y);
 
 /* The whole block for n tokens: out (n, n_embd) from the normalised input
- * h (n, n_embd). bcx: scratch (n, 3*n_embd); y: scratch (n, n_embd); act:
- * matmul scratch for n rows of in_proj and out_proj. */
-void shortconv_forward(struct threadpool *pool, const struct shortconv_weights *w, const float *h,
-                       int n, int n_embd, float *state, float *bcx, float *y, void *act, float *out);
+ * h (n, n_embd). bcx: scratch (n, 3*n_embd); y: scratch (n, n_embd). The
+ * projections go through the executor's placement (block_proj.h), on the
+ * CPU with c->act as their scratch. */
+void shortconv_forward(struct context *c, const struct shortconv_weights *w, const float *h, int n, int n_embd,
+                       float *state, float *bcx, float *y, float *out);
 
 #endif

@@ -17,6 +17,7 @@
 #include "arch/block_io.h"
 #include "arch/block_moe.h"
 #include "arch/block_norm.h"
+#include "arch/block_proj.h"
 #include "arch/block_shortconv.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -124,7 +125,9 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
         /* The kernel is (n_embd, l_cache) floats: ne = [l_cache, n_embd]. */
         if (!(L->conv.kernel = model_want_floats(m, w->l_cache, D, "blk.%d.shortconv.conv.weight", l)) ||
             model_want_matrix(m, &L->conv.in_proj, D, 3 * D, "blk.%d.shortconv.in_proj.weight", l) ||
-            model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l))
+            model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l) ||
+            model_describe_dense(m, DENSE_SHORTCONV, l, &L->conv.in_proj) ||
+            model_describe_dense(m, DENSE_SHORTCONV, l, &L->conv.out_proj))
             return -1;
     } else if (attn_bind(m, &L->attn, l, L->n_head_kv)) {
         return -1;
@@ -133,7 +136,10 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
         L->moe_layer = -1;
         return model_want_matrix(m, &L->ffn.gate, D, hp->n_ff, "blk.%d.ffn_gate.weight", l) ||
                model_want_matrix(m, &L->ffn.up, D, hp->n_ff, "blk.%d.ffn_up.weight", l) ||
-               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ? -1 : 0;
+               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ||
+                       ffn_describe(m, &L->ffn, DENSE_FFN, l)
+                   ? -1
+                   : 0;
     }
     L->moe_layer = l - w->n_dense;
     L->router = (struct moe_router){ .gating = w->gating, .renormalise = true };
@@ -200,6 +206,19 @@ static void *workspace_new(const struct context *c) {
     return ws;
 }
 
+/* The short convolution of layer l over the pass: its two matmuls over all
+ * rows, the convolution over each run with its sequence's state. */
+static void shortconv_layer(struct context *c, const struct shortconv_weights *w, struct workspace *ws, int l, int n) {
+    int D = c->m->hp.n_embd;
+    dense_matmul(c, &w->in_proj, c->xn, n, ws->bcx);
+    for (int r = 0; r < c->n_runs; r++) {
+        const struct batch_run *run = &c->runs[r];
+        shortconv_mix(ws->bcx + (size_t)run->first * 3 * D, run->n, D, w->kernel, w->l_cache,
+                      c->seqs[run->seq].layers[l].conv, ws->conv_out + (size_t)run->first * D);
+    }
+    dense_matmul(c, &w->out_proj, ws->conv_out, n, c->tmp);
+}
+
 static int forward(struct context *c, const int32_t *tokens, int n, float *logits, bool all_logits) {
     const struct model *m = c->m;
     const struct model_hparams *hp = &m->hp;
@@ -207,16 +226,15 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     struct workspace *ws = c->ws;
     int D = hp->n_embd;
     embed_tokens(&m->token_embd, tokens, n, c->x);
-    attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
+    attn_rope_prepare_runs(ws->attn, &ws->shape, c);
     for (int l = 0; l < hp->n_layers; l++) {
         const struct lfm2moe_layer *L = &w->layers[l];
-        struct layer_slice *state = &c->layers[l];
         rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);
         if (L->n_head_kv) {
-            attention(c, &ws->shape, &L->attn, ws->attn, state, n, c->xn, c->tmp);
+            attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, c->tmp);
         } else {
             int64_t t1 = time_ns();
-            shortconv_forward(c->pool, &L->conv, c->xn, n, D, state->conv, ws->bcx, ws->conv_out, c->act, c->tmp);
+            shortconv_layer(c, &L->conv, ws, l, n);
             c->times.shortconv += time_ns() - t1;
         }
         add_residual(c->x, c->tmp, (int64_t)n * D);

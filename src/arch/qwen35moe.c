@@ -159,6 +159,11 @@ static int bind_delta_net(struct model *m, const struct qwen35moe *q, struct del
     if (w->conv.type != QT_F32)
         return moex_errorf("%s: tensor 'blk.%d.ssm_conv1d.weight' must be F32, it is %s", m->file->path, l,
                            quant_type_name(w->conv.type));
+    /* beta and alpha are per-head gates, a few channels wide, and as
+     * sensitive as a router: they stay on the CPU's kernels */
+    const struct matrix *proj[3] = { &w->qkv, &w->z, &w->out };
+    for (int i = 0; i < 3; i++)
+        if (model_describe_dense(m, DENSE_DELTA_NET, l, proj[i])) return -1;
     return 0;
 }
 
@@ -172,7 +177,7 @@ static int bind_attention(struct model *m, struct attn_weights *w, int l) {
         !(w->q_norm = model_want_vector(m, hd, "blk.%d.attn_q_norm.weight", l)) ||
         !(w->k_norm = model_want_vector(m, hd, "blk.%d.attn_k_norm.weight", l)))
         return -1;
-    return 0;
+    return attn_describe(m, w, l);
 }
 
 /* Router, experts and shared expert: the MoE half of every block. */
@@ -193,7 +198,7 @@ static int bind_ffn(struct model *m, const struct qwen35moe *q, struct qwen35moe
         model_want_matrix(m, &L->shexp.ffn.up, D, q->n_ff_shexp, "blk.%d.ffn_up_shexp.weight", l) ||
         model_want_matrix(m, &L->shexp.ffn.down, q->n_ff_shexp, D, "blk.%d.ffn_down_shexp.weight", l))
         return -1;
-    return 0;
+    return ffn_describe(m, &L->shexp.ffn, DENSE_SHARED_EXPERT, l);
 }
 
 /* The MTP block: a full-attention MoE block plus its NextN tensors. */
@@ -278,15 +283,15 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     int D = hp->n_embd;
     int64_t t0 = time_ns();
     embed_tokens(&m->token_embd, tokens, n, c->x);
-    attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
+    attn_rope_prepare_runs(ws->attn, &ws->shape, c);
     c->times.other += time_ns() - t0;
     for (int l = 0; l < hp->n_layers; l++) {
         const struct qwen35moe_layer *L = &q->layers[l];
         rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);
         if (is_delta_net(q, l))
-            delta_net_layer(c, &q->dn, &L->dn, ws->dn, &c->layers[l], n, c->xn, c->tmp);
+            delta_net_layer(c, &q->dn, &L->dn, ws->dn, l, n, c->xn, c->tmp);
         else
-            attention(c, &ws->shape, &L->attn, ws->attn, &c->layers[l], n, c->xn, c->tmp);
+            attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, c->tmp);
         add_residual(c->x, c->tmp, (int64_t)n * D);
         rms_norm_rows(c->x, L->post_attention_norm, c->xn, n, D, hp->rms_eps);
         moe_ffn(c, &L->router, l, ws->moe, c->xn, n, c->tmp);

@@ -113,11 +113,11 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     struct workspace *ws = c->ws;
     int D = hp->n_embd;
     embed_tokens(&m->token_embd, tokens, n, c->x);
-    attn_rope_prepare(ws->attn, &ws->shape, c->n_past, n);
+    attn_rope_prepare_runs(ws->attn, &ws->shape, c);
     for (int l = 0; l < hp->n_layers; l++) {
         const struct qwen3moe_layer *L = &layers[l];
         rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);
-        attention(c, &ws->shape, &L->attn, ws->attn, &c->layers[l], n, c->xn, c->tmp);
+        attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, c->tmp);
         add_residual(c->x, c->tmp, (int64_t)n * D);
         rms_norm_rows(c->x, L->ffn_norm, c->xn, n, D, hp->rms_eps);
         moe_ffn(c, &L->router, l, ws->moe, c->xn, n, c->tmp);

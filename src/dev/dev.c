@@ -134,6 +134,7 @@ int dev_open(const char *name, const struct dev_options *opt, struct dev **out) 
         free(d);
         return rc;
     }
+    if (d->caps.mem_granule == 0) d->caps.mem_granule = page_round(1);
     if (opt->pool) {
         d->pool = opt->pool;
     } else if (opt->n_threads > 1) {
@@ -170,6 +171,17 @@ uint64_t dev_slot_bytes(const struct dev *d, int64_t slot_values, int max_n) {
     return round_up((size_t)slot_values, 64) + round_up((size_t)max_n * sizeof(float), 64);
 }
 
+uint64_t dev_mem_bytes(const struct dev *d, uint64_t bytes) {
+    uint64_t g = d->caps.mem_granule;
+    return (bytes + g - 1) / g * g;
+}
+
+uint64_t dev_pool_bytes(const struct dev *d, int n_slots, int64_t slot_values, int max_n) {
+    if (n_slots <= 0 || slot_values <= 0 || max_n <= 0) return 0;
+    return dev_mem_bytes(d, round_up((size_t)slot_values, 64) * (uint64_t)n_slots) +
+           dev_mem_bytes(d, (uint64_t)n_slots * (uint64_t)max_n * sizeof(float));
+}
+
 int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
     if (!d) return moex_errorf("dev_pool_alloc: no device"), DEV_E_ARG;
     const char *name = d->caps.name;
@@ -190,8 +202,10 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
         if (d->budget_bytes == 0) return moex_errorf("%s: a pool sized by the budget needs a budget", name), DEV_E_ARG;
         uint64_t fit = room / slot_bytes;
         n_slots = fit > (uint64_t)(1 << 30) ? 1 << 30 : (int)fit;
+        while (n_slots > 0 && dev_pool_bytes(d, n_slots, slot_values, max_n) > room) n_slots--;
     }
-    if (n_slots == 0 || (d->budget_bytes && (uint64_t)n_slots * slot_bytes > room)) {
+    uint64_t pool_bytes = dev_pool_bytes(d, n_slots, slot_values, max_n);
+    if (n_slots == 0 || (d->budget_bytes && pool_bytes > room)) {
         moex_errorf("%s: %d slots of %llu bytes do not fit the budget of %llu bytes (%llu of it staging)", name,
                     n_slots ? n_slots : 1, (unsigned long long)slot_bytes, (unsigned long long)d->budget_bytes,
                     (unsigned long long)staging);
@@ -224,7 +238,7 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
         pool_free(d);
         return rc;
     }
-    d->counters.resident_bytes += (uint64_t)n_slots * slot_bytes;
+    d->counters.resident_bytes += pool_bytes;
     return DEV_OK;
 }
 
@@ -236,7 +250,7 @@ int dev_buffer_alloc(struct dev *d, uint64_t bytes, int *buf) {
         return moex_errorf("%s: a buffer of %llu bytes", name, (unsigned long long)bytes), DEV_E_ARG;
     if (d->n_buffers == DEV_MAX_BUFFERS)
         return moex_errorf("%s: %d buffers already", name, DEV_MAX_BUFFERS), DEV_E_DEVMEM;
-    uint64_t counted = round_up((size_t)bytes, 64);
+    uint64_t counted = dev_mem_bytes(d, bytes);
     if (d->budget_bytes && d->counters.resident_bytes + counted > d->budget_bytes)
         return moex_errorf("%s: a staging buffer of %llu bytes does not fit the budget of %llu bytes (%llu resident)",
                            name, (unsigned long long)bytes, (unsigned long long)d->budget_bytes,

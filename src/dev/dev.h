@@ -83,6 +83,8 @@ struct dev_caps {
     double submit_ns, job_ns, weight_ns_per_byte, ns_per_mac;
     double pack_ns_per_value; /* host time to pack one weight value */
     bool maps_host_pages;     /* the device computes from host pages: a file's pages can back its slots */
+    uint64_t mem_granule;     /* device memory is allocated (and counted) in multiples of this: host pages,
+                                 or the sim's IOVA granule */
 };
 
 /* A place in device memory: a staging buffer (dev_buffer_alloc) and a byte offset. */
@@ -138,6 +140,10 @@ int dev_read(struct dev *d, struct dev_ref src, void *dst, uint64_t bytes);
 /* Resident bytes of one slot holding a weight of up to slot_values (K * N)
  * values and max_n output channels. */
 uint64_t dev_slot_bytes(const struct dev *d, int64_t slot_values, int max_n);
+/* What device memory of `bytes` takes (and counts in the budget): whole granules. */
+uint64_t dev_mem_bytes(const struct dev *d, uint64_t bytes);
+/* What a pool of n_slots such slots takes: its codes and its scales, each in whole granules. */
+uint64_t dev_pool_bytes(const struct dev *d, int n_slots, int64_t slot_values, int max_n);
 /* Allocates the pool once: n_slots slots (0: as many as the budget holds
  * after the staging buffers),
  * each for one weight with K * N <= slot_values and N <= max_n (so that

@@ -70,6 +70,7 @@ static int sim_open(struct dev *d, const struct dev_options *opt) {
         .ns_per_mac = 1.0 / (f.core_gmacs * f.cores),
         .pack_ns_per_value = f.pack_ns_per_value,
         .maps_host_pages = false,
+        .mem_granule = (uint64_t)f.iova_align, /* every buffer takes whole granules of the window */
     };
     return DEV_OK;
 }

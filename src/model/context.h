@@ -1,7 +1,8 @@
 /* Evaluating a model: a context holds the per-layer state (KV cache for
- * attention layers, convolution and recurrent state for the others), the
- * scratch of one batch, the expert executor and the op times. It is generic:
- * the architecture's forward pass (src/arch/) does the arithmetic. */
+ * attention layers, convolution and recurrent state for the others) of one
+ * or more sequences, the scratch of one batch, the expert executor and the
+ * op times. It is generic: the architecture's forward pass (src/arch/) does
+ * the arithmetic. The single-sequence functions work on sequence 0. */
 #ifndef MOEX_CONTEXT_H
 #define MOEX_CONTEXT_H
 
@@ -27,11 +28,15 @@ struct context_params {
     enum kv_type kv_type;
     struct threadpool *pool;
     const struct moe_exec_options *experts; /* where experts run; NULL: the CPU */
+    const char *pack_path; /* the CPU's interleaved layout from this pack file (moex pack); NULL: repacked */
 };
 
 struct context;
 
 struct context *context_new(struct model *m, const struct context_params *p);
+/* A context of n_seq sequences (below), each with its own n_ctx positions of
+ * state; context_new makes one of 1. */
+struct context *context_new_seqs(struct model *m, const struct context_params *p, int n_seq);
 void context_free(struct context *c);
 /* Evaluates n tokens at positions n_past.. as one batch and advances n_past.
  * logits: (n, n_vocab) when all_logits, else (n_vocab) for the last token;
@@ -56,7 +61,26 @@ struct model *context_model(struct context *c);
 /* The expert executor (counters, device notes). */
 struct moe_executor *context_executor(struct context *c);
 
-/* Memory a context holds, per kind of state (bytes). */
+/* ---- Several sequences in one context (n_seq > 1). A batch mixes tokens
+ * of several sequences: each token carries its sequence id, and a
+ * sequence's tokens go at its next positions in the order given. Every
+ * matmul, norm, router and expert runs once over all rows; attention,
+ * convolution and recurrent state are each sequence's own. Each row is
+ * computed as if its sequence were evaluated alone, bit for bit (the
+ * kernels compute every row on its own; tests/test_batch_seqs.c). */
+int context_n_seq(const struct context *c);
+/* Evaluates tokens[i] of sequence seq_ids[i] for i < n, split into passes of
+ * at most n_batch tokens. logits: (n_seq) destinations of n_vocab floats (or
+ * NULL entries); logits[s] gets the logits of the last token of sequence s
+ * in the batch, the others are untouched. logits may be NULL. -1 on error
+ * (the passes before the failing one are kept). */
+int context_eval_seqs(struct context *c, const int32_t *tokens, const int32_t *seq_ids, int n, float *const *logits);
+int context_seq_n_past(const struct context *c, int seq);
+/* context_truncate and context_checkpoint for sequence seq. */
+void context_seq_truncate(struct context *c, int seq, int n_past);
+void context_seq_checkpoint(struct context *c, int seq);
+
+/* Memory a context holds, per kind of state (bytes), all sequences. */
 struct context_memory {
     uint64_t kv, conv, recurrent, checkpoint, scratch;
 };

@@ -57,7 +57,9 @@ struct model {
     struct matrix output;              /* (n_vocab, n_embd); the embedding when tied */
     void *weights;                     /* the architecture's per-layer weights (its own struct; freed with free) */
     struct moe_layer_desc *moe_layers; /* (moe.n_layers) */
-    struct moe_model_desc moe;         /* the MoE layers, for the executor */
+    struct moe_model_desc moe;         /* the MoE layers and dense matmuls, for the executor */
+    struct dense_desc *dense;          /* (n_dense) the dense matmuls described (moe.dense) */
+    int n_dense, cap_dense;
     struct matrix **matrices;          /* (n_matrices) every 2-D weight bound (the embedding too):
                                           scratch sizing, CPU-layout copies; expert stacks: moe_layers */
     int n_matrices, cap_matrices;
@@ -79,14 +81,31 @@ void model_free(struct model *m);
 
 /* Gives the Q4_K and Q6_K matrices (dense ones, expert stacks, lm head) a
  * copy in the CPU's interleaved layout (struct matrix r16) where this
- * machine has a kernel for it (quant traits' gemm_r16), once per model; the
- * copies replace the mapped pages in memory; nothing when m->plain_rows.
+ * machine has a kernel for it (quant traits' gemm_r16), once per model:
+ * mapped from the pack file at pack_path (may be NULL) for the matrices it
+ * holds in this machine's variant, verified; the others repacked, the
+ * copies replacing the mapped pages in memory. A pack file that does not
+ * fit is not used (the report says why). Nothing when m->plain_rows.
  * -1 (moex_error) when out of memory. */
 struct threadpool;
-int model_interleave(struct model *m, struct threadpool *pool);
+int model_interleave(struct model *m, struct threadpool *pool, const char *pack_path);
 void model_interleave_free(struct model *m);
 /* Bytes of the interleaved copies made so far. */
 uint64_t model_interleaved_bytes(const struct model *m);
+
+struct model_interleave_report {
+    char path[1024];       /* the pack file asked for; "" when none */
+    int targets;           /* matrices in the interleaved layout */
+    int mapped, repacked;  /* of them: mapped from the pack file, repacked at load */
+    uint64_t mapped_bytes;
+    int missing;           /* not in the pack file (or there of another shape) */
+    int other_variant;     /* there in another layout variant (file_variant) than this machine's */
+    uint32_t file_variant;
+    bool refused;          /* the file was not used: message says why */
+    char message[768];
+};
+/* NULL before model_interleave (or with m->plain_rows). */
+const struct model_interleave_report *model_interleave_report(const struct model *m);
 
 /* Whether any layer keeps recurrent (non-KV) state. */
 bool model_is_recurrent(const struct model *m);

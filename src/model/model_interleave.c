@@ -1,25 +1,73 @@
-/* The CPU's own layout of the weights: Q4_K and Q6_K matrices repacked once
- * into rows interleaved by 16 (quant_r16_pack) where the selected kernels
- * have an r16 one: AVX-512 VNNI, AVX2 (AVX-VNNI where present), NEON dotprod.
- * On x86 those beat the plain rows at decode and prefill alike
- * (bench/r16.md); NEON's are checked under emulation only, not timed.
- * The copy replaces the mapped bytes instead of sitting beside them: the
- * file's pages are dropped from the process (they stay in the page cache and
- * fault back in only where something reads them: a device packing experts
- * from the file's layout), so resident memory does not grow. */
+/* The CPU's own layout of the weights: Q4_K/Q6_K matrices in rows
+ * interleaved by 16 (quant_r16_pack) where the selected kernels have an r16
+ * one (AVX-512 VNNI, AVX2 with AVX-VNNI where present, NEON dotprod: on x86
+ * they beat the plain rows at decode and prefill alike, bench/r16.md; NEON's
+ * are checked under emulation only, not timed), once per model. From a pack
+ * file (moex pack) when it holds a matrix's interleaved bytes in this
+ * machine's variant (one for every ISA): mapped from the file, not copied,
+ * and hashed against their checksum before use; the
+ * GGUF's bytes of that matrix are never read. Otherwise repacked at load
+ * into anonymous memory, and the file's pages dropped from the process
+ * (they stay in the page cache and fault back in only where something reads
+ * them: a device packing experts from the file's layout), so resident
+ * memory is one copy of the model either way. */
 #include "model/model.h"
+#include "model/model_pack.h"
 
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "gguf/gguf.h"
+#include "pack/packfile.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 struct model_copies {
     int n, cap;
-    struct { void *data; size_t bytes; } *list;
+    struct { void *data; size_t bytes; } *list; /* (n) repacked copies */
+    struct packfile *pack;   /* the pack file mapped matrices point into, or NULL */
+    struct model_interleave_report report;
 };
+
+static bool wants_interleave(const struct matrix *w) {
+    const struct qtype_traits *tr = quant_traits(w->type);
+    return w->data && tr && tr->gemm_r16 && w->rows % QUANT_R16_ROWS == 0 && w->rows > 0;
+}
+
+static int add_target(struct matrix *w, struct matrix **out, int n) {
+    if (!wants_interleave(w)) return n;
+    if (out) out[n] = w;
+    return n + 1;
+}
+
+int model_interleave_targets(struct model *m, struct matrix **out) {
+    int n = 0;
+    /* The dense matrices the architecture bound; they live in its weights,
+     * which the model owns (the list is const for the context's readers). */
+    for (int i = 0; i < m->n_matrices; i++) {
+        struct matrix *w = (struct matrix *)m->matrices[i];
+        if (w->data != m->token_embd.data) n = add_target(w, out, n); /* the embedding is read by rows */
+    }
+    /* A tied head is the embedding's bytes under its own matrix: the head
+     * gets the layout, the embedding keeps reading the file's rows. */
+    if (m->output.data == m->token_embd.data) n = add_target(&m->output, out, n);
+    /* expert stacks are sliced by rows of whole experts: each must be whole groups */
+    for (int l = 0; l < m->moe.n_layers; l++) {
+        struct moe_layer_desc *E = &m->moe_layers[l];
+        if (E->n_ff % QUANT_R16_ROWS || E->n_embd % QUANT_R16_ROWS) continue;
+        n = add_target(&E->gate, out, n);
+        n = add_target(&E->up, out, n);
+        n = add_target(&E->down, out, n);
+    }
+    return n;
+}
+
+uint64_t model_source_offset(const struct model *m, const struct matrix *w) {
+    return (uint64_t)((const uint8_t *)w->data - m->file->map);
+}
 
 struct pack_job {
     const struct matrix *w;
@@ -34,11 +82,6 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread_index)
                    (end - begin) * QUANT_R16_ROWS, j->w->cols, j->dst + (size_t)begin * group);
 }
 
-static bool wants_interleave(const struct matrix *w) {
-    const struct qtype_traits *tr = quant_traits(w->type);
-    return w->data && !w->r16 && tr && tr->gemm_r16 && w->rows % QUANT_R16_ROWS == 0 && w->rows > 0;
-}
-
 /* Drops the whole pages of [p, p+n) of the read-only file mapping. */
 static void drop_pages(const void *p, size_t n) {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -46,10 +89,13 @@ static void drop_pages(const void *p, size_t n) {
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-static int interleave(struct model *m, struct threadpool *pool, struct matrix *w) {
-    if (!wants_interleave(w)) return 0;
-    if (!m->copies && !(m->copies = calloc(1, sizeof *m->copies))) return moex_errorf("out of memory");
-    struct model_copies *c = m->copies;
+void model_interleave_into(struct threadpool *pool, const struct matrix *w, void *dst) {
+    struct pack_job job = { w, dst };
+    threadpool_parallel_for(pool, w->rows / QUANT_R16_ROWS, 16, pack_groups, &job);
+    drop_pages(w->data, (size_t)w->rows * w->row_bytes);
+}
+
+static int repack(struct model_copies *c, struct threadpool *pool, struct matrix *w) {
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 64;
         void *list = realloc(c->list, sizeof *c->list * (size_t)cap);
@@ -63,10 +109,8 @@ static int interleave(struct model *m, struct threadpool *pool, struct matrix *w
 #ifdef MADV_HUGEPAGE
     madvise(dst, bytes, MADV_HUGEPAGE); /* streamed end to end: fewer TLB misses */
 #endif
-    struct pack_job job = { w, dst };
-    threadpool_parallel_for(pool, w->rows / QUANT_R16_ROWS, 16, pack_groups, &job);
+    model_interleave_into(pool, w, dst);
     mprotect(dst, bytes, PROT_READ);
-    drop_pages(w->data, bytes);
     c->list[c->n].data = dst;
     c->list[c->n].bytes = bytes;
     c->n++;
@@ -74,36 +118,124 @@ static int interleave(struct model *m, struct threadpool *pool, struct matrix *w
     return 0;
 }
 
-int model_interleave(struct model *m, struct threadpool *pool) {
-    if (m->plain_rows) return 0;
-    /* The dense matrices the architecture bound; they live in its weights,
-     * which the model owns (the list is const for the context's readers). */
-    for (int i = 0; i < m->n_matrices; i++) {
-        struct matrix *w = (struct matrix *)m->matrices[i];
-        if (w->data == m->token_embd.data) continue; /* read by rows */
-        if (interleave(m, pool, w)) return -1;
+struct verify_job {
+    const struct packfile *pf;
+    const int *entry; /* (n) host entries to hash */
+    bool *bad;        /* (n) */
+};
+
+static void verify_range(void *arg, int64_t begin, int64_t end, int thread_index) {
+    (void)thread_index;
+    struct verify_job *j = arg;
+    for (int64_t i = begin; i < end; i++) j->bad[i] = packfile_verify_host_entry(j->pf, j->entry[i]) != PACKFILE_OK;
+}
+
+/* The host entry for w when it is this matrix in this machine's variant,
+ * else -1 (counted in r). */
+static int matching_entry(const struct model *m, const struct packfile *pf, const struct matrix *w,
+                          struct model_interleave_report *r) {
+    int i = packfile_host_find(pf, model_source_offset(m, w));
+    const struct packfile_host_entry *x = packfile_host_entry(pf, i);
+    if (!x) return r->missing++, -1;
+    if (x->source_type != (uint32_t)w->type || x->rows != w->rows || x->cols != w->cols ||
+        x->bytes != (uint64_t)w->rows * w->row_bytes)
+        return r->missing++, -1;
+    if (x->variant != quant_r16_variant(w->type)) {
+        r->other_variant++;
+        r->file_variant = x->variant;
+        return -1;
     }
-    /* A tied head is the embedding's bytes under its own matrix: the head
-     * gets the copy, the embedding keeps reading the file's rows. */
-    if (m->output.data == m->token_embd.data && interleave(m, pool, &m->output)) return -1;
-    /* expert stacks are sliced by rows of whole experts: each must be whole groups */
-    for (int l = 0; l < m->moe.n_layers; l++) {
-        struct moe_layer_desc *E = &m->moe_layers[l];
-        if (E->n_ff % QUANT_R16_ROWS || E->n_embd % QUANT_R16_ROWS) continue;
-        if (interleave(m, pool, &E->gate) || interleave(m, pool, &E->up) || interleave(m, pool, &E->down)) return -1;
+    return i;
+}
+
+/* Maps the targets that the pack file at path holds, verified; says in
+ * c->report why the others are repacked. */
+static int map_from_pack(struct model *m, struct threadpool *pool, struct matrix **targets, int n, const char *path) {
+    struct model_copies *c = m->copies;
+    struct model_interleave_report *r = &c->report;
+    if (n <= 0) return 0;
+    struct packfile *pf = NULL;
+    struct packfile_info want;
+    int rc = packfile_open(path, &pf);
+    if (rc == PACKFILE_OK) rc = model_pack_describe(m, &want);
+    if (rc == PACKFILE_OK)
+        rc = packfile_check_model(pf, &want.model, want.n_layers, want.n_expert, want.n_embd, want.n_ff,
+                                  want.source_type);
+    if (rc != PACKFILE_OK) {
+        r->refused = true;
+        snprintf(r->message, sizeof r->message, "%s", moex_error());
+        packfile_close(pf);
+        return 0;
     }
+    /* The identity's samples mapped pages of the GGUF (whole large folios,
+     * where the page cache has them): dropped before the file's copies are
+     * read, so the peak does not hold both. */
+    for (int t = 0; t < n; t++) drop_pages(targets[t]->data, (size_t)targets[t]->rows * targets[t]->row_bytes);
+    int *entry = malloc(sizeof *entry * (size_t)n), *target = malloc(sizeof *target * (size_t)n);
+    bool *bad = calloc((size_t)n, sizeof *bad);
+    if (!entry || !target || !bad) {
+        free(entry), free(target), free(bad);
+        packfile_close(pf);
+        return moex_errorf("out of memory");
+    }
+    int found = 0;
+    for (int t = 0; t < n; t++) {
+        int i = matching_entry(m, pf, targets[t], r);
+        if (i >= 0) entry[found] = i, target[found++] = t;
+    }
+    struct verify_job job = { pf, entry, bad };
+    threadpool_parallel_for(pool, found, 1, verify_range, &job);
+    for (int k = 0; k < found && !r->refused; k++)
+        if (bad[k]) {
+            packfile_verify_host_entry(pf, entry[k]); /* again on this thread, for the message */
+            r->refused = true;
+            snprintf(r->message, sizeof r->message, "%s", moex_error());
+        }
+    for (int k = 0; k < found && !r->refused; k++) targets[target[k]]->r16 = packfile_host_entry(pf, entry[k])->data;
+    r->mapped = r->refused ? 0 : found;
+    r->mapped_bytes = 0;
+    for (int k = 0; k < r->mapped; k++) r->mapped_bytes += packfile_host_entry(pf, entry[k])->bytes;
+    if (r->mapped) c->pack = pf;
+    else packfile_close(pf);
+    free(entry), free(target), free(bad);
     return 0;
+}
+
+int model_interleave(struct model *m, struct threadpool *pool, const char *pack_path) {
+    if (m->copies) return 0; /* once per model */
+    if (m->plain_rows) return 0;
+    if (!(m->copies = calloc(1, sizeof *m->copies))) return moex_errorf("out of memory");
+    struct model_copies *c = m->copies;
+    int n = model_interleave_targets(m, NULL);
+    struct matrix **targets = malloc(sizeof *targets * (size_t)(n ? n : 1));
+    if (!targets) return moex_errorf("out of memory");
+    model_interleave_targets(m, targets);
+    if (pack_path) snprintf(c->report.path, sizeof c->report.path, "%s", pack_path);
+    c->report.targets = n;
+    int rc = pack_path && n ? map_from_pack(m, pool, targets, n, pack_path) : 0;
+    for (int t = 0; t < n && rc == 0; t++)
+        if (!targets[t]->r16) {
+            rc = repack(c, pool, targets[t]);
+            c->report.repacked++;
+        }
+    free(targets);
+    return rc;
 }
 
 uint64_t model_interleaved_bytes(const struct model *m) {
     uint64_t bytes = 0;
     for (int i = 0; m->copies && i < m->copies->n; i++) bytes += m->copies->list[i].bytes;
-    return bytes;
+    return bytes + (m->copies ? m->copies->report.mapped_bytes : 0);
+}
+
+const struct model_interleave_report *model_interleave_report(const struct model *m) {
+    return m->copies ? &m->copies->report : NULL;
 }
 
 void model_interleave_free(struct model *m) {
     if (!m->copies) return;
     for (int i = 0; i < m->copies->n; i++) munmap(m->copies->list[i].data, m->copies->list[i].bytes);
+    packfile_close(m->copies->pack);
     free(m->copies->list);
     free(m->copies);
     m->copies = NULL;

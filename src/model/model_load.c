@@ -250,8 +250,36 @@ int model_check_attention_moe(const struct model *m) {
 int model_alloc_moe(struct model *m, int n) {
     m->moe_layers = calloc((size_t)(n > 0 ? n : 1), sizeof *m->moe_layers);
     if (!m->moe_layers) return moex_errorf("out of memory");
-    m->moe = (struct moe_model_desc){ n, m->moe_layers, m->file };
+    m->moe = (struct moe_model_desc){ .n_layers = n, .layers = m->moe_layers, .file = m->file };
     return 0;
+}
+
+int model_describe_dense(struct model *m, enum dense_kind kind, int layer, const struct matrix *w) {
+    if (layer >= m->hp.n_layers) return 0;
+    if (m->n_dense == m->cap_dense) {
+        int cap = m->cap_dense ? 2 * m->cap_dense : 64;
+        struct dense_desc *list = realloc(m->dense, sizeof *list * (size_t)cap);
+        if (!list) return moex_errorf("out of memory");
+        m->dense = list;
+        m->cap_dense = cap;
+    }
+    m->dense[m->n_dense++] = (struct dense_desc){ kind, layer, w };
+    return 0;
+}
+
+/* The dense matmuls in the order the backbone is made resident: the
+ * layers' as bound, the lm head last (at prefill it reads one row only,
+ * unless every position's logits are asked for). */
+static void order_dense(struct model *m) {
+    int n = 0;
+    for (int i = 0; i < m->n_dense; i++)
+        if (m->dense[i].kind != DENSE_LM_HEAD) {
+            struct dense_desc d = m->dense[i];
+            memmove(&m->dense[n + 1], &m->dense[n], sizeof d * (size_t)(i - n));
+            m->dense[n++] = d;
+        }
+    m->moe.n_dense = m->n_dense;
+    m->moe.dense = m->dense;
 }
 
 /* ---------------------------------------------------------------- the model */
@@ -311,6 +339,7 @@ static int load_arch(struct model *m) {
     if (!m->state) return moex_errorf("out of memory");
     for (int l = 0; l < m->hp.n_layers; l++) m->arch->layer_state(m, l, &m->state[l]);
     if (m->arch->bind(m) || check_block_count(m)) return -1;
+    order_dense(m);
     if (moe_model_check(&m->moe)) return moex_errorf("%s: %s", f->path, moex_error());
     return 0;
 }
@@ -376,6 +405,7 @@ void model_free(struct model *m) {
     free(m->weights);
     free(m->moe_layers);
     free(m->matrices);
+    free(m->dense);
     free(m->name);
     gguf_close(m->file);
     free(m);

@@ -60,4 +60,9 @@ int model_check_attention_moe(const struct model *m);
 /* The MoE layers' descriptions, n of them (m->moe_layers, m->moe). */
 int model_alloc_moe(struct model *m, int n);
 
+/* Describes a bound dense matmul to the executor (m->moe.dense), so that it
+ * is placed as experts are: layer -1 for the lm head. Layers past
+ * hp.n_layers (never evaluated: Qwen3.5's MTP block) are not described. */
+int model_describe_dense(struct model *m, enum dense_kind kind, int layer, const struct matrix *w);
+
 #endif

@@ -1,4 +1,4 @@
-#include "moe/executor.h"
+#include "moe/executor_impl.h"
 
 #include "core/cpu.h"
 #include "core/error.h"
@@ -18,28 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Each resident expert takes three device slots: gate, up, down. */
-enum { MATS = 3 };
-/* Lanes of the timeline. */
-enum { LANE_CPU = 0, LANE_DEVICE = 1 };
-
-/* The device's staging buffers: rows of device pairs, packed in expert
- * order, at most STAGE_TOKENS tokens' worth (a bigger batch's extra experts
- * run on the CPU). A constant, so that a run and `moex pack` plan the same
- * slots from the same budget. */
-enum { STAGE_TOKENS = 512 };
-enum { BUF_ACT, BUF_GATE_UP, BUF_H, BUF_OUT, N_STAGE_BUFS };
-
-struct stage_layout {
-    int rows;
-    uint64_t bytes[N_STAGE_BUFS];
-    uint64_t scale_offset[N_STAGE_BUFS]; /* act and h: where the row scales start */
-    uint64_t total;                      /* as the device counts them */
-};
-
 static uint64_t round64(uint64_t x) { return (x + 63) / 64 * 64; }
 
-static struct stage_layout stage_layout(int n_embd, int n_ff, int top_k) {
+/* The staging buffers' layout; their total as the device counts them. */
+static struct stage_layout stage_layout(const struct dev *d, int n_embd, int n_ff, int top_k) {
     struct stage_layout l = { .rows = STAGE_TOKENS * top_k };
     uint64_t R = (uint64_t)l.rows;
     l.scale_offset[BUF_ACT] = round64(R * (uint64_t)n_embd);
@@ -48,65 +30,11 @@ static struct stage_layout stage_layout(int n_embd, int n_ff, int top_k) {
     l.scale_offset[BUF_H] = round64(R * (uint64_t)n_ff);
     l.bytes[BUF_H] = l.scale_offset[BUF_H] + R * sizeof(float);
     l.bytes[BUF_OUT] = R * (uint64_t)n_embd * sizeof(float);
-    for (int b = 0; b < N_STAGE_BUFS; b++) l.total += round64(l.bytes[b]);
+    for (int b = 0; b < N_STAGE_BUFS; b++) l.total += dev_mem_bytes(d, l.bytes[b]);
     return l;
 }
 
-/* One layer's device work, run by the device's stream (host steps included). */
-struct device_work {
-    struct moe_executor *e;
-    int layer;
-    struct moe_scratch *s;
-    const float *x;
-    int64_t t_submit; /* when the stream's last host step ended: a submission runs from then on */
-};
-
-struct moe_executor {
-    struct moe_model_desc desc;
-    struct threadpool *pool;
-    int n_layers, n_expert, n_ff, n_embd, top_k, max_pairs;
-    struct dev *dev;                 /* NULL: everything on the CPU */
-    const struct dev_caps *caps;
-    int min_m;
-    bool overlap, failed;
-    char note[1024];
-    struct placement plan;
-    struct expert_cache *cache;
-    uint64_t *expert_gguf_bytes;     /* (n_layers) an expert's three matrices as stored in the GGUF */
-    double cpu_ns_per_row;           /* the CPU's time per routed row that admission weighs */
-    bool adaptive;                   /* cpu_ns_per_row follows this run's measured times */
-    double pack_ns;                  /* packing one expert, from the device's cost model */
-    /* Host copies of the staged rows, (stage rows, ...) in stage order. */
-    struct stage_layout stage;
-    int stage_buf[N_STAGE_BUFS];             /* the device's staging buffers */
-    int *stage_row;                          /* (n_expert) first stage row of a device expert */
-    int8_t *act_codes; float *act_scales;   /* (rows, n_embd) */
-    float *gate_up;                          /* (rows, 2 * n_ff): gate rows, then up rows */
-    int8_t *h_codes; float *h_scales;        /* (rows, n_ff) */
-    struct dev_job *jobs;                    /* (2 * n_expert) */
-    bool *on_cpu;                            /* (n_expert) this batch */
-    int *dev_slot;                           /* (n_expert) expert slot this batch, or -1 */
-    bool *busy;                              /* (expert slots) used by this batch */
-    int *to_pack;                            /* (n_expert) experts admitted this batch */
-    int n_to_pack;
-    struct moe_phase_counters counters[MOE_PHASES];
-    enum moe_phase phase;
-    struct trace *trace;
-    struct device_work work;         /* the layer the device's stream runs */
-    /* The pack file experts are loaded from instead of packed; a file found
-     * damaged while running is not used again (pack_refused). */
-    struct packfile *pack;
-    char *pack_path;                 /* copy of the option, for the report */
-    bool pack_refused;
-    bool running;                    /* start-up is over: moe_executor_run has been called */
-    struct moe_pack_report pack_report;
-    /* sim board=1: each layer's modelled time is the board's (dev/board.h) */
-    struct board *board;
-    int *board_rows;                 /* (n_expert) */
-    bool *board_on_device;           /* (n_expert) */
-};
-
-static void note(struct moe_executor *e, const char *fmt, const char *detail) {
+void exec_note(struct moe_executor *e, const char *fmt, const char *detail) {
     if (!e->note[0]) snprintf(e->note, sizeof e->note, fmt, detail);
 }
 
@@ -181,13 +109,9 @@ static int fill_expert(struct moe_executor *e, int layer, int expert, int slot, 
         snprintf(e->pack_report.message, sizeof e->pack_report.message, "%s", moex_error());
         /* A refusal at start is in the pack report, which is shown then;
          * one found while running is a note. */
-        if (e->running) note(e, "pack file refused, experts are packed live: %s", moex_error());
+        if (e->running) exec_note(e, "pack file refused, experts are packed live: %s", moex_error());
     }
     return pack_expert(e, layer, expert, slot);
-}
-
-static struct dev_ref at(const struct moe_executor *e, int buf, uint64_t offset) {
-    return (struct dev_ref){ e->stage_buf[buf], offset };
 }
 
 /* Host step 1 on the device's stream: the admitted experts into their
@@ -210,9 +134,9 @@ static int stage_in(struct dev *d, void *arg) {
                                   e->act_codes + (size_t)rows * e->n_embd, &e->act_scales[rows]) != 0)
                 return moex_errorf("non-finite activations"), DEV_E_VALUE;
     }
-    int rc = dev_write(d, at(e, BUF_ACT, 0), e->act_codes, (uint64_t)rows * e->n_embd);
+    int rc = dev_write(d, exec_at(e, BUF_ACT, 0), e->act_codes, (uint64_t)rows * e->n_embd);
     if (rc == DEV_OK)
-        rc = dev_write(d, at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT]), e->act_scales, (uint64_t)rows * sizeof(float));
+        rc = dev_write(d, exec_at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT]), e->act_scales, (uint64_t)rows * sizeof(float));
     w->t_submit = time_ns();
     return rc;
 }
@@ -226,8 +150,8 @@ static int stage_gated(struct dev *d, void *arg) {
     for (int ex = 0; ex < e->n_expert; ex++) if (e->dev_slot[ex] >= 0) rows += moe_expert_rows(w->s, ex);
     uint64_t half = (uint64_t)e->stage.rows * e->n_ff;
     float *gate = e->gate_up, *up = e->gate_up + half;
-    int rc = dev_read(d, at(e, BUF_GATE_UP, 0), gate, (uint64_t)rows * e->n_ff * sizeof(float));
-    if (rc == DEV_OK) rc = dev_read(d, at(e, BUF_GATE_UP, half * sizeof(float)), up, (uint64_t)rows * e->n_ff * sizeof(float));
+    int rc = dev_read(d, exec_at(e, BUF_GATE_UP, 0), gate, (uint64_t)rows * e->n_ff * sizeof(float));
+    if (rc == DEV_OK) rc = dev_read(d, exec_at(e, BUF_GATE_UP, half * sizeof(float)), up, (uint64_t)rows * e->n_ff * sizeof(float));
     if (rc != DEV_OK) return rc;
     for (int r = 0; r < rows; r++) {
         float *g = gate + (size_t)r * e->n_ff, *u = up + (size_t)r * e->n_ff;
@@ -235,9 +159,9 @@ static int stage_gated(struct dev *d, void *arg) {
         if (w8a8_quantize_act(g, 1, e->n_ff, e->n_ff, e->h_codes + (size_t)r * e->n_ff, &e->h_scales[r]) != 0)
             return moex_errorf("non-finite activations"), DEV_E_VALUE;
     }
-    rc = dev_write(d, at(e, BUF_H, 0), e->h_codes, (uint64_t)rows * e->n_ff);
+    rc = dev_write(d, exec_at(e, BUF_H, 0), e->h_codes, (uint64_t)rows * e->n_ff);
     if (rc == DEV_OK)
-        rc = dev_write(d, at(e, BUF_H, e->stage.scale_offset[BUF_H]), e->h_scales, (uint64_t)rows * sizeof(float));
+        rc = dev_write(d, exec_at(e, BUF_H, e->stage.scale_offset[BUF_H]), e->h_scales, (uint64_t)rows * sizeof(float));
     w->t_submit = time_ns();
     return rc;
 }
@@ -252,24 +176,29 @@ static int stage_out(struct dev *d, void *arg) {
         int p0 = moe_expert_first_pair(w->s, ex), n = moe_expert_rows(w->s, ex);
         /* a device expert's pairs are consecutive, so are its output rows */
         uint64_t row_bytes = (uint64_t)e->n_embd * sizeof(float);
-        int rc = dev_read(d, at(e, BUF_OUT, (uint64_t)e->stage_row[ex] * row_bytes), moe_pair_output(w->s, p0),
+        int rc = dev_read(d, exec_at(e, BUF_OUT, (uint64_t)e->stage_row[ex] * row_bytes), moe_pair_output(w->s, p0),
                           (uint64_t)n * row_bytes);
         if (rc != DEV_OK) return rc;
     }
     return DEV_OK;
 }
 
-static int submit(struct moe_executor *e, const struct dev_job *jobs, int n, dev_fence *fence) {
-    struct moe_phase_counters *c = &e->counters[e->phase];
+int exec_submit(struct moe_executor *e, const struct dev_job *jobs, int n, dev_fence *fence, uint64_t *submissions,
+                uint64_t *n_jobs) {
     for (int done = 0; done < n;) {
         int chunk = n - done < e->caps->max_jobs ? n - done : e->caps->max_jobs;
         int rc = dev_submit(e->dev, jobs + done, chunk, fence);
         if (rc != DEV_OK) return rc;
-        c->submissions++;
-        c->jobs += (uint64_t)chunk;
+        ++*submissions;
+        *n_jobs += (uint64_t)chunk;
         done += chunk;
     }
     return DEV_OK;
+}
+
+static int submit(struct moe_executor *e, const struct dev_job *jobs, int n, dev_fence *fence) {
+    struct moe_phase_counters *c = &e->counters[e->phase];
+    return exec_submit(e, jobs, n, fence, &c->submissions, &c->jobs);
 }
 
 /* Queues one layer's device work on the device's stream: staging in, gate
@@ -289,9 +218,9 @@ static int device_layer(struct moe_executor *e, int layer, struct moe_scratch *s
         uint64_t r0 = (uint64_t)e->stage_row[ex];
         for (int i = 0; i < 2; i++)
             e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + i, moe_expert_rows(s, ex),
-                                                  at(e, BUF_ACT, r0 * D),
-                                                  at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT] + r0 * sizeof(float)),
-                                                  at(e, BUF_GATE_UP, ((uint64_t)i * R + r0) * F * sizeof(float)),
+                                                  exec_at(e, BUF_ACT, r0 * D),
+                                                  exec_at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT] + r0 * sizeof(float)),
+                                                  exec_at(e, BUF_GATE_UP, ((uint64_t)i * R + r0) * F * sizeof(float)),
                                                   (size_t)F };
     }
     int rc = dev_enqueue_host(e->dev, stage_in, &e->work, fence);
@@ -302,9 +231,9 @@ static int device_layer(struct moe_executor *e, int layer, struct moe_scratch *s
     for (int ex = 0; ex < e->n_expert; ex++) {
         if (e->dev_slot[ex] < 0) continue;
         uint64_t r0 = (uint64_t)e->stage_row[ex];
-        e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + 2, moe_expert_rows(s, ex), at(e, BUF_H, r0 * F),
-                                              at(e, BUF_H, e->stage.scale_offset[BUF_H] + r0 * sizeof(float)),
-                                              at(e, BUF_OUT, r0 * D * sizeof(float)), (size_t)D };
+        e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + 2, moe_expert_rows(s, ex), exec_at(e, BUF_H, r0 * F),
+                                              exec_at(e, BUF_H, e->stage.scale_offset[BUF_H] + r0 * sizeof(float)),
+                                              exec_at(e, BUF_OUT, r0 * D * sizeof(float)), (size_t)D };
     }
     rc = submit(e, e->jobs, n_jobs, fence);
     if (rc == DEV_OK) rc = dev_enqueue_host(e->dev, stage_out, &e->work, fence);
@@ -362,6 +291,56 @@ static void plan_note(struct moe_device_plan *p, const char *fmt, const char *de
     snprintf(p->note, sizeof p->note, fmt, detail);
 }
 
+/* The slots a pool needs and what it takes: experts_slots for experts, the backbone's after them. */
+struct pool_shape {
+    const struct dev *dev;
+    int64_t slot_values;
+    int max_n;
+};
+
+static uint64_t pool_bytes(const struct pool_shape *p, int slots) {
+    return dev_pool_bytes(p->dev, slots, p->slot_values, p->max_n);
+}
+
+/* The backbone: the dense matmuls in the description's order, each whole
+ * (all its slots) while the pool still fits in `room`, before any expert. */
+static int plan_backbone(const struct moe_model_desc *d, const struct pool_shape *ps, uint64_t room,
+                         struct moe_device_plan *out) {
+    const struct dev_caps *caps = dev_caps(ps->dev);
+    uint64_t slot_bytes = dev_slot_bytes(ps->dev, ps->slot_values, ps->max_n);
+    out->dense_slot = malloc(sizeof *out->dense_slot * (size_t)(d->n_dense ? d->n_dense : 1));
+    if (!out->dense_slot) return moex_errorf("out of memory");
+    for (int i = 0; i < d->n_dense; i++) {
+        int rows, chunks = dense_geometry(caps, dev_layout(ps->dev), ps->slot_values, ps->max_n, d->dense[i].w, &rows);
+        out->dense_slot[i] = -1;
+        if (chunks == 0 || pool_bytes(ps, out->backbone_slots + chunks) > room) continue;
+        out->dense_slot[i] = out->backbone_slots;
+        out->backbone_slots += chunks;
+        out->backbone_bytes += (uint64_t)chunks * slot_bytes;
+    }
+    return 0;
+}
+
+/* Every dense matmul's slots, resident or not. */
+static int all_backbone_slots(const struct moe_model_desc *d, const struct pool_shape *ps) {
+    int all = 0;
+    for (int i = 0; i < d->n_dense; i++) {
+        int rows;
+        all += dense_geometry(dev_caps(ps->dev), dev_layout(ps->dev), ps->slot_values, ps->max_n, d->dense[i].w, &rows);
+    }
+    return all;
+}
+
+/* The most experts (at most n_keys) whose slots fit in room beside the backbone's. */
+static int fit_experts(const struct pool_shape *ps, int backbone_slots, uint64_t room, int n_keys) {
+    uint64_t expert_bytes = MATS * dev_slot_bytes(ps->dev, ps->slot_values, ps->max_n);
+    uint64_t used = backbone_slots ? pool_bytes(ps, backbone_slots) : 0;
+    uint64_t n = room > used ? (room - used) / expert_bytes : 0;
+    if (n > (uint64_t)n_keys) n = (uint64_t)n_keys;
+    while (n > 0 && pool_bytes(ps, backbone_slots + MATS * (int)n) > room) n--;
+    return (int)n;
+}
+
 int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_options *o, struct moe_device_plan *out) {
     memset(out, 0, sizeof *out);
     const char *name = o->device;
@@ -373,14 +352,19 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
     }
     const struct moe_layer_desc *L0 = &d->layers[0];
     int n_embd = L0->n_embd, n_ff = L0->n_ff, n_layers = d->n_layers, n_expert = L0->n_expert;
+    int n_keys = n_layers * n_expert;
+    /* One slot size for experts and the backbone: a dense matmul takes as
+     * many slots as its output channels need. */
     int64_t slot_values = (int64_t)n_embd * n_ff;
     int max_n = n_embd > n_ff ? n_embd : n_ff;
     struct dev_options dopt = { 0, NULL, 1, o->sim_figures };
     struct dev *probe = NULL;
-    /* Open once without a budget to learn the slot size and envelope. */
+    /* Open once without a budget to learn the slot size, the envelope and
+     * how the device counts its memory. */
     int rc = dev_open(name, &dopt, &probe);
     if (rc == DEV_E_OPTION) return moex_errorf("device %s: %s", name, moex_error());
     if (rc != DEV_OK) { plan_note(out, "device unavailable: %s; experts run on the CPU", moex_error()); return 0; }
+    struct pool_shape ps = { probe, slot_values, max_n };
     uint64_t expert_bytes = MATS * dev_slot_bytes(probe, slot_values, max_n);
     const struct dev_caps *caps = dev_caps(probe);
     bool in_envelope = n_embd % caps->k_multiple == 0 && n_ff % caps->k_multiple == 0 &&
@@ -390,43 +374,55 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
     out->k_multiple = caps->k_multiple;
     out->n_multiple = caps->n_multiple;
     out->layout = dev_layout(probe);
-    dev_close(probe);
-    if (!in_envelope) {
-        plan_note(out, "the expert shapes are outside the %s device's envelope; experts run on the CPU", name);
-        return 0;
-    }
-    uint64_t all_experts = expert_bytes * (uint64_t)n_layers * n_expert;
-    /* A share of the experts' bytes buys that share of them, staging on top;
-     * a budget in bytes holds the staging first. */
-    uint64_t staging = stage_layout(n_embd, n_ff, L0->n_used).total;
-    uint64_t budget = o->hot_fraction > 0 ? (uint64_t)(o->hot_fraction * (double)all_experts) + staging : o->hot_budget;
+    /* A share of the experts buys that share of them, the staging and the
+     * whole backbone on top; a budget in bytes holds the staging first,
+     * then the backbone, then experts. */
+    uint64_t staging = stage_layout(probe, n_embd, n_ff, L0->n_used).total;
+    int share = in_envelope ? (int)(o->hot_fraction * (double)n_keys) : 0;
+    if (share > n_keys) share = n_keys;
+    int backbone_all = o->no_backbone ? 0 : all_backbone_slots(d, &ps);
+    uint64_t budget = o->hot_fraction > 0 ? staging + pool_bytes(&ps, backbone_all + MATS * share) : o->hot_budget;
+    uint64_t room = budget > staging ? budget - staging : 0;
     out->staging_bytes = staging;
+    rc = plan_backbone(d, &ps, o->no_backbone ? 0 : room, out);
+    int n_fit = rc == 0 && in_envelope ? fit_experts(&ps, out->backbone_slots, room, n_keys) : 0;
+    dev_close(probe);
+    if (rc != 0) return -1;
     double *rates = NULL;
     if (o->stats_path && (load_rates(d, n_expert, o->stats_path, &rates) != 0 ||
                           packfile_hash_file(o->stats_path, &out->stats_hash) != PACKFILE_OK)) {
         free(rates);
+        moe_device_plan_free(out);
         return -1;
     }
     out->pinned_share = o->pinned_share < 0 ? 0.25 : o->pinned_share;
-    struct placement_input pin = { n_layers, n_expert, rates, expert_bytes, budget > staging ? budget - staging : 0, 0,
+    struct placement_input pin = { n_layers, n_expert, rates, expert_bytes, (uint64_t)n_fit * expert_bytes, 0,
                                    out->pinned_share };
     rc = placement_plan(&pin, &out->plan);
     free(rates);
-    if (rc != 0) return moex_errorf("out of memory");
-    if (out->plan.n_slots == 0) {
-        plan_note(out, "the hot budget holds no expert; experts run on the CPU%s", "");
-        placement_free(&out->plan);
+    if (rc != 0) { moe_device_plan_free(out); return moex_errorf("out of memory"); }
+    if (!in_envelope)
+        plan_note(out, "the expert shapes are outside the %s device's envelope; experts run on the CPU", name);
+    if (out->plan.n_slots == 0 && out->backbone_slots == 0) {
+        if (in_envelope) plan_note(out, "the hot budget holds no expert; experts run on the CPU%s", "");
+        moe_device_plan_free(out);
         return 0;
     }
     snprintf(out->device, sizeof out->device, "%s", name);
     out->slot_values = slot_values;
     out->max_n = max_n;
-    out->expert_bytes = expert_bytes;
+    out->expert_bytes = in_envelope ? expert_bytes : 0;
     out->budget_bytes = budget;
     return 0;
 }
 
-void moe_device_plan_free(struct moe_device_plan *p) { placement_free(&p->plan); }
+void moe_device_plan_free(struct moe_device_plan *p) {
+    placement_free(&p->plan);
+    free(p->dense_slot);
+    p->dense_slot = NULL;
+    p->backbone_slots = 0;
+    p->backbone_bytes = 0;
+}
 
 static void expert_types(const struct moe_model_desc *d, uint32_t types[MATS]) {
     const struct moe_layer_desc *L = &d->layers[0];
@@ -533,7 +529,7 @@ static int map_pinned(struct moe_executor *e) {
                      key / e->n_expert, key % e->n_expert, packfile_matrix_name((enum packfile_matrix)m));
         }
         if (pack_expert(e, key / e->n_expert, key % e->n_expert, i) != DEV_OK) {
-            note(e, "packing the pinned experts failed: %s; experts run on the CPU", moex_error());
+            exec_note(e, "packing the pinned experts failed: %s; experts run on the CPU", moex_error());
             e->failed = true;
             break;
         }
@@ -544,14 +540,8 @@ static int map_pinned(struct moe_executor *e) {
     return e->plan.n_pinned;
 }
 
-static int open_device(struct moe_executor *e, const struct moe_exec_options *o) {
-    struct moe_device_plan dp;
-    if (moe_device_plan(&e->desc, o, &dp) != 0) return -1;
-    if (!dp.device[0]) {
-        if (dp.note[0]) note(e, "%s", dp.note);
-        return 0;
-    }
-    e->plan = dp.plan; /* ours now */
+static int start_device(struct moe_executor *e, const struct moe_exec_options *o, const struct moe_device_plan *plan) {
+    struct moe_device_plan dp = *plan;
     const char *name = dp.device;
     /* AMX computes on the CPU's own cores: it gets the pool, and its work runs
      * before the CPU experts', not beside them (one pool takes one caller at
@@ -560,20 +550,20 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     if (shares_cores) e->overlap = false;
     struct dev_options dopt = { dp.budget_bytes, shares_cores ? e->pool : NULL, 1, o->sim_figures };
     if (dev_open(name, &dopt, &e->dev) != DEV_OK) {
-        note(e, "device unavailable: %s; experts run on the CPU", moex_error());
+        exec_note(e, "device unavailable: %s; experts run on the CPU", moex_error());
         return 0;
     }
-    e->stage = stage_layout(e->n_embd, e->n_ff, e->top_k);
+    e->stage = stage_layout(e->dev, e->n_embd, e->n_ff, e->top_k);
     int rc = DEV_OK;
     for (int b = 0; b < N_STAGE_BUFS && rc == DEV_OK; b++) rc = dev_buffer_alloc(e->dev, e->stage.bytes[b], &e->stage_buf[b]);
     if (rc != DEV_OK) {
-        note(e, "device staging buffers: %s; experts run on the CPU", moex_error());
+        exec_note(e, "device staging buffers: %s; experts run on the CPU", moex_error());
         dev_close(e->dev);
         e->dev = NULL;
         return 0;
     }
-    if (dev_pool_alloc(e->dev, e->plan.n_slots * MATS, dp.slot_values, dp.max_n) != DEV_OK) {
-        note(e, "device slot pool: %s; experts run on the CPU", moex_error());
+    if (dev_pool_alloc(e->dev, e->plan.n_slots * MATS + dp.backbone_slots, dp.slot_values, dp.max_n) != DEV_OK) {
+        exec_note(e, "device slot pool: %s; experts run on the CPU", moex_error());
         dev_close(e->dev);
         e->dev = NULL;
         return 0;
@@ -600,7 +590,7 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
         bool loaded;
         rc = fill_expert(e, key / e->n_expert, key % e->n_expert, i, &loaded);
         if (rc != DEV_OK) {
-            note(e, "packing the pinned experts failed: %s; experts run on the CPU", moex_error());
+            exec_note(e, "packing the pinned experts failed: %s; experts run on the CPU", moex_error());
             e->failed = true;
             break;
         }
@@ -617,7 +607,29 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     e->pack_report.fill_ns = time_ns() - t0;
     dev_get_counters(e->dev, &after);
     e->pack_report.fill_device_ns = (int64_t)(after.pack_ns - before.pack_ns + after.load_ns - before.load_ns);
+    /* The backbone, packed once: its slots follow the experts'. */
+    if (dp.backbone_slots > 0 && !e->failed) {
+        if (o->progress) o->progress(o->progress_user, "packing the backbone", 0, 1);
+        t0 = time_ns();
+        if (dense_exec_pack(e, dp.dense_slot, e->plan.n_slots * MATS) != 0) return -1;
+        e->pack_report.backbone_fill_ns = time_ns() - t0;
+        struct dev_counters done;
+        dev_get_counters(e->dev, &done);
+        e->pack_report.backbone_device_ns = (int64_t)(done.pack_ns - after.pack_ns);
+        if (o->progress) o->progress(o->progress_user, "packing the backbone", 1, 1);
+    }
     return 0;
+}
+
+static int open_device(struct moe_executor *e, const struct moe_exec_options *o) {
+    struct moe_device_plan dp;
+    if (moe_device_plan(&e->desc, o, &dp) != 0) return -1;
+    if (dp.note[0]) exec_note(e, "%s", dp.note);
+    if (!dp.device[0]) return 0;
+    e->plan = dp.plan; /* ours now */
+    int rc = start_device(e, o, &dp);
+    free(dp.dense_slot);
+    return rc;
 }
 
 static void *alloc(size_t n, bool *failed) {
@@ -663,7 +675,10 @@ struct moe_executor *moe_executor_new(const struct moe_model_desc *d, struct thr
     e->adaptive = opt->adaptive && !(opt->cpu_row_ns > 0);
     trace_lane(e->trace, LANE_CPU, "cpu (experts)");
     trace_lane(e->trace, LANE_DEVICE, "device");
-    if (open_board(e, opt) != 0 || open_device(e, opt) != 0) { moe_executor_free(e); return NULL; }
+    if (dense_exec_init(e) != 0 || open_board(e, opt) != 0 || open_device(e, opt) != 0) {
+        moe_executor_free(e);
+        return NULL;
+    }
     if (!e->dev) return e;
     bool failed = false;
     size_t R = (size_t)e->stage.rows;
@@ -689,6 +704,7 @@ void moe_executor_free(struct moe_executor *e) {
     free(e->pack_path);
     expert_cache_free(e->cache);
     placement_free(&e->plan);
+    dense_exec_free(&e->dense);
     free(e->act_codes); free(e->act_scales); free(e->gate_up); free(e->h_codes); free(e->h_scales); free(e->stage_row);
     free(e->expert_gguf_bytes);
     free(e->jobs); free(e->on_cpu); free(e->dev_slot); free(e->to_pack); free(e->busy);
@@ -818,7 +834,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
         if (status != DEV_OK) {
             /* The device's share runs on the CPU now, and so does everything
              * after: a failing device is not retried mid-run. */
-            note(e, "device error, the rest of the run is on the CPU: %s", moex_error());
+            exec_note(e, "device error, the rest of the run is on the CPU: %s", moex_error());
             e->failed = true;
             c->fallbacks++;
             for (int ex = 0; ex < e->n_expert; ex++) e->on_cpu[ex] = !e->on_cpu[ex];
@@ -905,6 +921,10 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
                 e->caps->modelled_time ? "" : "\n");
     if (e->dev && e->caps->modelled_time)
         fprintf(out, " (device time %.1f ms, modelled)\n", r->fill_device_ns / 1e6);
+    if (e->dev && r->dense_packed)
+        fprintf(out, "moex profile: backbone: %d dense matmuls packed in %.1f ms (device time %.1f ms%s)\n",
+                r->dense_packed, r->backbone_fill_ns / 1e6, r->backbone_device_ns / 1e6,
+                e->caps->modelled_time ? ", modelled" : "");
     fprintf(out, "| phase | batches | rows dev | rows cpu | submits | jobs | packs | loads | hits | misses | admits "
                  "| evicts | fallbacks | hit rows | hit bytes | device ms | pack ms | load ms | cpu ms | wall ms "
                  "| overlap ms |\n");
@@ -931,4 +951,5 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
     fprintf(out, "moex profile: rows: routed (token, expert) pairs; jobs: matrices; packs, loads, hits, misses, "
                  "admits, evicts: experts (three matrices each); hit rows / hit bytes: hits' share of the experts "
                  "with rows >= min M, weighted by rows / by the experts' GGUF bytes\n");
+    dense_exec_print(e, out);
 }

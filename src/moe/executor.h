@@ -1,37 +1,45 @@
-/* The expert executor with a device: per batch and per expert, the rows of
- * each active expert run either on the device (when rows >= the device's min
- * M, the shape is in its envelope, and the expert is resident or worth
- * packing now) or on the CPU straight from the quantized weights. All device
- * work of a layer is queued on the device's stream (its host steps too:
- * packing admitted experts, staging activations in and outputs out, the
- * gating between) as two submissions (gate+up, then down); while the
- * device's worker runs them the CPU threads run the cold experts; then the
- * executor waits on the last fence and combines the outputs. Any device error moves the work to the CPU for
- * the rest of the run; it is counted and reported once. */
+/* The executor with a device: per batch and per expert, the rows of each
+ * active expert run either on the device (when rows >= the device's min M,
+ * the shape is in its envelope, and the expert is resident or worth packing
+ * now) or on the CPU straight from the quantized weights. All device work of
+ * a layer is queued on the device's stream (its host steps too: packing
+ * admitted experts, staging activations in and outputs out, the gating
+ * between) as two submissions (gate+up, then down); while the device's
+ * worker runs them the CPU threads run the cold experts; then the executor
+ * waits on the last fence and combines the outputs. The dense matmuls
+ * (attention projections, shared experts, dense FFN layers, the lm head) go
+ * through the same rule (moe_executor_dense; docs/placement.md): the
+ * resident ones (the backbone, counted in the budget before the experts)
+ * run on the device when their rows reach min M. Any device error moves the
+ * work to the CPU for the rest of the run; it is counted and reported once. */
 #ifndef MOEX_EXECUTOR_H
 #define MOEX_EXECUTOR_H
 
 #include "moe/expert_cache.h"
+#include "moe/moe_layers.h"
 #include "pack/pack.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
-struct moe_model_desc;
+struct matrix;
 struct threadpool;
 struct trace;
 struct moe_scratch;
 
 struct moe_exec_options {
     const char *device;        /* "cpu", "amx", "sim", "auto" (amx where present), NULL or "none": CPU only */
-    uint64_t hot_budget;       /* resident device bytes: the staging buffers first, then expert slots;
-                                  0 with hot_fraction 0: no device slots */
-    double hot_fraction;       /* > 0: this share of all experts' device bytes, the staging on top */
+    uint64_t hot_budget;       /* resident device bytes: the staging buffers first, then the dense
+                                  matmuls (the backbone), then expert slots; 0 with hot_fraction 0:
+                                  no device slots */
+    double hot_fraction;       /* > 0: this share of all experts' device bytes, the staging and the
+                                  whole backbone on top */
     int min_m;                 /* 0: the device's own figure */
     const char *stats_path;    /* routing statistics (moex profile) for the pinned core; NULL: none */
     double pinned_share;       /* share of the expert slots pinned from stats (default 0.25 when < 0) */
     bool no_overlap;           /* run device and CPU work one after the other */
+    bool no_backbone;          /* no dense matmul resident: they run on the CPU, the budget is the experts' */
     const char *sim_figures;   /* sim: "rk3588[,key=value...]" */
     struct trace *trace;       /* timeline, or NULL */
     double cpu_row_ns;         /* > 0: the CPU's time per routed row for admission decisions;
@@ -81,6 +89,41 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
 
 const struct moe_phase_counters *moe_executor_counters(const struct moe_executor *e, enum moe_phase phase);
 void moe_executor_reset_counters(struct moe_executor *e);
+/* Dense matmuls: y[i] (n, w[i]->rows) = x (n, K) . w[i]^T for i < k
+ * (k <= MOE_DENSE_GROUP_MAX), every w[i] of K = cols reading the same rows
+ * x. Each goes through the experts' rule: described to the executor
+ * (moe_model_desc.dense), resident (the backbone), n >= the device's min M
+ * and worth the device by its cost model (the submission, per job, per
+ * weight byte, per MAC against the CPU's time); those run on the device
+ * now, in one submission per pass of rows that fit the staging buffers,
+ * W8A8. Returns the bitmask of the matrices left to the caller, to run on
+ * the CPU (counted when described); a device error returns them all and
+ * moves the rest of the run to the CPU. */
+enum { MOE_DENSE_GROUP_MAX = 8 };
+unsigned moe_executor_dense(struct moe_executor *e, int k, const struct matrix *const *w, float *const *y,
+                            const float *x, int n);
+/* The batch about to be evaluated: n_tokens > 1 is prefill, for all its matmuls. */
+void moe_executor_begin_batch(struct moe_executor *e, int n_tokens);
+
+struct moe_dense_counters {
+    uint64_t matmuls_device, matmuls_cpu;
+    uint64_t rows_device, rows_cpu;            /* token rows */
+    uint64_t submissions, jobs, fallbacks;     /* jobs: one per slot (a chunk of output channels) */
+    int64_t device_ns;                         /* busy (modelled on sim) */
+    int64_t wall_ns;                           /* the calls that ran on the device, host steps included */
+    int64_t modelled_ns;                       /* the same with the device's modelled busy time in place of
+                                                  the host's simulation of it */
+};
+const struct moe_dense_counters *moe_executor_dense_counters(const struct moe_executor *e, enum moe_phase phase,
+                                                             enum dense_kind kind);
+/* Host time spent simulating the device past its modelled time in a phase,
+ * experts and dense matmuls together: a wall time less this reads as the
+ * modelled run's. 0 for devices with real clocks and on the CPU. */
+int64_t moe_executor_simulation_ns(const struct moe_executor *e, enum moe_phase phase);
+/* Resident dense bytes (the backbone), all or of one kind. */
+uint64_t moe_executor_backbone_bytes(const struct moe_executor *e);
+uint64_t moe_executor_dense_resident_bytes(const struct moe_executor *e, enum dense_kind kind);
+
 /* Resident device bytes (slot pool and staging buffers), of them the
  * staging, and the slots: pinned, total. */
 uint64_t moe_executor_resident_bytes(const struct moe_executor *e);
@@ -100,6 +143,9 @@ struct moe_pack_report {
     char message[768];         /* "" or one line: why the file was refused, or why its plan was not used */
     int experts_loaded;        /* pinned experts filled from the file at start */
     int experts_packed;        /* pinned experts packed live at start */
+    int dense_packed;          /* dense matmuls (the backbone) packed at start */
+    int64_t backbone_fill_ns;  /* their time, and the device's packing time in it (modelled on sim) */
+    int64_t backbone_device_ns;
     int64_t fill_ns;           /* time filling the pinned experts' slots at start */
     int64_t fill_device_ns;    /* the device's packing and loading time in it (modelled on sim) */
 };
@@ -116,7 +162,10 @@ struct moe_device_plan {
     int max_n;
     uint64_t expert_bytes;     /* device bytes of one expert: three slots */
     uint64_t staging_bytes;    /* the device's staging buffers for activations and outputs */
-    uint64_t budget_bytes;     /* all of it: staging first, then expert slots */
+    uint64_t budget_bytes;     /* all of it: staging first, then the backbone, then expert slots */
+    uint64_t backbone_bytes;   /* the resident dense matmuls' slots */
+    int backbone_slots;        /* their slots, after the experts' */
+    int32_t *dense_slot;       /* (d->n_dense) a resident dense matmul's first slot among them, or -1 */
     uint64_t stats_hash;       /* XXH64 of the statistics file; 0 without one */
     double pinned_share;
     struct placement plan;

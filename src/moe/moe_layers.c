@@ -19,3 +19,9 @@ int moe_model_check(const struct moe_model_desc *d) {
     }
     return 0;
 }
+
+const char *dense_kind_name(enum dense_kind k) {
+    static const char *names[DENSE_KINDS] = { "attn q", "attn k", "attn v", "attn o", "shared expert", "dense ffn",
+                                              "lm head", "short conv", "delta net" };
+    return (unsigned)k < DENSE_KINDS ? names[k] : "?";
+}

@@ -60,9 +60,16 @@ static int32_t *extra_experts(const struct moe_model_desc *d, const struct place
     return extra;
 }
 
+struct pack_hooks {
+    moe_pack_progress_fn progress;
+    void *user;
+    moe_pack_more_fn more;
+    void *more_user;
+};
+
 static int write_file(const struct moe_model_desc *d, const struct moe_device_plan *dp, struct dev *dev,
                       const int32_t *extra, int n_extra, bool all, struct atomic_file **file,
-                      moe_pack_progress_fn progress, void *user, struct moe_pack_result *out) {
+                      const struct pack_hooks *hooks, struct moe_pack_result *out) {
     const struct moe_layer_desc *L0 = &d->layers[0];
     struct packfile_info info = {
         .layout = dev_layout(dev), .k_multiple = dp->k_multiple, .n_multiple = dp->n_multiple,
@@ -91,7 +98,13 @@ static int write_file(const struct moe_model_desc *d, const struct moe_device_pl
             packfile_writer_abort(w);
             return moex_errorf("%s", msg);
         }
-        if (progress) progress(user, i + 1, n);
+        if (hooks->progress) hooks->progress(hooks->user, i + 1, n);
+    }
+    if (hooks->more && hooks->more(hooks->more_user, w) != 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", moex_error());
+        packfile_writer_abort(w);
+        return moex_errorf("%s", msg);
     }
     out->file_bytes = packfile_writer_bytes(w);
     if (packfile_writer_finish(w) != PACKFILE_OK) return -1;
@@ -105,7 +118,7 @@ static int write_file(const struct moe_model_desc *d, const struct moe_device_pl
 }
 
 static int pack_experts(const struct moe_model_desc *d, const struct moe_exec_options *o, struct threadpool *pool,
-                        bool all, struct atomic_file **file, moe_pack_progress_fn progress, void *user,
+                        bool all, struct atomic_file **file, const struct pack_hooks *hooks,
                         struct moe_pack_result *out) {
     memset(out, 0, sizeof *out);
     int64_t t0 = time_ns();
@@ -115,6 +128,10 @@ static int pack_experts(const struct moe_model_desc *d, const struct moe_exec_op
         moex_errorf("nothing to pack for --device %s: %s", o->device ? o->device : "none",
                     dp.note[0] ? dp.note : "no device");
         return -1;
+    }
+    if (dp.expert_bytes == 0) {
+        moe_device_plan_free(&dp);
+        return moex_errorf("nothing to pack for --device %s: %s", o->device, dp.note[0] ? dp.note : "no expert fits");
     }
     if (!all && dp.plan.n_pinned == 0) {
         moe_device_plan_free(&dp);
@@ -130,7 +147,7 @@ static int pack_experts(const struct moe_model_desc *d, const struct moe_exec_op
     } else if (dev_open(dp.device, &dopt, &dev) != DEV_OK ||
                dev_pool_alloc(dev, PACKFILE_MATRICES, dp.slot_values, dp.max_n) != DEV_OK) {
         moex_errorf("device %s: %s", dp.device, moex_error());
-    } else if (write_file(d, &dp, dev, extra, n_extra, all, file, progress, user, out) == 0) {
+    } else if (write_file(d, &dp, dev, extra, n_extra, all, file, hooks, out) == 0) {
         struct dev_counters c;
         dev_get_counters(dev, &c);
         snprintf(out->device, sizeof out->device, "%s", dp.device);
@@ -147,9 +164,10 @@ static int pack_experts(const struct moe_model_desc *d, const struct moe_exec_op
 }
 
 int moe_pack_experts(const struct moe_model_desc *d, const struct moe_exec_options *o, struct threadpool *pool, bool all,
-                     struct atomic_file *file, moe_pack_progress_fn progress, void *user,
-                     struct moe_pack_result *out) {
-    int rc = pack_experts(d, o, pool, all, &file, progress, user, out);
+                     struct atomic_file *file, moe_pack_progress_fn progress, void *user, moe_pack_more_fn more,
+                     void *more_user, struct moe_pack_result *out) {
+    struct pack_hooks hooks = { progress, user, more, more_user };
+    int rc = pack_experts(d, o, pool, all, &file, &hooks, out);
     atomic_file_discard(file); /* NULL once the writer took it */
     return rc;
 }

@@ -27,6 +27,10 @@ struct moe_pack_result {
 
 /* Called after each expert. */
 typedef void (*moe_pack_progress_fn)(void *user, int done, int total);
+/* Called after the last expert, before the file is finished: more entries
+ * (the CPU's interleaved layout, model_pack_interleaved). */
+struct packfile_writer;
+typedef int (*moe_pack_more_fn)(void *user, struct packfile_writer *w);
 
 /* Packs for o->device (its budget, statistics, sim figures) into file
  * (src/core/atomic_file.h; taken over, committed or discarded), using
@@ -34,7 +38,7 @@ typedef void (*moe_pack_progress_fn)(void *user, int done, int total);
  * moex_error() when the device cannot be used, the plan pins no expert (and
  * not all), or writing fails (a file already at the path stays as it was). */
 int moe_pack_experts(const struct moe_model_desc *d, const struct moe_exec_options *o, struct threadpool *pool, bool all,
-                     struct atomic_file *file, moe_pack_progress_fn progress, void *user,
-                     struct moe_pack_result *out);
+                     struct atomic_file *file, moe_pack_progress_fn progress, void *user, moe_pack_more_fn more,
+                     void *more_user, struct moe_pack_result *out);
 
 #endif

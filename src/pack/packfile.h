@@ -1,5 +1,6 @@
-/* Pack files: experts packed once into a device layout, loaded at every
- * later start without re-quantization (byte-level spec: docs/pack-format.md).
+/* Pack files: experts packed once into a device layout, and the CPU's own
+ * interleaved layout of the model's matrices (quant_r16_pack), loaded at
+ * every later start without re-packing (byte-level spec: docs/pack-format.md).
  *
  * A pack file names what it was made for: the device layout and envelope,
  * the source GGUF (its size and a sampled hash), the model's shape, and the
@@ -73,7 +74,9 @@ struct packfile_info {
     int plan_slots;           /* expert slots the budget holds */
     int n_pinned;
     bool all_experts;         /* every expert is in the file (moex pack --all) */
+    bool no_device;           /* no device experts (the fields above are 0): host matrices only */
     int n_entries;            /* packed weights in the file: 3 per expert, the pinned first */
+    int n_host;               /* matrices in the CPU's interleaved layout (set by the reader) */
 };
 
 /* One packed weight; codes and scales point into the mapped file. */
@@ -86,6 +89,18 @@ struct packfile_entry {
     const float *scales;      /* (N), 4-byte aligned */
     uint64_t codes_offset;    /* of the codes in the file */
     uint64_t checksum;
+};
+
+/* One matrix in the CPU's interleaved layout, named by where its plain rows
+ * lie in the GGUF; data points into the mapped file. */
+struct packfile_host_entry {
+    uint64_t source_offset;   /* of the matrix's first byte in the GGUF file */
+    uint32_t source_type;     /* GGUF type id */
+    uint32_t variant;         /* quant_r16_variant of the layout the bytes are in */
+    int64_t rows, cols;
+    const void *data;         /* (bytes), aligned to the file's alignment */
+    uint64_t bytes;           /* rows x the type's row size */
+    uint64_t checksum;        /* XXH64 of the bytes */
 };
 
 /* ---------------------------------------------------------------- reading */
@@ -112,7 +127,8 @@ int packfile_fd(const struct packfile *pf);
 int packfile_check_model(const struct packfile *pf, const struct packfile_identity *id, int n_layers, int n_expert,
                          int n_embd, int n_ff, const uint32_t source_type[PACKFILE_MATRICES]);
 /* PACKFILE_E_LAYOUT unless the file's layout, envelope and slot geometry
- * are these. device names this run's device in the message. */
+ * are these (or when it holds no device experts). device names this run's
+ * device in the message. */
 int packfile_check_layout(const struct packfile *pf, const char *device, enum pack_layout layout, int k_multiple,
                           int n_multiple, int64_t slot_values, int slot_max_n);
 
@@ -128,6 +144,13 @@ int packfile_verify_data(const struct packfile *pf);
 /* An entry's checksum over codes and scales wherever they are (a device
  * slot after a load): equal to entry->checksum when the bytes are. */
 uint64_t packfile_entry_hash(const int8_t *codes, size_t code_bytes, const float *scales, int N);
+
+/* The host matrices, by ascending source offset; find: the entry at that
+ * source offset, or -1. verify: hashes its bytes (PACKFILE_E_CHECKSUM
+ * naming it when they do not match). */
+const struct packfile_host_entry *packfile_host_entry(const struct packfile *pf, int i);
+int packfile_host_find(const struct packfile *pf, uint64_t source_offset);
+int packfile_verify_host_entry(const struct packfile *pf, int i);
 
 /* ---------------------------------------------------------------- identity */
 
@@ -145,8 +168,10 @@ struct atomic_file;
  * finished. The
  * file holds the plan's info->n_pinned pinned experts (layer * n_expert +
  * expert), then the n_extra experts of `extra` (ascending, none pinned).
- * info->n_entries is ignored (3 per expert); code_stride must hold K * N
- * codes and be a multiple of 64 (the device's slot stride). */
+ * info->n_entries and n_host are ignored (3 per expert; the host matrices
+ * added); code_stride must hold K * N codes and be a multiple of 64 (the
+ * device's slot stride). With info->no_device, the device fields are 0 and
+ * no expert is given. */
 int packfile_writer_begin(struct atomic_file *file, const struct packfile_info *info, const int32_t *pinned,
                           const int32_t *extra, int n_extra, struct packfile_writer **out);
 /* The next weight, in order: pinned then extra experts, for each gate, up,
@@ -154,6 +179,9 @@ int packfile_writer_begin(struct atomic_file *file, const struct packfile_info *
  * model's shape. */
 int packfile_writer_add(struct packfile_writer *w, int layer, int expert, enum packfile_matrix matrix,
                         const int8_t *codes, const float *scales);
+/* After the last device entry: a matrix in the CPU's interleaved layout
+ * (desc's data unused), source offsets ascending. */
+int packfile_writer_add_host(struct packfile_writer *w, const struct packfile_host_entry *desc, const void *bytes);
 /* Bytes written so far. */
 uint64_t packfile_writer_bytes(const struct packfile_writer *w);
 /* Writes index, plan and header, then commits the file (synced, renamed

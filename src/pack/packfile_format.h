@@ -1,5 +1,5 @@
 /* Internal to src/pack (and the fuzz target): the byte layout of pack files,
- * version 1, as docs/pack-format.md specifies it. One place per offset. */
+ * version 2, as docs/pack-format.md specifies it. One place per offset. */
 #ifndef MOEX_PACKFILE_FORMAT_H
 #define MOEX_PACKFILE_FORMAT_H
 
@@ -8,18 +8,20 @@
 
 #define PF_MAGIC "MOEXPACK"
 #define PF_MAGIC_BYTES 8
-#define PF_VERSION 1u
+#define PF_VERSION 2u
 #define PF_HEADER_BYTES 512u
 #define PF_ALIGN 4096u             /* what the writer uses */
 #define PF_ALIGN_MIN 64u           /* what a reader accepts: a power of two in [MIN, MAX] */
 #define PF_ALIGN_MAX (1u << 20)
 #define PF_FORMAT_W8A8 1u          /* int8 codes, one f32 scale per output channel */
-#define PF_SECTIONS 3u
+#define PF_SECTIONS 5u
 #define PF_ENTRY_BYTES 64u
 #define PF_STRIDE_ALIGN 64u        /* code and scale strides are multiples of this */
 #define PF_FLAG_ALL 1u
+#define PF_FLAG_NO_DEVICE 2u       /* no device experts: the CPU's interleaved layout only */
+#define PF_HOST_ENTRY_BYTES 64u
 
-enum pf_section { PF_PLAN = 1, PF_INDEX = 2, PF_DATA = 3 };
+enum pf_section { PF_PLAN = 1, PF_INDEX = 2, PF_DATA = 3, PF_HOST_DATA = 4, PF_HOST_INDEX = 5 };
 
 /* Header fields: byte offsets. */
 enum {
@@ -54,6 +56,7 @@ enum {
     PF_H_FLAGS = 172,
     PF_H_CODE_STRIDE = 176,  /* bytes between entries' codes: the device slot stride */
     PF_H_SECTIONS = 192,     /* PF_SECTIONS x 32 bytes: kind u32, 0 u32, offset, size, checksum */
+    PF_H_N_HOST = 352,       /* entries of the host index: matrices in the CPU's interleaved layout */
     PF_H_CHECKSUM = 504,     /* XXH64 of bytes [0, 504) */
 };
 #define PF_SECTION_BYTES 32u
@@ -71,6 +74,19 @@ enum {
     PF_E_SCALES_OFFSET = 40,
     PF_E_SCALES_BYTES = 48,
     PF_E_CHECKSUM = 56,
+};
+
+/* Host index entry fields (a matrix in the CPU's interleaved layout). */
+enum {
+    PF_X_SOURCE_OFFSET = 0,  /* u64: the matrix's first byte in the GGUF */
+    PF_X_SOURCE_TYPE = 8,
+    PF_X_VARIANT = 12,       /* quant_r16_variant of the layout */
+    PF_X_ROWS = 16,
+    PF_X_COLS = 24,
+    PF_X_OFFSET = 32,
+    PF_X_BYTES = 40,
+    PF_X_CHECKSUM = 48,
+    PF_X_RESERVED = 56,
 };
 
 /* Little-endian fields, whatever the host. */

@@ -2,7 +2,7 @@
  * its real cause: the magic (not a pack file), the version, the header's
  * size and checksum, the file's length against the header (truncated), then
  * every field, the section table, the plan and index checksums, and every
- * index entry's place and shape. Offsets and sizes are checked against the
+ * index entry's place and shape, then the host index likewise. Offsets and sizes are checked against the
  * file and against overflow before use; entries' data are hashed when used.
  * Assumes a little-endian host for the scales used in place (as the GGUF
  * reader does for tensors). */
@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/xxh64.h"
 #include "pack/packfile_format.h"
+#include "quant/quant.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +35,7 @@ struct packfile {
     struct packfile_entry *entries;  /* (n_entries) */
     int32_t *by_weight;              /* (n_layers * n_expert * 3) entry or -1 */
     uint64_t data_checksum;
+    struct packfile_host_entry *host; /* (info.n_host) by ascending source offset */
 };
 
 static int refuse(const char *name, int status, const char *fmt, ...) MOEX_PRINTF(3, 4);
@@ -74,7 +76,14 @@ const char *packfile_status_string(int status) {
 }
 
 static const char *section_name(uint32_t kind) {
-    return kind == PF_PLAN ? "plan" : kind == PF_INDEX ? "index" : kind == PF_DATA ? "data" : "?";
+    switch (kind) {
+    case PF_PLAN: return "plan";
+    case PF_INDEX: return "index";
+    case PF_DATA: return "data";
+    case PF_HOST_DATA: return "host data";
+    case PF_HOST_INDEX: return "host index";
+    default: return "?";
+    }
 }
 
 static bool is_pow2(uint64_t x) { return x && !(x & (x - 1)); }
@@ -87,26 +96,49 @@ static uint64_t code_bytes_of(enum pack_layout layout, int K, int N) {
 }
 
 /* The header's fields, each checked for range; not yet the sections. */
+/* A file without device experts: every device field is zero. */
+static int read_no_device(struct packfile *pf, const uint8_t *h) {
+    static const uint32_t fields[][2] = {
+        { PF_H_LAYOUT, 4 }, { PF_H_FORMAT, 4 }, { PF_H_K_MULTIPLE, 4 }, { PF_H_N_MULTIPLE, 4 },
+        { PF_H_SLOT_VALUES, 8 }, { PF_H_SLOT_MAX_N, 4 }, { PF_H_SCALE_STRIDE, 4 }, { PF_H_DEVICE, 16 },
+        { PF_H_BUDGET, 8 }, { PF_H_EXPERT_BYTES, 8 }, { PF_H_STATS_HASH, 8 }, { PF_H_PINNED_SHARE, 8 },
+        { PF_H_PLAN_SLOTS, 4 }, { PF_H_N_PINNED, 4 }, { PF_H_N_ENTRIES, 4 }, { PF_H_CODE_STRIDE, 8 },
+    };
+    for (size_t f = 0; f < sizeof fields / sizeof *fields; f++)
+        for (uint32_t i = 0; i < fields[f][1]; i++)
+            if (h[fields[f][0] + i])
+                return refuse(pf->path, PACKFILE_E_CORRUPT, "marked as holding no device experts, with a device "
+                              "field at byte %" PRIu32 " set", fields[f][0]);
+    pf->info.no_device = true;
+    return PACKFILE_OK;
+}
+
 static int read_header(struct packfile *pf, const uint8_t *h) {
     const char *name = pf->path;
     struct packfile_info *in = &pf->info;
+    uint32_t flags = pf_get32(h + PF_H_FLAGS);
+    if (flags & ~(PF_FLAG_ALL | PF_FLAG_NO_DEVICE) || (flags & PF_FLAG_ALL && flags & PF_FLAG_NO_DEVICE))
+        return refuse(name, PACKFILE_E_CORRUPT, "unknown or contradictory flags 0x%" PRIx32, flags);
+    int rc = flags & PF_FLAG_NO_DEVICE ? read_no_device(pf, h) : PACKFILE_OK;
+    if (rc != PACKFILE_OK) return rc;
+    bool device = !in->no_device;
     uint32_t layout = pf_get32(h + PF_H_LAYOUT), format = pf_get32(h + PF_H_FORMAT);
-    if (layout != PACK_ROWS && layout != PACK_AMX)
+    if (device && layout != PACK_ROWS && layout != PACK_AMX)
         return refuse(name, PACKFILE_E_LAYOUT, "packed in device layout %" PRIu32 ", which this moex does not know",
                       layout);
-    if (format != PF_FORMAT_W8A8)
+    if (device && format != PF_FORMAT_W8A8)
         return refuse(name, PACKFILE_E_LAYOUT, "number format %" PRIu32 " (this moex packs W8A8, format %u)", format,
                       PF_FORMAT_W8A8);
     in->layout = (enum pack_layout)layout;
     uint32_t km = pf_get32(h + PF_H_K_MULTIPLE), nm = pf_get32(h + PF_H_N_MULTIPLE);
     uint32_t max_n = pf_get32(h + PF_H_SLOT_MAX_N), scale_stride = pf_get32(h + PF_H_SCALE_STRIDE);
     uint64_t slot_values = pf_get64(h + PF_H_SLOT_VALUES), code_stride = pf_get64(h + PF_H_CODE_STRIDE);
-    if (km < 1 || km > PACK_MAX_K || nm < 1 || nm > (1u << 20) || max_n < 1 || max_n > (1u << 20) ||
-        slot_values < 1 || slot_values > ((uint64_t)1 << 40))
+    if (device && (km < 1 || km > PACK_MAX_K || nm < 1 || nm > (1u << 20) || max_n < 1 || max_n > (1u << 20) ||
+        slot_values < 1 || slot_values > ((uint64_t)1 << 40)))
         return refuse(name, PACKFILE_E_CORRUPT, "device envelope K %% %" PRIu32 ", N %% %" PRIu32 ", slots of %" PRIu64
                       " values and %" PRIu32 " channels", km, nm, slot_values, max_n);
-    if (code_stride < slot_values || code_stride > ((uint64_t)1 << 41) || code_stride % PF_STRIDE_ALIGN ||
-        scale_stride < 4ull * max_n || scale_stride > (1u << 30) || scale_stride % PF_STRIDE_ALIGN)
+    if (device && (code_stride < slot_values || code_stride > ((uint64_t)1 << 41) || code_stride % PF_STRIDE_ALIGN ||
+                   scale_stride < 4ull * max_n || scale_stride > (1u << 30) || scale_stride % PF_STRIDE_ALIGN))
         return refuse(name, PACKFILE_E_CORRUPT, "strides of %" PRIu64 " code bytes and %" PRIu32 " scale bytes for "
                       "slots of %" PRIu64 " values and %" PRIu32 " channels", code_stride, scale_stride, slot_values,
                       max_n);
@@ -128,7 +160,7 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
     uint32_t n_embd = pf_get32(h + PF_H_N_EMBD), n_ff = pf_get32(h + PF_H_N_FF);
     if (n_layers < 1 || n_layers > 4096 || n_expert < 1 || n_expert > 65536 || n_embd < 1 || n_embd > PACK_MAX_K ||
         n_ff < 1 || n_ff > PACK_MAX_K || (uint64_t)n_layers * n_expert > (1u << 24) ||
-        (uint64_t)n_embd * n_ff > slot_values || (n_embd > n_ff ? n_embd : n_ff) > max_n)
+        (device && ((uint64_t)n_embd * n_ff > slot_values || (n_embd > n_ff ? n_embd : n_ff) > max_n)))
         return refuse(name, PACKFILE_E_CORRUPT, "model shape %" PRIu32 " layers x %" PRIu32 " experts, dim %" PRIu32
                       ", expert ffn %" PRIu32 " (slots of %" PRIu64 " values, %" PRIu32 " channels)", n_layers,
                       n_expert, n_embd, n_ff, slot_values, max_n);
@@ -143,7 +175,7 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
     in->stats_hash = pf_get64(h + PF_H_STATS_HASH);
     in->pinned_share = pf_get_f64(h + PF_H_PINNED_SHARE);
     uint32_t plan_slots = pf_get32(h + PF_H_PLAN_SLOTS), n_pinned = pf_get32(h + PF_H_N_PINNED);
-    uint32_t n_entries = pf_get32(h + PF_H_N_ENTRIES), flags = pf_get32(h + PF_H_FLAGS);
+    uint32_t n_entries = pf_get32(h + PF_H_N_ENTRIES), n_host = pf_get32(h + PF_H_N_HOST);
     uint32_t n_keys = n_layers * n_expert;
     if (!(in->pinned_share >= 0 && in->pinned_share <= 1))
         return refuse(name, PACKFILE_E_CORRUPT, "pinned share %g", in->pinned_share);
@@ -153,14 +185,15 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
     if (n_entries % PACKFILE_MATRICES || n_entries / PACKFILE_MATRICES > n_keys)
         return refuse(name, PACKFILE_E_CORRUPT, "%" PRIu32 " entries for %" PRIu32 " experts of 3 weights", n_entries,
                       n_keys);
-    if (flags & ~PF_FLAG_ALL) return refuse(name, PACKFILE_E_CORRUPT, "unknown flags 0x%" PRIx32, flags);
+    if (n_host > (1u << 20)) return refuse(name, PACKFILE_E_CORRUPT, "%" PRIu32 " host matrices", n_host);
+    in->n_host = (int)n_host;
     in->all_experts = flags & PF_FLAG_ALL;
     if (in->all_experts && n_entries != PACKFILE_MATRICES * n_keys)
         return refuse(name, PACKFILE_E_CORRUPT, "marked as holding every expert, with %" PRIu32 " entries", n_entries);
     in->plan_slots = (int)plan_slots;
     in->n_pinned = (int)n_pinned;
     in->n_entries = (int)n_entries;
-    for (uint32_t i = PF_H_SECTIONS + PF_SECTIONS * PF_SECTION_BYTES; i < PF_H_CHECKSUM; i++)
+    for (uint32_t i = PF_H_N_HOST + 4; i < PF_H_CHECKSUM; i++)
         if (h[i]) return refuse(name, PACKFILE_E_CORRUPT, "reserved header byte %" PRIu32 " is not zero", i);
     if (pf_get32(h + 124) || pf_get64(h + 184))
         return refuse(name, PACKFILE_E_CORRUPT, "reserved header fields are not zero");
@@ -171,8 +204,9 @@ struct section {
     uint64_t offset, size, checksum;
 };
 
-/* The section table: plan, index, data in file order, aligned, inside the
- * file, sized for their counts, the data section ending the file. */
+/* The section table: plan, index, data, host data, host index in file
+ * order, aligned (an empty one may also sit where the one before ends),
+ * inside the file, sized for their counts, the last ending the file. */
 static int read_sections(struct packfile *pf, const uint8_t *h, uint64_t align, struct section s[PF_SECTIONS]) {
     const char *name = pf->path;
     uint64_t end = PF_HEADER_BYTES;
@@ -183,7 +217,8 @@ static int read_sections(struct packfile *pf, const uint8_t *h, uint64_t align, 
         if (kind != PF_PLAN + i || zero)
             return refuse(name, PACKFILE_E_CORRUPT, "section %" PRIu32 " has kind %" PRIu32 " (expected %s)", i, kind,
                           section_name(PF_PLAN + i));
-        if (s[i].offset % align || s[i].offset < end || s[i].offset > pf->size || s[i].size > pf->size - s[i].offset)
+        bool placed = s[i].offset % align == 0 || (s[i].size == 0 && s[i].offset == end);
+        if (!placed || s[i].offset < end || s[i].offset > pf->size || s[i].size > pf->size - s[i].offset)
             return refuse(name, PACKFILE_E_CORRUPT, "section %s at %" PRIu64 " of %" PRIu64
                           " bytes: misaligned, overlapping or past the end (%" PRIu64 " bytes)",
                           section_name(kind), s[i].offset, s[i].size, pf->size);
@@ -207,8 +242,12 @@ static int read_sections(struct packfile *pf, const uint8_t *h, uint64_t align, 
         return refuse(name, PACKFILE_E_CORRUPT, "data section of %" PRIu64 " bytes for %d entries of %" PRIu64
                       " + %" PRIu64 " bytes", s[2].size, pf->info.n_entries, pf->info.code_stride,
                       pf->info.scale_stride);
+    uint64_t n_host = (uint64_t)pf->info.n_host;
+    if (s[4].size != (uint64_t)PF_HOST_ENTRY_BYTES * n_host || (n_host == 0) != (s[3].size == 0))
+        return refuse(name, PACKFILE_E_CORRUPT, "host sections of %" PRIu64 " and %" PRIu64 " bytes for %" PRIu64
+                      " host matrices", s[3].size, s[4].size, n_host);
     if (end != pf->size)
-        return refuse(name, PACKFILE_E_CORRUPT, "the data section ends at %" PRIu64 ", the file at %" PRIu64, end,
+        return refuse(name, PACKFILE_E_CORRUPT, "the last section ends at %" PRIu64 ", the file at %" PRIu64, end,
                       pf->size);
     return PACKFILE_OK;
 }
@@ -299,6 +338,55 @@ static int read_index(struct packfile *pf, const struct section *index, const st
     return PACKFILE_OK;
 }
 
+/* Every host matrix: source offsets ascending, a type moex knows with rows
+ * of whole groups, the bytes of its shape, each at the first aligned
+ * offset after the one before, the last ending the host data section. */
+static int read_host(struct packfile *pf, const struct section *index, const struct section *data, uint64_t align) {
+    const char *name = pf->path;
+    int n = pf->info.n_host;
+    pf->host = calloc((size_t)(n ? n : 1), sizeof *pf->host);
+    if (!pf->host) return refuse(name, PACKFILE_E_NOMEM, "out of memory");
+    uint64_t at = data->offset;
+    struct xxh64_state sums;
+    xxh64_init(&sums, 0);
+    for (int i = 0; i < n; i++) {
+        const uint8_t *e = pf->map + index->offset + (uint64_t)i * PF_HOST_ENTRY_BYTES;
+        struct packfile_host_entry *x = &pf->host[i];
+        uint64_t rows = pf_get64(e + PF_X_ROWS), cols = pf_get64(e + PF_X_COLS), offset = pf_get64(e + PF_X_OFFSET);
+        *x = (struct packfile_host_entry){
+            .source_offset = pf_get64(e + PF_X_SOURCE_OFFSET), .source_type = pf_get32(e + PF_X_SOURCE_TYPE),
+            .variant = pf_get32(e + PF_X_VARIANT), .rows = (int64_t)rows, .cols = (int64_t)cols,
+            .bytes = pf_get64(e + PF_X_BYTES), .checksum = pf_get64(e + PF_X_CHECKSUM),
+        };
+        size_t row_bytes = x->source_type < QT_MAX && cols <= (1u << 24)
+                               ? quant_row_size((enum qtype)x->source_type, (int64_t)cols) : 0;
+        bool shape = rows >= 1 && rows <= (1u << 30) && rows % QUANT_R16_ROWS == 0 && row_bytes &&
+                     x->bytes == rows * row_bytes;
+        if (!shape || x->variant == 0 || pf_get64(e + PF_X_RESERVED) ||
+            (i && x->source_offset <= pf->host[i - 1].source_offset))
+            return refuse(name, PACKFILE_E_CORRUPT, "host matrix %d (at %" PRIu64 " in the model, type %" PRIu32
+                          ", %" PRIu64 " x %" PRIu64 ", %" PRIu64 " bytes, variant %" PRIu32 ") is out of order or "
+                          "of an impossible shape", i, x->source_offset, x->source_type, rows, cols, x->bytes,
+                          x->variant);
+        uint64_t want = round_up(at, align);
+        if (offset != want || x->bytes > data->offset + data->size - offset)
+            return refuse(name, PACKFILE_E_CORRUPT, "host matrix %d at %" PRIu64 ", not at its place (%" PRIu64 ")",
+                          i, offset, want);
+        x->data = pf->map + offset;
+        at = offset + x->bytes;
+        uint8_t sum[8];
+        pf_put64(sum, x->checksum);
+        xxh64_update(&sums, sum, sizeof sum);
+    }
+    if (n && at != data->offset + data->size)
+        return refuse(name, PACKFILE_E_CORRUPT, "the host matrices end at %" PRIu64 ", their section at %" PRIu64, at,
+                      data->offset + data->size);
+    if (xxh64_digest(&sums) != data->checksum)
+        return refuse(name, PACKFILE_E_CHECKSUM, "bad checksum in section host data (its matrices' checksums hash to "
+                      "%016" PRIx64 ", expected %016" PRIx64 ")", xxh64_digest(&sums), data->checksum);
+    return PACKFILE_OK;
+}
+
 static int check_section_sum(const struct packfile *pf, const struct section *s, uint32_t kind) {
     uint64_t sum = xxh64(pf->map + s->offset, (size_t)s->size, 0);
     if (sum != s->checksum)
@@ -325,8 +413,8 @@ static int parse(struct packfile *pf) {
         return refuse(name, PACKFILE_E_TRUNCATED, "truncated: %" PRIu64 " bytes, shorter than the %u-byte header",
                       size, PF_HEADER_BYTES);
     if (pf_get32(h + PF_H_HEADER_BYTES) != PF_HEADER_BYTES)
-        return refuse(name, PACKFILE_E_CORRUPT, "header of %" PRIu32 " bytes (version 1 has %u)",
-                      pf_get32(h + PF_H_HEADER_BYTES), PF_HEADER_BYTES);
+        return refuse(name, PACKFILE_E_CORRUPT, "header of %" PRIu32 " bytes (version %u has %u)",
+                      pf_get32(h + PF_H_HEADER_BYTES), PF_VERSION, PF_HEADER_BYTES);
     uint64_t sum = xxh64(h, PF_H_CHECKSUM, 0);
     if (sum != pf_get64(h + PF_H_CHECKSUM))
         return refuse(name, PACKFILE_E_CHECKSUM, "bad checksum in section header (%016" PRIx64 ", expected %016" PRIx64
@@ -353,7 +441,8 @@ static int parse(struct packfile *pf) {
     if (pf->data_checksum != s[2].checksum)
         return refuse(name, PACKFILE_E_CHECKSUM, "bad checksum in section data (its entries' checksums hash to "
                       "%016" PRIx64 ", expected %016" PRIx64 ")", pf->data_checksum, s[2].checksum);
-    return PACKFILE_OK;
+    if ((rc = check_section_sum(pf, &s[4], PF_HOST_INDEX)) != PACKFILE_OK) return rc;
+    return read_host(pf, &s[4], &s[3], align);
 }
 
 static int open_buffer(const void *data, size_t size, const char *name, size_t map_len, struct packfile **out) {
@@ -419,6 +508,7 @@ void packfile_close(struct packfile *pf) {
     free(pf->pinned);
     free(pf->entries);
     free(pf->by_weight);
+    free(pf->host);
     free(pf->path);
     free(pf);
 }
@@ -452,6 +542,9 @@ static const char *layout_name(enum pack_layout l) { return l == PACK_ROWS ? "ro
 int packfile_check_layout(const struct packfile *pf, const char *device, enum pack_layout layout, int k_multiple,
                           int n_multiple, int64_t slot_values, int slot_max_n) {
     const struct packfile_info *in = &pf->info;
+    if (in->no_device)
+        return refuse(pf->path, PACKFILE_E_LAYOUT, "holds no device experts, only the CPU's interleaved layout (moex "
+                      "pack --device none); this run's device is %s", device ? device : "?");
     if (in->layout != layout || in->k_multiple != k_multiple || in->n_multiple != n_multiple ||
         in->slot_values != slot_values || in->slot_max_n != slot_max_n)
         return refuse(pf->path, PACKFILE_E_LAYOUT, "packed for device %s (layout %s, K %% %d, N %% %d, slots of %" PRId64
@@ -506,5 +599,28 @@ int packfile_verify_data(const struct packfile *pf) {
         int rc = packfile_verify_entry(pf, i);
         if (rc != PACKFILE_OK) return rc;
     }
+    return PACKFILE_OK;
+}
+
+const struct packfile_host_entry *packfile_host_entry(const struct packfile *pf, int i) {
+    return i >= 0 && i < pf->info.n_host ? &pf->host[i] : NULL;
+}
+
+int packfile_host_find(const struct packfile *pf, uint64_t source_offset) {
+    int lo = 0, hi = pf->info.n_host;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (pf->host[mid].source_offset < source_offset) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < pf->info.n_host && pf->host[lo].source_offset == source_offset ? lo : -1;
+}
+
+int packfile_verify_host_entry(const struct packfile *pf, int i) {
+    const struct packfile_host_entry *x = packfile_host_entry(pf, i);
+    if (!x) return moex_errorf("%s: no host matrix %d", pf->path, i), PACKFILE_E_ARG;
+    if (xxh64(x->data, (size_t)x->bytes, 0) != x->checksum)
+        return refuse(pf->path, PACKFILE_E_CHECKSUM, "bad checksum in section host data: the matrix at %" PRIu64
+                      " in the model", x->source_offset);
     return PACKFILE_OK;
 }

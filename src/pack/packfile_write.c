@@ -2,9 +2,10 @@
  * (src/core/atomic_file.h) as they are packed (a large model's packed
  * experts do not fit in memory), hashing each on the way: codes in order,
  * each entry's scales at its place in the scales region (every offset is
- * known from the start). Then it writes the plan, the index and the header
- * and commits the file: synced and renamed into place, or on failure
- * removed, leaving an older file at the path as it was. */
+ * known from the start), then the host matrices one after the other. Then
+ * it writes the plan, the indexes and the header and commits the file:
+ * synced and renamed into place, or on failure removed, leaving an older
+ * file at the path as it was. */
 #include "pack/packfile.h"
 
 #include "core/atomic_file.h"
@@ -32,6 +33,11 @@ struct packfile_writer {
     uint64_t pos;             /* of the sequential writes (header space, codes) */
     uint64_t written;         /* bytes written in all */
     struct xxh64_state entry_sums;
+    /* host matrices: data from host_offset on, each at an aligned offset */
+    uint8_t *host_index;      /* (cap_host, PF_HOST_ENTRY_BYTES) */
+    int n_host, cap_host;
+    uint64_t host_offset, host_end;
+    struct xxh64_state host_sums;
 };
 
 static const uint8_t zeros[PF_ALIGN];
@@ -82,11 +88,19 @@ static void writer_free(struct packfile_writer *w) {
     free(w->pinned);
     free(w->order);
     free(w->index);
+    free(w->host_index);
     free(w);
 }
 
 static int check_info(const struct packfile_info *in, const int32_t *pinned, const int32_t *extra, int n_extra) {
     int n_all = in->n_layers * in->n_expert;
+    if (in->no_device) {
+        if (in->n_layers < 1 || in->n_expert < 1 || in->n_embd < 1 || in->n_ff < 1 || n_extra || in->n_pinned ||
+            in->plan_slots || in->all_experts)
+            return moex_errorf("packfile_writer_begin: a file without device experts has no plan or experts"),
+                   PACKFILE_E_ARG;
+        return PACKFILE_OK;
+    }
     if (in->n_layers < 1 || in->n_expert < 1 || in->n_embd < 1 || in->n_ff < 1 || n_extra < 0 || in->n_pinned < 0 ||
         in->n_pinned > in->plan_slots || in->plan_slots > n_all || n_extra > n_all - in->n_pinned ||
         (n_extra && !extra) || (in->n_pinned && !pinned) || !(in->pinned_share >= 0 && in->pinned_share <= 1) ||
@@ -157,9 +171,12 @@ int packfile_writer_begin(struct atomic_file *file, const struct packfile_info *
     w->index_offset = round_up(w->plan_offset + 4ull * (uint64_t)info->n_pinned, PF_ALIGN);
     w->data_offset = round_up(w->index_offset + (uint64_t)PF_ENTRY_BYTES * (uint64_t)w->info.n_entries, PF_ALIGN);
     uint64_t n = (uint64_t)w->info.n_entries;
-    w->scales_offset = round_up(w->data_offset + n * info->code_stride, PF_ALIGN);
-    w->file_size = w->scales_offset + n * info->scale_stride;
+    if (info->no_device) w->info.code_stride = w->info.scale_stride = 0;
+    w->scales_offset = round_up(w->data_offset + n * w->info.code_stride, PF_ALIGN);
+    w->file_size = w->scales_offset + n * w->info.scale_stride;
+    w->host_offset = w->host_end = round_up(w->file_size, PF_ALIGN);
     xxh64_init(&w->entry_sums, 0);
+    xxh64_init(&w->host_sums, 0);
     /* Header, plan and index are written at the end; the data starts now. */
     if ((rc = pad_to(w, w->data_offset)) != PACKFILE_OK) {
         packfile_writer_abort(w);
@@ -170,6 +187,45 @@ int packfile_writer_begin(struct atomic_file *file, const struct packfile_info *
 }
 
 uint64_t packfile_writer_bytes(const struct packfile_writer *w) { return w ? w->written : 0; }
+
+int packfile_writer_add_host(struct packfile_writer *w, const struct packfile_host_entry *d, const void *bytes) {
+    if (!w || !d || !bytes) return moex_errorf("packfile_writer_add_host: missing argument"), PACKFILE_E_ARG;
+    if (w->next != w->info.n_entries)
+        return moex_errorf("packfile_writer_add_host: %d of %d device entries written", w->next, w->info.n_entries),
+               PACKFILE_E_ARG;
+    uint64_t last = w->n_host ? pf_get64(w->host_index + (size_t)(w->n_host - 1) * PF_HOST_ENTRY_BYTES) : 0;
+    if ((w->n_host && d->source_offset <= last) || d->rows < 1 || d->cols < 1 || d->variant == 0 || d->bytes == 0)
+        return moex_errorf("packfile_writer_add_host: a matrix at %llu out of order or empty",
+                           (unsigned long long)d->source_offset),
+               PACKFILE_E_ARG;
+    if (w->n_host == w->cap_host) {
+        int cap = w->cap_host ? 2 * w->cap_host : 256;
+        uint8_t *index = realloc(w->host_index, (size_t)cap * PF_HOST_ENTRY_BYTES);
+        if (!index) return moex_errorf("out of memory"), PACKFILE_E_NOMEM;
+        w->host_index = index;
+        w->cap_host = cap;
+    }
+    uint64_t at = round_up(w->host_end, PF_ALIGN); /* the gap reads as zeros */
+    int rc = pwrite_all(w, bytes, (size_t)d->bytes, at);
+    if (rc != PACKFILE_OK) return rc;
+    uint64_t sum = xxh64(bytes, (size_t)d->bytes, 0);
+    uint8_t *e = w->host_index + (size_t)w->n_host * PF_HOST_ENTRY_BYTES;
+    memset(e, 0, PF_HOST_ENTRY_BYTES);
+    pf_put64(e + PF_X_SOURCE_OFFSET, d->source_offset);
+    pf_put32(e + PF_X_SOURCE_TYPE, d->source_type);
+    pf_put32(e + PF_X_VARIANT, d->variant);
+    pf_put64(e + PF_X_ROWS, (uint64_t)d->rows);
+    pf_put64(e + PF_X_COLS, (uint64_t)d->cols);
+    pf_put64(e + PF_X_OFFSET, at);
+    pf_put64(e + PF_X_BYTES, d->bytes);
+    pf_put64(e + PF_X_CHECKSUM, sum);
+    uint8_t le[8];
+    pf_put64(le, sum);
+    xxh64_update(&w->host_sums, le, sizeof le);
+    w->host_end = at + d->bytes;
+    w->n_host++;
+    return PACKFILE_OK;
+}
 
 int packfile_writer_add(struct packfile_writer *w, int layer, int expert, enum packfile_matrix matrix,
                         const int8_t *codes, const float *scales) {
@@ -218,20 +274,8 @@ static void put_section(uint8_t *h, uint32_t i, uint64_t offset, uint64_t size, 
     pf_put64(s + 24, checksum);
 }
 
-static int write_tables(struct packfile_writer *w) {
-    const struct packfile_info *in = &w->info;
-    uint64_t plan_bytes = 4ull * (uint64_t)in->n_pinned, index_bytes = (uint64_t)PF_ENTRY_BYTES * in->n_entries;
-    uint8_t *plan = malloc((size_t)plan_bytes + 1);
-    if (!plan) return moex_errorf("out of memory"), PACKFILE_E_NOMEM;
-    for (int i = 0; i < in->n_pinned; i++) pf_put32(plan + 4 * i, (uint32_t)w->pinned[i]);
-    uint8_t h[PF_HEADER_BYTES];
-    memset(h, 0, sizeof h);
-    memcpy(h + PF_H_MAGIC, PF_MAGIC, PF_MAGIC_BYTES);
-    pf_put32(h + PF_H_VERSION, PF_VERSION);
-    pf_put32(h + PF_H_HEADER_BYTES, PF_HEADER_BYTES);
-    pf_put64(h + PF_H_FILE_SIZE, w->file_size);
-    pf_put32(h + PF_H_ALIGN, PF_ALIGN);
-    pf_put32(h + PF_H_N_SECTIONS, PF_SECTIONS);
+/* The device fields of the header (zero in a file without device experts). */
+static void put_device(uint8_t *h, const struct packfile_info *in) {
     pf_put32(h + PF_H_LAYOUT, (uint32_t)in->layout);
     pf_put32(h + PF_H_FORMAT, PF_FORMAT_W8A8);
     pf_put32(h + PF_H_K_MULTIPLE, (uint32_t)in->k_multiple);
@@ -241,13 +285,6 @@ static int write_tables(struct packfile_writer *w) {
     pf_put32(h + PF_H_SCALE_STRIDE, (uint32_t)in->scale_stride);
     pf_put64(h + PF_H_CODE_STRIDE, in->code_stride);
     memcpy(h + PF_H_DEVICE, in->device, strnlen(in->device, sizeof in->device));
-    pf_put64(h + PF_H_GGUF_SIZE, in->model.gguf_size);
-    pf_put64(h + PF_H_GGUF_HASH, in->model.hash);
-    pf_put32(h + PF_H_N_LAYERS, (uint32_t)in->n_layers);
-    pf_put32(h + PF_H_N_EXPERT, (uint32_t)in->n_expert);
-    pf_put32(h + PF_H_N_EMBD, (uint32_t)in->n_embd);
-    pf_put32(h + PF_H_N_FF, (uint32_t)in->n_ff);
-    for (int m = 0; m < PACKFILE_MATRICES; m++) pf_put32(h + PF_H_SOURCE_TYPES + 4 * m, in->source_type[m]);
     pf_put64(h + PF_H_BUDGET, in->budget_bytes);
     pf_put64(h + PF_H_EXPERT_BYTES, in->expert_bytes);
     pf_put64(h + PF_H_STATS_HASH, in->stats_hash);
@@ -255,17 +292,52 @@ static int write_tables(struct packfile_writer *w) {
     pf_put32(h + PF_H_PLAN_SLOTS, (uint32_t)in->plan_slots);
     pf_put32(h + PF_H_N_PINNED, (uint32_t)in->n_pinned);
     pf_put32(h + PF_H_N_ENTRIES, (uint32_t)in->n_entries);
-    pf_put32(h + PF_H_FLAGS, in->all_experts ? PF_FLAG_ALL : 0);
+}
+
+static int write_tables(struct packfile_writer *w) {
+    const struct packfile_info *in = &w->info;
+    uint64_t plan_bytes = 4ull * (uint64_t)in->n_pinned, index_bytes = (uint64_t)PF_ENTRY_BYTES * in->n_entries;
+    /* Host data, then its index, ending the file; empty, both sit where the device data ends. */
+    uint64_t host_at = w->n_host ? w->host_offset : w->file_size, host_bytes = w->n_host ? w->host_end - host_at : 0;
+    uint64_t host_index_at = w->n_host ? round_up(w->host_end, PF_ALIGN) : w->file_size;
+    uint64_t host_index_bytes = (uint64_t)PF_HOST_ENTRY_BYTES * (uint64_t)w->n_host;
+    uint64_t total = host_index_at + host_index_bytes;
+    uint8_t *plan = malloc((size_t)plan_bytes + 1);
+    if (!plan) return moex_errorf("out of memory"), PACKFILE_E_NOMEM;
+    for (int i = 0; i < in->n_pinned; i++) pf_put32(plan + 4 * i, (uint32_t)w->pinned[i]);
+    uint8_t h[PF_HEADER_BYTES];
+    memset(h, 0, sizeof h);
+    memcpy(h + PF_H_MAGIC, PF_MAGIC, PF_MAGIC_BYTES);
+    pf_put32(h + PF_H_VERSION, PF_VERSION);
+    pf_put32(h + PF_H_HEADER_BYTES, PF_HEADER_BYTES);
+    pf_put64(h + PF_H_FILE_SIZE, total);
+    pf_put32(h + PF_H_ALIGN, PF_ALIGN);
+    pf_put32(h + PF_H_N_SECTIONS, PF_SECTIONS);
+    if (!in->no_device) put_device(h, in);
+    pf_put64(h + PF_H_GGUF_SIZE, in->model.gguf_size);
+    pf_put64(h + PF_H_GGUF_HASH, in->model.hash);
+    pf_put32(h + PF_H_N_LAYERS, (uint32_t)in->n_layers);
+    pf_put32(h + PF_H_N_EXPERT, (uint32_t)in->n_expert);
+    pf_put32(h + PF_H_N_EMBD, (uint32_t)in->n_embd);
+    pf_put32(h + PF_H_N_FF, (uint32_t)in->n_ff);
+    for (int m = 0; m < PACKFILE_MATRICES; m++) pf_put32(h + PF_H_SOURCE_TYPES + 4 * m, in->source_type[m]);
+    pf_put32(h + PF_H_FLAGS, (in->all_experts ? PF_FLAG_ALL : 0) | (in->no_device ? PF_FLAG_NO_DEVICE : 0));
+    pf_put32(h + PF_H_N_HOST, (uint32_t)w->n_host);
     put_section(h, 0, w->plan_offset, plan_bytes, xxh64(plan, (size_t)plan_bytes, 0));
     put_section(h, 1, w->index_offset, index_bytes, xxh64(w->index, (size_t)index_bytes, 0));
     put_section(h, 2, w->data_offset, w->file_size - w->data_offset, xxh64_digest(&w->entry_sums));
+    put_section(h, 3, host_at, host_bytes, xxh64_digest(&w->host_sums));
+    put_section(h, 4, host_index_at, host_index_bytes,
+                xxh64(w->host_index ? w->host_index : zeros, (size_t)host_index_bytes, 0));
     pf_put64(h + PF_H_CHECKSUM, xxh64(h, PF_H_CHECKSUM, 0));
-    /* The codes' padding up to the scales region, and the last scales'. */
+    /* The codes' padding up to the scales region; the rest of the padding is a hole. */
     int rc = pad_to(w, w->scales_offset);
-    if (rc == PACKFILE_OK && ftruncate(w->fd, (off_t)w->file_size) != 0)
+    if (rc == PACKFILE_OK && ftruncate(w->fd, (off_t)total) != 0)
         rc = (moex_errorf("%s: cannot size the file: %s", w->path, strerror(errno)), PACKFILE_E_IO);
     if (rc == PACKFILE_OK) rc = pwrite_all(w, plan, (size_t)plan_bytes, w->plan_offset);
     if (rc == PACKFILE_OK) rc = pwrite_all(w, w->index, (size_t)index_bytes, w->index_offset);
+    if (rc == PACKFILE_OK && host_index_bytes)
+        rc = pwrite_all(w, w->host_index, (size_t)host_index_bytes, host_index_at);
     if (rc == PACKFILE_OK) rc = pwrite_all(w, h, sizeof h, 0);
     free(plan);
     return rc;

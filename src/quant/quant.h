@@ -100,6 +100,10 @@ enum isa quant_active_isa(void);
  * shape. */
 enum { QUANT_R16_ROWS = 16 };
 int quant_r16_pack(enum qtype t, const void *src, size_t src_stride, int64_t rows, int64_t cols, void *dst);
+/* The layout quant_r16_pack writes for t on this machine, as the id a pack
+ * file records with the bytes; 0 where no interleaved kernel runs t here.
+ * A change of the layout, or an ISA that wants its own, takes a new id. */
+uint32_t quant_r16_variant(enum qtype t);
 
 /* Bytes of a row of n values; 0 if n is not a multiple of the block size. */
 size_t quant_row_size(enum qtype t, int64_t n);

@@ -95,6 +95,12 @@ int quant_r16_pack(enum qtype t, const void *src, size_t src_stride, int64_t row
     return 0;
 }
 
+uint32_t quant_r16_variant(enum qtype t) {
+    const struct qtype_traits *tr = quant_traits(t);
+    /* 1: the layout above, the same bytes for every ISA's kernel */
+    return tr && tr->gemm_r16 && (t == QT_Q4_K || t == QT_Q6_K) ? 1 : 0;
+}
+
 /* The SIMD kernels' arithmetic, one lane at a time: per block, the exact
  * integer sums, then fused multiply-adds into the row's float sum (Q4_K:
  * values then mins; Q6_K: one, the -32 offset folded into the integers), in

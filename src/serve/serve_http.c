@@ -294,13 +294,25 @@ static char *metrics_text(struct server *s) {
     METRIC("gauge", "slots_busy", "slots generating", "%d", st.busy);
     METRIC("gauge", "slots", "slots (--parallel)", "%d", st.slots);
     METRIC("gauge", "connections", "open connections", "%d", atomic_load(&s->connections));
+    METRIC("counter", "batches_total", "forward passes: one per step, all active slots batched", "%llu",
+           (unsigned long long)st.batches);
+    METRIC("counter", "batch_decode_tokens_total", "decode tokens of those passes", "%llu", (unsigned long long)st.decode_rows);
+    put(&t, "# HELP moex_batch_tokens tokens per forward pass\n# TYPE moex_batch_tokens histogram\n");
+    uint64_t cumulative = 0;
+    for (int b = 0; b < SCHED_BATCH_BUCKETS; b++) {
+        cumulative += st.batch_hist[b];
+        if (b < SCHED_BATCH_BUCKETS - 1) put(&t, "moex_batch_tokens_bucket{le=\"%d\"} %llu\n", 1 << b, (unsigned long long)cumulative);
+        else put(&t, "moex_batch_tokens_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cumulative);
+    }
+    put(&t, "moex_batch_tokens_sum %llu\nmoex_batch_tokens_count %llu\n", (unsigned long long)st.batch_rows,
+        (unsigned long long)st.batches);
     METRIC("counter", "tokens_evaluated_total", "tokens evaluated by all slots", "%llu", (unsigned long long)st.experts.tokens);
     METRIC("counter", "expert_rows_device_total", "routed (token, expert) rows on the device", "%llu", (unsigned long long)st.experts.rows_device);
     METRIC("counter", "expert_rows_cpu_total", "routed (token, expert) rows on the CPU", "%llu", (unsigned long long)st.experts.rows_cpu);
     METRIC("counter", "expert_hits_total", "expert uses found resident on the device", "%llu", (unsigned long long)st.experts.hits);
     METRIC("counter", "expert_misses_total", "expert uses not resident", "%llu", (unsigned long long)st.experts.misses);
     METRIC("counter", "expert_fallbacks_total", "device work moved to the CPU", "%llu", (unsigned long long)st.experts.fallbacks);
-    METRIC("gauge", "expert_resident_bytes", "device bytes of resident experts", "%llu", (unsigned long long)st.experts.resident_bytes);
+    METRIC("gauge", "expert_resident_bytes", "resident device bytes (staging, backbone, experts)", "%llu", (unsigned long long)st.experts.resident_bytes);
 #undef METRIC
     return t.data;
 }

@@ -8,21 +8,30 @@
 #include <string.h>
 
 struct slot {
-    moex_context *ctx;
+    int seq;                           /* its sequence in the shared context */
     moex_sampler *sampler;
     moex_decoder *decoder;
     struct serve_job *job;             /* NULL: free */
-    int n_prefilled;                   /* prompt tokens the context holds for the job */
+    int n_prefilled;                   /* prompt tokens the sequence holds for the job */
+    bool started;                      /* the job's prefill has begun (prefix kept, sampler fed) */
+    int32_t next;                      /* the token sampled last, for the next batch; -1: none */
+    int in_batch;                      /* tokens this step's batch holds for the slot */
 };
 
-/* Prompt tokens one step evaluates: a long prompt goes in pieces, between
- * which the other slots take their decode steps. */
+/* Prompt tokens one step evaluates, over every slot in prefill, while some
+ * slot decodes: a long prompt goes in pieces, each batched with the other
+ * slots' decode tokens, so that their next token is never more than this
+ * much prefill away. With no slot decoding, up to PREFILL_IDLE (requests
+ * that came together all start sooner). */
 #define PREFILL_CHUNK 128
+#define PREFILL_IDLE 512
 
 struct scheduler {
     moex_model *model;
+    moex_context *ctx;                 /* one sequence per slot */
     struct slot *slots;
     int n_slots;
+    int32_t *batch, *batch_seq;        /* (PREFILL_IDLE + n_slots) this step's tokens and their sequences */
     pthread_mutex_t mu;
     pthread_cond_t work;               /* a job was queued, or stop */
     struct serve_job **queue;          /* FIFO ring of waiting jobs */
@@ -115,6 +124,8 @@ static void finish_job(struct scheduler *s, struct slot *sl, const char *finish,
     moex_decoder_free(sl->decoder);
     sl->sampler = NULL;
     sl->decoder = NULL;
+    sl->next = -1;
+    sl->started = false;
 }
 
 /* Under mu: the free slot whose context shares the longest prefix with the job's prompt. */
@@ -123,7 +134,7 @@ static struct slot *pick_slot(struct scheduler *s, const struct serve_job *j) {
     int best_keep = -1;
     for (int i = 0; i < s->n_slots; i++) {
         if (s->slots[i].job) continue;
-        int keep = moex_shared_prefix(s->slots[i].ctx, j->prompt, j->n_prompt);
+        int keep = moex_seq_shared_prefix(s->ctx, s->slots[i].seq, j->prompt, j->n_prompt);
         if (keep > best_keep) { best = &s->slots[i]; best_keep = keep; }
     }
     return best;
@@ -158,55 +169,89 @@ static void assign(struct scheduler *s) {
         s->q_len--;
         sl->job = j;
         sl->n_prefilled = 0;
+        sl->started = false;
+        sl->next = -1;
         sl->sampler = moex_sampler_new(s->model, &j->sampler);
         sl->decoder = moex_decoder_new(s->model);
         if (!sl->sampler || !sl->decoder) finish_job(s, sl, NULL, "out of memory");
     }
 }
 
-/* One step of a slot, outside mu except where it says: the prompt, or one token. */
-static void step(struct scheduler *s, struct slot *sl) {
-    struct serve_job *j = sl->job;
-    pthread_mutex_lock(&s->mu);
-    bool gone = j->cancelled || client_gone(j->fd);
-    if (gone) j->cancelled = true;
-    bool late = j->deadline_ns && time_ns() > j->deadline_ns;
-    if (gone || late) finish_job(s, sl, "length", NULL);
-    pthread_mutex_unlock(&s->mu);
-    if (gone || late) return;
-
-    double t0 = time_s();
-    if (sl->n_prefilled < j->n_prompt) {
-        /* Each piece is a prefill of a longer prefix: the context keeps what
-         * it holds and evaluates the next tokens. */
-        bool first = sl->n_prefilled == 0;
-        int keep = moex_shared_prefix(sl->ctx, j->prompt, j->n_prompt);
-        if (keep >= j->n_prompt) keep = j->n_prompt - 1;
-        if (first) {
-            for (int i = 0; i < j->n_prompt; i++) moex_sampler_accept(sl->sampler, j->prompt[i]);
-            j->n_reused = keep;
-        }
-        int upto = keep + PREFILL_CHUNK < j->n_prompt ? keep + PREFILL_CHUNK : j->n_prompt;
-        int rc = moex_prefill(sl->ctx, j->prompt, upto);
-        pthread_mutex_lock(&s->mu);
-        s->stats.prompt_s += time_s() - t0;
-        sl->n_prefilled = upto;
-        if (first) s->stats.reused_tokens += (uint64_t)j->n_reused;
-        if (rc == 0 && upto == j->n_prompt) s->stats.prompt_tokens += (uint64_t)j->n_prompt;
-        if (rc != 0) finish_job(s, sl, NULL, moex_last_error());
-        pthread_mutex_unlock(&s->mu);
-        return;
+/* Under mu: ends the jobs whose client went away or whose time is up. */
+static void drop_gone(struct scheduler *s) {
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        struct serve_job *j = sl->job;
+        if (!j) continue;
+        bool gone = j->cancelled || client_gone(j->fd);
+        if (gone) j->cancelled = true;
+        bool late = j->deadline_ns && time_ns() > j->deadline_ns;
+        if (gone || late) finish_job(s, sl, "length", NULL);
     }
-    int32_t id = moex_sample(sl->sampler, sl->ctx);
+}
+
+/* Outside mu: the job's first prefill piece keeps what the sequence shares
+ * with the prompt (at least one token is evaluated, for logits) and feeds
+ * the prompt to the sampler. */
+static void begin_prefill(struct scheduler *s, struct slot *sl) {
+    struct serve_job *j = sl->job;
+    int keep = moex_seq_shared_prefix(s->ctx, sl->seq, j->prompt, j->n_prompt);
+    if (keep >= j->n_prompt) keep = j->n_prompt - 1;
+    moex_seq_truncate(s->ctx, sl->seq, keep);
+    moex_seq_checkpoint(s->ctx, sl->seq); /* recurrent state comes back to here cheaply */
+    for (int i = 0; i < j->n_prompt; i++) moex_sampler_accept(sl->sampler, j->prompt[i]);
+    sl->n_prefilled = moex_seq_n_past(s->ctx, sl->seq);
+    sl->started = true;
+    pthread_mutex_lock(&s->mu);
+    j->n_reused = sl->n_prefilled;
+    s->stats.reused_tokens += (uint64_t)sl->n_prefilled;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Outside mu: this step's batch, every active slot's decode token and the
+ * next prompt pieces while the prefill budget allows. Returns its tokens
+ * and, in *prefill, how many of them are prompt tokens. */
+static int build_batch(struct scheduler *s, int *prefill) {
+    int n = 0, budget = PREFILL_IDLE;
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job && s->slots[i].next >= 0) budget = PREFILL_CHUNK;
+    *prefill = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        sl->in_batch = 0;
+        if (!sl->job) continue;
+        if (sl->next >= 0) {
+            s->batch[n] = sl->next;
+            s->batch_seq[n++] = sl->seq;
+            sl->in_batch = 1;
+            continue;
+        }
+        if (budget == 0 || sl->n_prefilled >= sl->job->n_prompt) continue;
+        if (!sl->started) begin_prefill(s, sl);
+        int take = sl->job->n_prompt - sl->n_prefilled < budget ? sl->job->n_prompt - sl->n_prefilled : budget;
+        for (int k = 0; k < take; k++) {
+            s->batch[n] = sl->job->prompt[sl->n_prefilled + k];
+            s->batch_seq[n++] = sl->seq;
+        }
+        sl->in_batch = take;
+        budget -= take;
+        *prefill += take;
+    }
+    return n;
+}
+
+/* Outside mu except where it says: the slot's next token from its logits,
+ * its text released to the client, and the end of the job when it ends. */
+static void emit_token(struct scheduler *s, struct slot *sl) {
+    struct serve_job *j = sl->job;
+    int32_t id = moex_sample_seq(sl->sampler, s->ctx, sl->seq);
     bool eog = id >= 0 && moex_token_is_eog(s->model, id);
     size_t len = 0;
     const char *text = id >= 0 && !eog ? moex_decoder_put(sl->decoder, id, &len) : "";
     bool ended = eog || id < 0 || !text || j->n_generated + 1 >= j->max_tokens ||
-                 moex_n_past(sl->ctx) >= moex_n_ctx(sl->ctx);
-    int rc = ended ? 0 : moex_eval(sl->ctx, &id, 1);
+                 moex_seq_n_past(s->ctx, sl->seq) >= moex_n_ctx(s->ctx);
     pthread_mutex_lock(&s->mu);
-    s->stats.generate_s += time_s() - t0;
-    if (id < 0 || !text || rc != 0) {
+    if (id < 0 || !text) {
         finish_job(s, sl, NULL, moex_last_error());
         pthread_mutex_unlock(&s->mu);
         return;
@@ -226,24 +271,53 @@ static void step(struct scheduler *s, struct slot *sl) {
     if (arc != 0) finish_job(s, sl, NULL, "out of memory");
     else if (stopped || eog) finish_job(s, sl, "stop", NULL);
     else if (ended) finish_job(s, sl, "length", NULL);
+    else sl->next = id;
     pthread_mutex_unlock(&s->mu);
 }
 
-static void snapshot_counters(struct scheduler *s) {
-    struct moex_counters sum = { 0 }, k;
-    for (int i = 0; i < s->n_slots; i++) {
-        moex_context_counters(s->slots[i].ctx, &k);
-        sum.tokens += k.tokens;
-        sum.rows_device += k.rows_device;
-        sum.rows_cpu += k.rows_cpu;
-        sum.hits += k.hits;
-        sum.misses += k.misses;
-        sum.fallbacks += k.fallbacks;
-        sum.resident_bytes += k.resident_bytes;
-        sum.device = k.device;
-    }
+/* Under mu: a forward pass of `rows` tokens in the batch-size histogram. */
+static void count_batch(struct sched_stats *st, int rows, int prefill) {
+    int b = 0;
+    while (b < SCHED_BATCH_BUCKETS - 1 && rows > (1 << b)) b++;
+    st->batch_hist[b]++;
+    st->batches++;
+    st->batch_rows += (uint64_t)rows;
+    st->decode_rows += (uint64_t)(rows - prefill);
+}
+
+/* Outside mu: one batch of every active slot, evaluated as one call. */
+static void step(struct scheduler *s) {
+    int prefill, n = build_batch(s, &prefill);
+    if (n == 0) return;
+    double t0 = time_s();
+    int rc = moex_eval_batch(s->ctx, s->batch, s->batch_seq, n);
+    double dt = time_s() - t0;
     pthread_mutex_lock(&s->mu);
-    s->stats.experts = sum;
+    /* The pass's time, shared by prompt and decode rows by count. */
+    s->stats.prompt_s += dt * prefill / n;
+    s->stats.generate_s += dt * (n - prefill) / n;
+    count_batch(&s->stats, n, prefill);
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->job || !sl->in_batch) continue;
+        if (rc != 0) { finish_job(s, sl, NULL, moex_last_error()); continue; }
+        sl->next = -1;
+        if (sl->n_prefilled < sl->job->n_prompt) {
+            sl->n_prefilled += sl->in_batch;
+            if (sl->n_prefilled < sl->job->n_prompt) sl->in_batch = 0; /* more pieces to come: no token yet */
+            else s->stats.prompt_tokens += (uint64_t)sl->job->n_prompt;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job && s->slots[i].in_batch) emit_token(s, &s->slots[i]);
+}
+
+static void snapshot_counters(struct scheduler *s) {
+    struct moex_counters k;
+    moex_context_counters(s->ctx, &k);
+    pthread_mutex_lock(&s->mu);
+    s->stats.experts = k;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -252,6 +326,7 @@ static void *run(void *arg) {
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         assign(s);
+        drop_gone(s);
         int busy = 0;
         for (int i = 0; i < s->n_slots; i++) busy += s->slots[i].job != NULL;
         if (!busy) {
@@ -259,8 +334,7 @@ static void *run(void *arg) {
             continue;
         }
         pthread_mutex_unlock(&s->mu);
-        for (int i = 0; i < s->n_slots; i++)
-            if (s->slots[i].job) step(s, &s->slots[i]);
+        step(s);
         snapshot_counters(s);
         pthread_mutex_lock(&s->mu);
     }
@@ -279,9 +353,14 @@ struct scheduler *sched_new(moex_model *m, int n_slots, const struct moex_contex
     s->q_cap = 64;
     s->slots = calloc((size_t)n_slots, sizeof *s->slots);
     s->queue = malloc(sizeof *s->queue * (size_t)s->q_cap);
-    if (!s->slots || !s->queue) goto fail;
-    for (int i = 0; i < n_slots; i++)
-        if (!(s->slots[i].ctx = moex_context_new(m, cp))) goto fail;
+    s->batch = malloc(sizeof *s->batch * (size_t)(PREFILL_IDLE + n_slots));
+    s->batch_seq = malloc(sizeof *s->batch_seq * (size_t)(PREFILL_IDLE + n_slots));
+    if (!s->slots || !s->queue || !s->batch || !s->batch_seq) goto fail;
+    for (int i = 0; i < n_slots; i++) {
+        s->slots[i].seq = i;
+        s->slots[i].next = -1;
+    }
+    if (!(s->ctx = moex_context_new_seqs(m, cp, n_slots))) goto fail;
     if (pthread_create(&s->thread, NULL, run, s) != 0) goto fail;
     s->started = true;
     return s;
@@ -310,13 +389,15 @@ void sched_stop(struct scheduler *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
-int sched_n_ctx(const struct scheduler *s) { return moex_n_ctx(s->slots[0].ctx); }
+int sched_n_ctx(const struct scheduler *s) { return moex_n_ctx(s->ctx); }
 
 void sched_free(struct scheduler *s) {
     if (!s) return;
     sched_stop(s);
-    for (int i = 0; s->slots && i < s->n_slots; i++) moex_context_free(s->slots[i].ctx);
+    moex_context_free(s->ctx);
     free(s->slots);
+    free(s->batch);
+    free(s->batch_seq);
     free(s->queue);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);

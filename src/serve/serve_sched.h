@@ -1,8 +1,12 @@
-/* The scheduler of moex serve: N slots, each its own context on the one
- * model, and one thread that steps every active slot in turn (prefill, then
- * one token per step). Slots are interleaved, not batched: each step is its
- * own forward pass. A queued request takes the free slot whose context
- * shares the longest prefix with its prompt. */
+/* The scheduler of moex serve: N slots, each a sequence of one shared
+ * multi-sequence context on the one model (one expert executor, one device
+ * set-up), and one thread that steps them all together: each step is one
+ * batch of every decoding slot's next token and the next prompt pieces of
+ * slots in prefill (at most 128 prompt tokens a step while a slot decodes,
+ * so that decode latency stays low; 512 while none does), evaluated as one
+ * forward pass, then sampled
+ * per slot (continuous batching). A queued request takes the free slot
+ * whose sequence shares the longest prefix with its prompt. */
 #ifndef MOEX_SERVE_SCHED_H
 #define MOEX_SERVE_SCHED_H
 
@@ -26,11 +30,17 @@ void sched_submit(struct scheduler *s, struct serve_job *j);
 /* The mutex guarding the jobs' shared fields. */
 pthread_mutex_t *sched_mutex(struct scheduler *s);
 
+/* Buckets of the batch-size histogram: at most 1, 2, 4, .. 256 tokens, more. */
+#define SCHED_BATCH_BUCKETS 10
+
 struct sched_stats {
     int slots, busy, queued;
     uint64_t prompt_tokens, reused_tokens, generated_tokens, requests_done, cancelled;
-    double prompt_s, generate_s;       /* time spent in prefill and in decode steps */
-    struct moex_counters experts;      /* summed over the slots' contexts */
+    double prompt_s, generate_s;       /* time of the batches, shared by their prompt and decode tokens */
+    uint64_t batches, batch_rows;      /* forward passes (steps) and the tokens they held */
+    uint64_t decode_rows;              /* of those, decode tokens */
+    uint64_t batch_hist[SCHED_BATCH_BUCKETS]; /* steps by tokens: <= 1, <= 2, <= 4, ... (not cumulative) */
+    struct moex_counters experts;      /* the context's */
 };
 void sched_stats(struct scheduler *s, struct sched_stats *out);
 

@@ -1,0 +1,123 @@
+/* Internal to src/moe: the executor's state, shared by its files
+ * (executor.c: set-up, experts, reports; executor_dense.c: the dense
+ * matmuls). */
+#ifndef MOEX_EXECUTOR_IMPL_H
+#define MOEX_EXECUTOR_IMPL_H
+
+#include "dev/dev.h"
+#include "moe/executor.h"
+#include "moe/moe_layers.h"
+
+/* Each resident expert takes three device slots: gate, up, down. */
+enum { MATS = 3 };
+/* Lanes of the timeline. */
+enum { LANE_CPU = 0, LANE_DEVICE = 1 };
+
+/* The device's staging buffers: rows of device pairs, packed in expert
+ * order, at most STAGE_TOKENS tokens' worth (a bigger batch's extra experts
+ * run on the CPU). A constant, so that a run and `moex pack` plan the same
+ * slots from the same budget. */
+enum { STAGE_TOKENS = 512 };
+enum { BUF_ACT, BUF_GATE_UP, BUF_H, BUF_OUT, N_STAGE_BUFS };
+
+/* The dense matmuls' placement and counters (executor_dense.c). */
+struct dense_entry {
+    const struct matrix *w;
+    int id;                       /* index into desc.dense */
+};
+struct dense_exec {
+    int n;                        /* desc.n_dense */
+    int *slot;                    /* (n) first device slot of a resident dense matmul, or -1 */
+    int *chunks, *chunk_rows;     /* (n) its slots, output channels per slot (the last may hold fewer) */
+    struct dense_entry *by_w;     /* (n) sorted by matrix, for lookups */
+    struct dev_job *jobs;         /* (max_jobs) one call's jobs */
+    int max_jobs;
+    uint64_t resident[DENSE_KINDS], backbone_bytes;
+    struct moe_dense_counters counters[MOE_PHASES][DENSE_KINDS];
+};
+
+struct stage_layout {
+    int rows;
+    uint64_t bytes[N_STAGE_BUFS];
+    uint64_t scale_offset[N_STAGE_BUFS]; /* act and h: where the row scales start */
+    uint64_t total;                      /* as the device counts them */
+};
+
+/* One layer's device work, run by the device's stream (host steps included). */
+struct device_work {
+    struct moe_executor *e;
+    int layer;
+    struct moe_scratch *s;
+    const float *x;
+    int64_t t_submit; /* when the stream's last host step ended: a submission runs from then on */
+};
+
+struct moe_executor {
+    struct moe_model_desc desc;
+    struct threadpool *pool;
+    int n_layers, n_expert, n_ff, n_embd, top_k, max_pairs;
+    struct dev *dev;                 /* NULL: everything on the CPU */
+    const struct dev_caps *caps;
+    int min_m;
+    bool overlap, failed;
+    char note[1024];
+    struct placement plan;
+    struct expert_cache *cache;
+    uint64_t *expert_gguf_bytes;     /* (n_layers) an expert's three matrices as stored in the GGUF */
+    double cpu_ns_per_row;           /* the CPU's time per routed row that admission weighs */
+    bool adaptive;                   /* cpu_ns_per_row follows this run's measured times */
+    double pack_ns;                  /* packing one expert, from the device's cost model */
+    /* Host copies of the staged rows, (stage rows, ...) in stage order. */
+    struct stage_layout stage;
+    int stage_buf[N_STAGE_BUFS];             /* the device's staging buffers */
+    int *stage_row;                          /* (n_expert) first stage row of a device expert */
+    int8_t *act_codes; float *act_scales;   /* (rows, n_embd) */
+    float *gate_up;                          /* (rows, 2 * n_ff): gate rows, then up rows */
+    int8_t *h_codes; float *h_scales;        /* (rows, n_ff) */
+    struct dev_job *jobs;                    /* (2 * n_expert) */
+    bool *on_cpu;                            /* (n_expert) this batch */
+    int *dev_slot;                           /* (n_expert) expert slot this batch, or -1 */
+    bool *busy;                              /* (expert slots) used by this batch */
+    int *to_pack;                            /* (n_expert) experts admitted this batch */
+    int n_to_pack;
+    struct moe_phase_counters counters[MOE_PHASES];
+    enum moe_phase phase;
+    struct trace *trace;
+    struct device_work work;         /* the layer the device's stream runs */
+    /* The pack file experts are loaded from instead of packed; a file found
+     * damaged while running is not used again (pack_refused). */
+    struct packfile *pack;
+    char *pack_path;                 /* copy of the option, for the report */
+    bool pack_refused;
+    bool running;                    /* start-up is over: moe_executor_run has been called */
+    struct moe_pack_report pack_report;
+    struct dense_exec dense;         /* the dense matmuls (executor_dense.c) */
+    /* sim board=1: each layer's modelled time is the board's (dev/board.h) */
+    struct board *board;
+    int *board_rows;                 /* (n_expert) */
+    bool *board_on_device;           /* (n_expert) */
+};
+
+/* The first note of a run (fmt with one %s). */
+void exec_note(struct moe_executor *e, const char *fmt, const char *detail);
+/* Queues jobs in submissions of at most the device's max_jobs, counting them. */
+int exec_submit(struct moe_executor *e, const struct dev_job *jobs, int n, dev_fence *fence, uint64_t *submissions,
+                uint64_t *n_jobs);
+/* Output channels per slot of a dense matmul w in slots of slot_values
+ * values and max_n channels on a device of these caps: its slots (w's N cut
+ * in chunks of *chunk_rows), or 0 when it is outside the envelope. */
+int dense_geometry(const struct dev_caps *caps, enum pack_layout layout, int64_t slot_values, int max_n,
+                   const struct matrix *w, int *chunk_rows);
+/* The lookup table and counters, device or not; -1 when out of memory. */
+int dense_exec_init(struct moe_executor *e);
+/* The backbone into the device's slots from first_slot on: matmul i of the
+ * description at slot_of[i] (relative, -1: stays on the CPU), packed now. */
+int dense_exec_pack(struct moe_executor *e, const int32_t *slot_of, int first_slot);
+void dense_exec_free(struct dense_exec *x);
+void dense_exec_print(const struct moe_executor *e, FILE *out);
+
+static inline struct dev_ref exec_at(const struct moe_executor *e, int buf, uint64_t offset) {
+    return (struct dev_ref){ e->stage_buf[buf], offset };
+}
+
+#endif
