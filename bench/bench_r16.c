@@ -1,13 +1,16 @@
-/* The interleaved (r16) kernels against the plain rows' kernels, one thread:
- * decode (one activation row over a matrix far larger than the caches, GB/s
- * of weights) and prefill tiles (an expert's 768 x 2048 matrix against M
- * activation rows, G multiply-adds/s). Best of 10 runs each, the two kernels
- * alternating. Prints a markdown table (see bench/r16.md).
+/* The interleaved (r16) kernels against the plain rows' kernels of the same
+ * ISA, one thread, for every ISA this CPU runs (AVX-512, AVX2, and AVX2 with
+ * AVX-VNNI's r16 kernels where it has them): decode (one activation row over
+ * a matrix far larger than the caches, GB/s of weights) and prefill tiles
+ * (an expert's 768 x 2048 matrix against M activation rows, G multiply-adds
+ * per second). Best of 10 runs each, the two kernels alternating. Prints a
+ * markdown table (see bench/r16.md).
  *
- * usage: bench_r16 [decode matrix MiB, default 96] */
+ * usage: bench_r16 [decode matrix MiB, default 96] [isa name: only that one] */
 #include "core/cpu.h"
 #include "core/timer.h"
 #include "quant/quant.h"
+#include "quant/quant_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +32,52 @@ static void *make_rows(enum qtype t, int rows) {
     return w;
 }
 
+/* One ISA's kernels for a type: the plain rows' and the interleaved rows'. */
+struct kernel_set {
+    const char *name;
+    vec_dot_fn vec_dot;
+    gemm_tile_fn gemm_tile, gemm_r16;
+};
+
+static void bench_set(enum qtype t, const struct kernel_set *k, double mib, const char *act, size_t ab) {
+    const size_t rb = quant_row_size(t, N);
+    const int rows = (int)(mib * 1048576 / rb) / QUANT_R16_ROWS * QUANT_R16_ROWS;
+    unsigned char *w = make_rows(t, rows);
+    unsigned char *p = aligned_alloc(4096, (rb * rows + 4095) / 4096 * 4096);
+    quant_r16_pack(t, w, rb, rows, N, p);
+    float *out = malloc(sizeof(float) * (size_t)rows * 64);
+    double best[2] = { 0, 0 };
+    for (int run = 0; run < RUNS; run++)
+        for (int i = 0; i < 2; i++) {
+            int64_t t0 = time_ns();
+            if (i == 0) for (int r = 0; r < rows; r++) k->vec_dot(N, &out[r], w + (size_t)r * rb, act);
+            else k->gemm_r16(N, p, rb, rows, act, ab, 1, out, (size_t)rows);
+            double gbps = (double)rb * rows / (double)(time_ns() - t0);
+            if (gbps > best[i]) best[i] = gbps;
+        }
+    printf("| %s | %s | M=1, %.0f MiB, GB/s | %.1f | %.1f | %.2fx |\n", quant_type_name(t), k->name, mib, best[0], best[1],
+           best[1] / best[0]);
+    const int ms[] = { 8, 32, 64 };
+    for (int mi = 0; mi < 3; mi++) {
+        const int M = ms[mi];
+        best[0] = best[1] = 0;
+        for (int run = 0; run < RUNS; run++)
+            for (int i = 0; i < 2; i++) {
+                int64_t t0 = time_ns();
+                if (i == 0) k->gemm_tile(N, w, rb, EXPERT_ROWS, act, ab, M, out, EXPERT_ROWS);
+                else k->gemm_r16(N, p, rb, EXPERT_ROWS, act, ab, M, out, EXPERT_ROWS);
+                double gmacs = (double)N * EXPERT_ROWS * M / (double)(time_ns() - t0);
+                if (gmacs > best[i]) best[i] = gmacs;
+            }
+        printf("| %s | %s | M=%d, %dx%d, GMAC/s | %.1f | %.1f | %.2fx |\n", quant_type_name(t), k->name, M, EXPERT_ROWS,
+               N, best[0], best[1], best[1] / best[0]);
+    }
+    free(w); free(p); free(out);
+}
+
 int main(int argc, char **argv) {
     const double mib = argc > 1 ? atof(argv[1]) : 96;
+    const char *only = argc > 2 ? argv[2] : NULL;
     const size_t ab = quant_row_size(QT_Q8_K, N);
     char *act = malloc(ab * 64);
     float x[N];
@@ -38,44 +85,28 @@ int main(int argc, char **argv) {
         for (int i = 0; i < N; i++) x[i] = (float)((i * 13 + c * 5) % 29 - 14) * 0.1f;
         quant_quantize_act(QT_Q8_K, x, act + (size_t)c * ab, N);
     }
-    printf("%s, kernels: %s, 1 thread, best of %d\n\n", cpu_features_string(), isa_name(quant_active_isa()), RUNS);
-    printf("| type | test | plain rows | r16 | r16 / plain |\n|---|---|---:|---:|---:|\n");
+    printf("%s, 1 thread, best of %d\n\n", cpu_features_string(), RUNS);
+    printf("| type | kernels | test | plain rows | r16 | r16 / plain |\n|---|---|---|---:|---:|---:|\n");
     const enum qtype types[] = { QT_Q4_K, QT_Q6_K };
     for (int ti = 0; ti < 2; ti++) {
-        const struct qtype_traits *tr = quant_traits(types[ti]);
-        if (!tr->gemm_r16) { printf("| %s | - | no r16 kernel on this machine | | |\n", tr->name); continue; }
-        const size_t rb = quant_row_size(types[ti], N);
-        const int rows = (int)(mib * 1048576 / rb) / QUANT_R16_ROWS * QUANT_R16_ROWS;
-        unsigned char *w = make_rows(types[ti], rows);
-        unsigned char *p = aligned_alloc(4096, (rb * rows + 4095) / 4096 * 4096);
-        quant_r16_pack(types[ti], w, rb, rows, N, p);
-        float *out = malloc(sizeof(float) * (size_t)rows * 64);
-        double best[2] = { 0, 0 };
-        for (int run = 0; run < RUNS; run++)
-            for (int k = 0; k < 2; k++) {
-                int64_t t0 = time_ns();
-                if (k == 0) for (int r = 0; r < rows; r++) tr->vec_dot(N, &out[r], w + (size_t)r * rb, act);
-                else tr->gemm_r16(N, p, rb, rows, act, ab, 1, out, (size_t)rows);
-                double gbps = (double)rb * rows / (double)(time_ns() - t0);
-                if (gbps > best[k]) best[k] = gbps;
+        const enum qtype t = types[ti];
+        int found = 0;
+        for (int isa = ISA_COUNT - 1; isa > ISA_SCALAR; isa--) {
+            const struct qtype_kernels *plain = quant_kernels(t, (enum isa)isa);
+            const gemm_tile_fn r16 = quant_r16_kernel(t, (enum isa)isa);
+            if (!plain || !plain->vec_dot || !plain->gemm_tile || !r16) continue;
+            struct kernel_set k = { isa_name((enum isa)isa), plain->vec_dot, plain->gemm_tile, r16 };
+            if (!only || !strcmp(only, k.name)) bench_set(t, &k, mib, act, ab), found++;
+#if defined(__x86_64__)
+            /* AVX-VNNI's r16 kernels against the same plain AVX2 ones */
+            if (isa == ISA_AVX2 && t == QT_Q4_K && cpu_features()->avxvnni && (!only || !strcmp(only, "avxvnni"))) {
+                k.name = "avx2 + avx-vnni r16";
+                k.gemm_r16 = gemm_q4_K_r16_avxvnni;
+                bench_set(t, &k, mib, act, ab), found++;
             }
-        printf("| %s | M=1, %.0f MiB, GB/s | %.1f | %.1f | %.2fx |\n", tr->name, mib, best[0], best[1], best[1] / best[0]);
-        const int ms[] = { 8, 32, 64 };
-        for (int mi = 0; mi < 3; mi++) {
-            const int M = ms[mi];
-            best[0] = best[1] = 0;
-            for (int run = 0; run < RUNS; run++)
-                for (int k = 0; k < 2; k++) {
-                    int64_t t0 = time_ns();
-                    if (k == 0) tr->gemm_tile(N, w, rb, EXPERT_ROWS, act, ab, M, out, EXPERT_ROWS);
-                    else tr->gemm_r16(N, p, rb, EXPERT_ROWS, act, ab, M, out, EXPERT_ROWS);
-                    double gmacs = (double)N * EXPERT_ROWS * M / (double)(time_ns() - t0);
-                    if (gmacs > best[k]) best[k] = gmacs;
-                }
-            printf("| %s | M=%d, %dx%d, GMAC/s | %.1f | %.1f | %.2fx |\n", tr->name, M, EXPERT_ROWS, N, best[0], best[1],
-                   best[1] / best[0]);
+#endif
         }
-        free(w); free(p); free(out);
+        if (!found) printf("| %s | - | no r16 kernel on this machine | | | |\n", quant_type_name(t));
     }
     free(act);
     return 0;

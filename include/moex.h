@@ -63,7 +63,8 @@ MOEX_API const char *moex_last_error(void);
 
 /* ---- CPU kernels. They are chosen once for the whole process, not per
  * model. moex_set_isa caps them at "scalar", "avx2", "avx512" or "neon" (the
- * best of those this CPU has at or below it); NULL or "": the best this CPU
+ * best of those this CPU has at or below it; "avx2" leaves AVX-VNNI out
+ * too); NULL or "": the best this CPU
  * has, the default. Call it before loading models: -1 while a model is
  * loaded, and for another name. Safe from any thread. */
 MOEX_API int moex_set_isa(const char *isa);

@@ -1,11 +1,14 @@
 /* Q4_K and Q6_K rows interleaved by 16 (quant_r16_pack): the scalar reference kernel
  * agrees with the plain rows' dot products (the layout holds the same
- * numbers), and every ISA's kernel equals the reference bit for bit, for
- * every tile width and short tail; the packer refuses what it cannot lay
- * out. */
+ * numbers), and every kernel this CPU can run (each ISA's, and AVX-VNNI's
+ * beside AVX2's) equals the reference bit for bit, for every tile width and
+ * short tail; dispatch picks the active ISA's kernel, AVX-VNNI's only when
+ * the cap is above avx2; the packer refuses what it cannot lay out. */
 #include "harness.h"
+#include "core/cpu.h"
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"
+#include "quant/quant_impl.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -60,14 +63,34 @@ static void make_acts(int cols, int n, uint8_t *dst, size_t stride) {
     free(x);
 }
 
+/* The AVX-VNNI kernel of t (Q4_K has one) where this CPU has AVX-VNNI,
+ * else NULL. */
+static gemm_tile_fn avxvnni_kernel(enum qtype t) {
+#if defined(__x86_64__)
+    if (isa_available(ISA_AVX2) && cpu_features()->avxvnni) return t == QT_Q4_K ? gemm_q4_K_r16_avxvnni : NULL;
+#endif
+    (void)t;
+    return NULL;
+}
+
+enum { N_KERNELS = ISA_COUNT + 1 }; /* every ISA's, then AVX-VNNI's */
+
 static void check_type(enum qtype type) {
     const struct qtype_kernels *ref = quant_kernels(type, ISA_SCALAR);
     const gemm_tile_fn ref_r16 = quant_r16_kernel(type, ISA_SCALAR);
     CHECK(ref && ref_r16);
     if (!ref || !ref_r16) return;
     const int ns[] = {256, 768, 2048};
-    const int widths[] = {1, 2, 3, 5, 6, 7, 8, 9, 13, 17};
-    int exact_checks[ISA_COUNT] = {0};
+    const int widths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17};
+    gemm_tile_fn kernels[N_KERNELS];
+    const char *names[N_KERNELS];
+    for (int isa = 0; isa < ISA_COUNT; isa++) {
+        kernels[isa] = quant_r16_kernel(type, (enum isa)isa);
+        names[isa] = isa_name((enum isa)isa);
+    }
+    kernels[ISA_COUNT] = avxvnni_kernel(type);
+    names[ISA_COUNT] = "avxvnni";
+    int exact_checks[N_KERNELS] = {0};
     for (int ni = 0; ni < 3; ni++)
         for (int kind = 0; kind < 2; kind++) {
             const int n = ns[ni], rows = 3 * QUANT_R16_ROWS, max_cols = 17;
@@ -93,9 +116,9 @@ static void check_type(enum qtype type) {
                            "%s n=%d kind %d row %d col %d: %.9g vs plain %.9g", quant_type_name(type), n, kind, r, c,
                            want[(size_t)c * rows + r], plain);
                 }
-            /* every ISA's kernel equals the reference, for each tile width */
-            for (int isa = 0; isa < ISA_COUNT; isa++) {
-                const gemm_tile_fn k = quant_r16_kernel(type, (enum isa)isa);
+            /* every kernel equals the reference, for each tile width */
+            for (int ki = 0; ki < N_KERNELS; ki++) {
+                const gemm_tile_fn k = kernels[ki];
                 if (!k) continue;
                 for (int wi = 0; wi < (int)(sizeof widths / sizeof widths[0]); wi++) {
                     const int cols = widths[wi];
@@ -107,24 +130,47 @@ static void check_type(enum qtype type) {
                         CHECKF(!memcmp(got + (size_t)c * rows, want + (size_t)c * rows + QUANT_R16_ROWS,
                                        sizeof(float) * (rows - QUANT_R16_ROWS)),
                                "%s %s n=%d kind %d cols %d: col %d differs", quant_type_name(type),
-                               isa_name((enum isa)isa), n, kind, cols, c);
-                    exact_checks[isa]++;
+                               names[ki], n, kind, cols, c);
+                    exact_checks[ki]++;
                 }
             }
             free(w); free(packed); free(a); free(want); free(got);
         }
-    for (int isa = 0; isa < ISA_COUNT; isa++)
-        if (exact_checks[isa]) printf("%s r16 %-7s %d tiles equal to the reference\n", quant_type_name(type),
-                                      isa_name((enum isa)isa), exact_checks[isa]);
-    /* the dispatched kernel is a SIMD one of the active ISA, or none */
+    for (int ki = 0; ki < N_KERNELS; ki++)
+        if (exact_checks[ki]) printf("%s r16 %-7s %d tiles equal to the reference\n", quant_type_name(type), names[ki],
+                                     exact_checks[ki]);
+    /* every SIMD ISA this CPU has comes with its kernel */
+    for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++)
+        if (isa_available((enum isa)isa)) CHECKF(kernels[isa] != NULL, "%s: no %s r16 kernel", quant_type_name(type),
+                                                 names[isa]);
+    CHECK(!!kernels[ISA_COUNT] == (type == QT_Q4_K && isa_available(ISA_AVX2) && cpu_features()->avxvnni));
+}
+
+/* The dispatched kernel is a SIMD one of the active ISA (AVX-VNNI's for
+ * AVX2 where the CPU has it, unless capped at avx2), or none. */
+static void check_dispatch(enum qtype type) {
+    quant_init(ISA_COUNT);
     const struct qtype_traits *tr = quant_traits(type);
-    CHECK(tr->gemm_r16 == (quant_active_isa() == ISA_SCALAR ? NULL : quant_r16_kernel(type, quant_active_isa())));
-    if (isa_available(ISA_AVX512)) CHECK(quant_active_isa() != ISA_AVX512 || tr->gemm_r16 != NULL);
+    const enum isa active = quant_active_isa();
+    gemm_tile_fn want = active == ISA_SCALAR ? NULL : quant_r16_kernel(type, active);
+    if (active == ISA_AVX2 && avxvnni_kernel(type)) want = avxvnni_kernel(type);
+    CHECKF(tr->gemm_r16 == want, "%s: the dispatched r16 kernel is not %s's", quant_type_name(type), isa_name(active));
+    const gemm_tile_fn uncapped = tr->gemm_r16;
+    if (isa_available(ISA_AVX2)) {
+        quant_init(ISA_AVX2);
+        CHECK(quant_active_isa() == ISA_AVX2);
+        CHECKF(quant_traits(type)->gemm_r16 == quant_r16_kernel(type, ISA_AVX2),
+               "%s: the avx2 cap does not select the AVX2 r16 kernel", quant_type_name(type));
+        quant_init(ISA_COUNT);
+    }
+    CHECK(quant_traits(type)->gemm_r16 == uncapped && quant_active_isa() == active);
 }
 
 int main(void) {
     check_type(QT_Q4_K);
     check_type(QT_Q6_K);
+    check_dispatch(QT_Q4_K);
+    check_dispatch(QT_Q6_K);
     /* refusals: other types, rows not a multiple of 16, columns not of 256 */
     uint8_t buf[16 * 176];
     CHECK(quant_r16_pack(QT_Q5_K, buf, 176, 16, 256, buf) == -1);

@@ -42,6 +42,8 @@ static void detect(void) {
     features.avx512vnni = zmm_os && ((c >> 11) & 1);
     features.amx_tile = tile_os && ((d >> 24) & 1);
     features.amx_int8 = tile_os && ((d >> 25) & 1);
+    __cpuid_count(7, 1, a, b, c, d);
+    features.avxvnni = ymm_os && ((a >> 4) & 1);
 #if defined(MOEX_EMULATED_AVX512)
     /* Emulation builds only (cmake -DMOEX_EMULATE_AVX512=ON): the AVX-512
      * kernels were compiled to portable code with SIMDe and run on any CPU
@@ -79,6 +81,7 @@ const char *cpu_features_string(void) {
     if (f->f16c) strcat(s, "F16C ");
     if (f->avx512f && f->avx512bw && f->avx512vl) strcat(s, "AVX512 ");
     if (f->avx512vnni) strcat(s, "AVX512-VNNI ");
+    if (f->avxvnni) strcat(s, "AVX-VNNI ");
     if (f->amx_int8) strcat(s, "AMX-INT8 ");
     if (f->neon) strcat(s, "NEON ");
     if (f->dotprod) strcat(s, "DOTPROD ");

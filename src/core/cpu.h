@@ -7,6 +7,7 @@
 struct cpu_features {
     bool avx2, fma, f16c;                 /* x86 AVX2 level */
     bool avx512f, avx512bw, avx512vl, avx512vnni;
+    bool avxvnni;                         /* vpdpbusd on ymm without AVX-512 */
     bool amx_tile, amx_int8;
     bool neon, dotprod;                   /* aarch64 */
 };

@@ -1,8 +1,11 @@
 /* The CPU's own layout of the weights: Q4_K/Q6_K matrices in rows
- * interleaved by 16 (quant_r16_pack) where this machine has a kernel for
- * them, once per model. From a pack file (moex pack) when it holds a
- * matrix's interleaved bytes in this machine's variant: mapped from the
- * file, not copied, and hashed against their checksum before use; the
+ * interleaved by 16 (quant_r16_pack) where the selected kernels have an r16
+ * one (AVX-512 VNNI, AVX2 with AVX-VNNI where present, NEON dotprod: on x86
+ * they beat the plain rows at decode and prefill alike, bench/r16.md; NEON's
+ * are checked under emulation only, not timed), once per model. From a pack
+ * file (moex pack) when it holds a matrix's interleaved bytes in this
+ * machine's variant (one for every ISA): mapped from the file, not copied,
+ * and hashed against their checksum before use; the
  * GGUF's bytes of that matrix are never read. Otherwise repacked at load
  * into anonymous memory, and the file's pages dropped from the process
  * (they stay in the page cache and fault back in only where something reads

@@ -155,6 +155,9 @@ void quant_init(enum isa max_isa) {
         traits[t].gemm_tile = best[t].gemm_tile;
         /* only a SIMD kernel of the chosen ISA: the scalar one is for tests */
         traits[t].gemm_r16 = isa != ISA_SCALAR ? isa_tables[isa].gemm_r16[t] : NULL;
+        /* AVX-VNNI is beyond the avx2 level: MOEX_ISA=avx2 leaves it out */
+        if (isa == ISA_AVX2 && cap > ISA_AVX2 && cpu_features()->avxvnni && isa_tables[isa].gemm_r16_avxvnni[t])
+            traits[t].gemm_r16 = isa_tables[isa].gemm_r16_avxvnni[t];
         traits[t].supported = best[t].vec_dot != NULL;
     }
     best_fp16_to_f32_row = fp16_to_f32_row_scalar;

@@ -29,7 +29,8 @@ enum qtype {
 
 enum isa {
     ISA_SCALAR = 0,
-    ISA_AVX2,    /* AVX2 + FMA + F16C */
+    ISA_AVX2,    /* AVX2 + FMA + F16C; AVX-VNNI where the CPU has it and the
+                    limit is above avx2 (the interleaved kernels use it) */
     ISA_AVX512,  /* AVX-512 F/BW/VL + VNNI */
     ISA_NEON,    /* aarch64 NEON + dotprod */
     ISA_COUNT,
@@ -67,8 +68,9 @@ struct qtype_traits {
 };
 
 /* Selects the best kernels this CPU can run (at most max_isa; ISA_COUNT =
- * no limit). Idempotent; called by quant_traits() on first use. The table
- * is process-wide: calling it again re-selects, which must happen before
+ * no limit; ISA_AVX2 also leaves AVX-VNNI out, the level of a Zen 3).
+ * Idempotent; called by quant_traits() on first use. The table is
+ * process-wide: calling it again re-selects, which must happen before
  * other threads use the table (the public moex_set_isa() guards that). */
 void quant_init(enum isa max_isa);
 /* The row of type t, or NULL for an id moex does not know. */

@@ -664,6 +664,9 @@ void quant_fill_avx2(struct quant_isa_table *t) {
     k[QT_Q8_K] = (struct qtype_kernels){NULL, NULL, quantize_row_q8_K, NULL};
     k[QT_Q8_1].quantize_act = quantize_row_q8_1;
     b32_fill(k);
+    t->gemm_r16[QT_Q4_K] = gemm_q4_K_r16_avx2;
+    t->gemm_r16[QT_Q6_K] = gemm_q6_K_r16_avx2;
+    t->gemm_r16_avxvnni[QT_Q4_K] = gemm_q4_K_r16_avxvnni;
     t->fp16_to_f32_row = f16_to_f32_row;
     t->f32_to_fp16_row = f32_to_f16_row;
 }

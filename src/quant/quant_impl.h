@@ -14,6 +14,8 @@ typedef void (*f32_to_fp16_row_fn)(const float *src, uint16_t *dst, int64_t n);
 struct quant_isa_table {
     struct qtype_kernels k[QT_MAX];
     gemm_tile_fn gemm_r16[QT_MAX];   /* on rows interleaved by 16 */
+    gemm_tile_fn gemm_r16_avxvnni[QT_MAX]; /* AVX2 only: ones with AVX-VNNI, for CPUs
+                                             that have it when the cap is above avx2 */
     fp16_to_f32_row_fn fp16_to_f32_row;
     f32_to_fp16_row_fn f32_to_fp16_row;
 };
@@ -51,7 +53,8 @@ void quantize_row_q6_K_ref(const float *src, void *dst, int64_t n);
 void fp16_to_f32_row_scalar(const uint16_t *src, float *dst, int64_t n);
 void f32_to_fp16_row_scalar(const float *src, uint16_t *dst, int64_t n);
 
-/* Q4_K and Q6_K on rows interleaved by 16 (quant_r16.c, quant_r16_avx512.c). */
+/* Q4_K and Q6_K on rows interleaved by 16 (quant_r16.c, quant_r16_avx512.c,
+ * quant_r16_avx2.c, quant_r16_avxvnni.c, quant_r16_neon.c). */
 void gemm_q4_K_r16_ref(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                        int n_a_rows, float *out, size_t out_stride);
 void gemm_q6_K_r16_ref(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
@@ -61,6 +64,18 @@ void gemm_q4_K_r16_avx512(int n, const void *w, size_t w_stride, int n_w_rows, c
                           int n_a_rows, float *out, size_t out_stride);
 void gemm_q6_K_r16_avx512(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                           int n_a_rows, float *out, size_t out_stride);
+void gemm_q4_K_r16_avx2(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                        int n_a_rows, float *out, size_t out_stride);
+void gemm_q6_K_r16_avx2(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                        int n_a_rows, float *out, size_t out_stride);
+void gemm_q4_K_r16_avxvnni(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                           int n_a_rows, float *out, size_t out_stride);
+#endif
+#if defined(__aarch64__)
+void gemm_q4_K_r16_neon(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                        int n_a_rows, float *out, size_t out_stride);
+void gemm_q6_K_r16_neon(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                        int n_a_rows, float *out, size_t out_stride);
 #endif
 
 /* Q8_0 activation row: one block's scale and quants from 32 floats, with

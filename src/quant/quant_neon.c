@@ -433,5 +433,7 @@ void quant_fill_neon(struct quant_isa_table *t) {
     k[QT_Q6_K] = (struct qtype_kernels){vec_dot_q6_K_q8_K, gemm_q6_K, NULL, NULL};
     k[QT_F16] = (struct qtype_kernels){NULL, NULL, NULL, f16_to_float};
     b32_fill(k);
+    t->gemm_r16[QT_Q4_K] = gemm_q4_K_r16_neon;
+    t->gemm_r16[QT_Q6_K] = gemm_q6_K_r16_neon;
     t->fp16_to_f32_row = f16_to_f32_row;
 }
