@@ -25,6 +25,11 @@ int attn_bind(struct model *m, struct attn_weights *w, int l, int n_head_kv) {
     return attn_describe(m, w, l);
 }
 
+struct attn_shape attn_shape_of(const struct model_hparams *hp) {
+    return (struct attn_shape){ .n_embd = hp->n_embd, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+                                .head_dim = hp->head_dim, .rope_base = hp->rope_base, .rms_eps = hp->rms_eps };
+}
+
 int attn_describe(struct model *m, const struct attn_weights *w, int l) {
     return model_describe_dense(m, DENSE_ATTN_Q, l, &w->wq) || model_describe_dense(m, DENSE_ATTN_K, l, &w->wk) ||
                    model_describe_dense(m, DENSE_ATTN_V, l, &w->wv) || model_describe_dense(m, DENSE_ATTN_O, l, &w->wo)

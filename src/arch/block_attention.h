@@ -33,6 +33,11 @@ struct attn_shape {
     bool output_gate;                  /* out = attention * sigmoid(gate) before the output projection */
 };
 
+struct model_hparams;
+/* The shape the model's hyper-parameters give (full rotary, no sections,
+ * no output gate): an architecture sets the options it has on top. */
+struct attn_shape attn_shape_of(const struct model_hparams *hp);
+
 /* Binds layer l's attn_q, attn_k, attn_v, attn_output, attn_q_norm and
  * attn_k_norm for n_head_kv KV heads, shapes from m->hp. 0, or -1 with
  * moex_error() naming the tensor. */

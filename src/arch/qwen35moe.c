@@ -260,9 +260,10 @@ static void *workspace_new(const struct context *c) {
     const struct qwen35moe *q = c->m->weights;
     struct workspace *ws = calloc(1, sizeof *ws);
     if (!ws) return NULL;
-    ws->shape = (struct attn_shape){ .n_embd = hp->n_embd, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
-                                     .head_dim = hp->head_dim, .rope_base = hp->rope_base, .rms_eps = hp->rms_eps,
-                                     .n_rot = q->n_rot, .imrope_sections = q->sections, .output_gate = true };
+    ws->shape = attn_shape_of(hp);
+    ws->shape.n_rot = q->n_rot;
+    ws->shape.imrope_sections = q->sections;
+    ws->shape.output_gate = true;
     int threads = threadpool_size(c->pool);
     ws->attn = attn_scratch_new(&ws->shape, c->n_batch, c->n_ctx, threads);
     ws->dn = delta_net_scratch_new(&q->dn, c->n_batch, threads);

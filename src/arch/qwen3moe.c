@@ -95,8 +95,7 @@ static void *workspace_new(const struct context *c) {
     const struct model_hparams *hp = &c->m->hp;
     struct workspace *ws = calloc(1, sizeof *ws);
     if (!ws) return NULL;
-    ws->shape = (struct attn_shape){ .n_embd = hp->n_embd, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
-                                     .head_dim = hp->head_dim, .rope_base = hp->rope_base, .rms_eps = hp->rms_eps };
+    ws->shape = attn_shape_of(hp);
     ws->attn = attn_scratch_new(&ws->shape, c->n_batch, c->n_ctx, threadpool_size(c->pool));
     ws->moe = moe_block_scratch_new(&c->m->moe_layers[0], c->n_batch);
     if (!ws->attn || !ws->moe) {
