@@ -1,6 +1,7 @@
 """Client side of tests/cli_serve_batch.sh. Loopback only; every wait is a
-bounded loop. The rate check compares the server's decode rate (generated
-tokens per second of decode, from /metrics) with 8 clients and with one."""
+bounded loop. The rate check compares the server's generation rate (generated
+tokens per second of the decode passes' CPU time, from /metrics) with 8 clients
+and with one."""
 import http.client
 import json
 import os
@@ -14,17 +15,12 @@ import serve_start
 
 moex, tmp = sys.argv[1], sys.argv[2]
 N_CLIENTS, MAX_TOKENS = 8, 48
-failures = 0
+check = serve_start.check
 
 
-def check(cond, what):
-    global failures
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        failures += 1
-
-
-server, port = serve_start.start(moex, ["--parallel", str(N_CLIENTS)])
+# One worker thread: the rate check below reads the CPU time of the thread
+# that runs the passes, which then holds all of their compute.
+server, port = serve_start.start(moex, ["--parallel", str(N_CLIENTS), "-t", "1"])
 
 
 def metrics():
@@ -60,11 +56,7 @@ def request_of(i):
 
 
 def moex_run_text(prompt, n, extra):
-    path = os.path.join(tmp, "prompt.txt")
-    with open(path, "w") as f:
-        f.write(prompt)
-    out = subprocess.run([moex, "run", "-f", path, "-n", str(n)] + extra, capture_output=True).stdout.decode()
-    return out[len(prompt):-1]
+    return serve_start.moex_run_text(moex, tmp, prompt, n, extra)
 
 
 def moex_run(i):
@@ -73,8 +65,9 @@ def moex_run(i):
 
 
 def decode_rate(before, after):
+    """Generated tokens per second of the passes' CPU time over a round."""
     tokens = after["generated_tokens_total"] - before["generated_tokens_total"]
-    seconds = after["generation_seconds_total"] - before["generation_seconds_total"]
+    seconds = after["generation_cpu_seconds_total"] - before["generation_cpu_seconds_total"]
     return tokens / seconds if seconds > 0 else 0.0, tokens
 
 
@@ -116,14 +109,15 @@ def together():
     return rate, tokens, before, after
 
 
-# The machine may be shared (other work takes the cores for a while): one
-# client alone and eight together in turn, up to 6 times, until the best rate
-# of eight is above 1.3x the best of one. (On a quiet machine, small model: a
-# pass of one token ~1.1 ms, of eight ~2.9 ms.)
+# The rate is per second of the decode passes' CPU time, so that other work
+# on a shared machine does not count; still, one client alone and
+# eight together in turn, up to 6 times, until the best rate of eight is above
+# 1.1x the best of one. (Small model, one thread, quiet machine: ~0.25 ms
+# of CPU a pass of one token, ~1.5 ms of eight: about 1.3x.)
 stream(request_of(0))  # warms the pages
 singles, aggregates = [], []
 for attempt in range(6):
-    if singles and max(aggregates) > 1.3 * max(singles):
+    if singles and max(aggregates) > 1.1 * max(singles):
         break
     rate, single_tokens, alone_text, alone_done = alone()
     singles.append(rate)
@@ -136,11 +130,11 @@ for attempt in range(6):
               % (i, 1000 + i))
     passes = m2["batches_total"] - m1["batches_total"]
     decode_rows = m2["batch_decode_tokens_total"] - m1["batch_decode_tokens_total"]
-    print("single: %.1f tok/s server decode (%d tokens); %d clients: %.1f tok/s (%d tokens), %d passes, %.2f decode "
+    print("single: %.1f tok/s of decode CPU time (%d tokens); %d clients: %.1f tok/s (%d tokens), %d passes, %.2f decode "
           "tokens per pass" % (singles[-1], single_tokens, N_CLIENTS, rate, tokens, passes, decode_rows / max(passes, 1)))
     check(decode_rows / max(passes, 1) > 4, "decode steps are batched: more than 4 decode tokens per pass on average")
 single, aggregate = max(singles), max(aggregates)
-check(aggregate > 1.3 * single, "aggregate decode rate %.1f tok/s is above 1.3x one client's %.1f" % (aggregate, single))
+check(aggregate > 1.1 * single, "aggregate rate %.1f tok/s of CPU time is above 1.1x one client's %.1f" % (aggregate, single))
 m = metrics()
 check(m["batch_tokens_count"] == m["batches_total"] and m['batch_tokens_bucket{le="+Inf"}'] == m["batches_total"],
       "the batch histogram counts every pass")
@@ -186,5 +180,5 @@ check(c.getresponse().status == 200, "/health still answers")
 c.close()
 rc = serve_start.stop(server)
 check(rc == 0, "SIGTERM stops the server, exit 0")
-print("cli_serve_batch: %s" % ("all passed" if failures == 0 else "%d failed" % failures))
-sys.exit(1 if failures else 0)
+print("cli_serve_batch: %s" % ("all passed" if serve_start.failures == 0 else "%d failed" % serve_start.failures))
+sys.exit(1 if serve_start.failures else 0)

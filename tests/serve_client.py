@@ -14,14 +14,7 @@ import serve_start
 
 moex, tmp = sys.argv[1], sys.argv[2]
 KEY = "test-key"
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        failures += 1
+check = serve_start.check
 
 
 server, port = serve_start.start(moex, ["--parallel", "2", "--api-key", KEY, "--max-body", "4096",
@@ -68,14 +61,11 @@ def stream(path, body):
 
 
 def moex_run(prompt, n, extra):
-    path = os.path.join(tmp, "prompt.txt")
-    with open(path, "w") as f:
-        f.write(prompt)
-    out = subprocess.run([moex, "run", "-f", path, "-n", str(n)] + extra, capture_output=True).stdout.decode()
-    ids = subprocess.run([moex, "run", "-f", path, "-n", str(n), "--print-ids"] + extra,
+    """moex run's text after the prompt, and how many ids it printed."""
+    text = serve_start.moex_run_text(moex, tmp, prompt, n, extra)
+    ids = subprocess.run([moex, "run", "-f", os.path.join(tmp, "prompt.txt"), "-n", str(n), "--print-ids"] + extra,
                          capture_output=True).stdout.decode().split()
-    assert out.startswith(prompt) and out.endswith("\n")
-    return out[len(prompt):-1], len(ids)
+    return text, len(ids)
 
 
 def error_of(status, text, want):
@@ -218,5 +208,5 @@ s, t = request("GET", "/health", key=None)
 check(s == 200 and json.loads(t).get("status") == "ok", "/health still answers, without a key")
 rc = serve_start.stop(server)
 check(rc == 0, "SIGTERM stops the server, exit 0")
-print("cli_serve: %s" % ("all passed" if failures == 0 else "%d failed" % failures))
-sys.exit(1 if failures else 0)
+print("cli_serve: %s" % ("all passed" if serve_start.failures == 0 else "%d failed" % serve_start.failures))
+sys.exit(1 if serve_start.failures else 0)

@@ -1,5 +1,7 @@
-"""Starting and stopping `moex serve` for the serve tests: on a free loopback
-port, which the server names on stderr once the model is loaded."""
+"""What the serve tests share: starting and stopping `moex serve` on a free
+loopback port (the server names it on stderr once the model is loaded),
+counting failed checks, and the text `moex run` gives a prompt."""
+import os
 import re
 import signal
 import subprocess
@@ -35,3 +37,24 @@ def stop(server):
     except subprocess.TimeoutExpired:
         server.kill()
         return None
+
+
+failures = 0
+
+
+def check(cond, what):
+    """Prints the check; a failed one counts in `failures`."""
+    global failures
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        failures += 1
+
+
+def moex_run_text(moex, tmp, prompt, n, extra):
+    """What `moex run` generates after the prompt (read from a file in tmp)."""
+    path = os.path.join(tmp, "prompt.txt")
+    with open(path, "w") as f:
+        f.write(prompt)
+    out = subprocess.run([moex, "run", "-f", path, "-n", str(n)] + extra, capture_output=True).stdout.decode()
+    assert out.startswith(prompt) and out.endswith("\n")
+    return out[len(prompt):-1]

@@ -284,6 +284,8 @@ static char *metrics_text(struct server *s) {
     METRIC("counter", "generated_tokens_total", "tokens generated", "%llu", (unsigned long long)st.generated_tokens);
     METRIC("counter", "prompt_seconds_total", "time in prefill", "%.6f", st.prompt_s);
     METRIC("counter", "generation_seconds_total", "time in decode steps", "%.6f", st.generate_s);
+    METRIC("counter", "generation_cpu_seconds_total", "CPU time of the scheduler thread in decode steps", "%.6f",
+           st.generate_cpu_s);
     METRIC("gauge", "prompt_tokens_per_second", "prompt tokens evaluated per second of prefill", "%.3f",
            st.prompt_s > 0 ? evaluated / st.prompt_s : 0.0);
     METRIC("gauge", "generation_tokens_per_second", "tokens generated per second of decode", "%.3f",

@@ -37,6 +37,9 @@ struct sched_stats {
     int slots, busy, queued;
     uint64_t prompt_tokens, reused_tokens, generated_tokens, requests_done, cancelled;
     double prompt_s, generate_s;       /* time of the batches, shared by their prompt and decode tokens */
+    double generate_cpu_s;             /* the scheduler thread's CPU time in them, decode's share (with one
+                                          worker thread, all of a pass's compute; unlike wall time it does
+                                          not grow while other processes hold the cores) */
     uint64_t batches, batch_rows;      /* forward passes (steps) and the tokens they held */
     uint64_t decode_rows;              /* of those, decode tokens */
     uint64_t batch_hist[SCHED_BATCH_BUCKETS]; /* steps by tokens: <= 1, <= 2, <= 4, ... (not cumulative) */
