@@ -7,7 +7,9 @@
  * step of each weight), for f16 and f32 caches, head sizes that do and do
  * not fill a vector, groups of 1 to 8 heads and runs that start deep in a
  * cache; a run evaluated at once equal bit for bit to its tokens evaluated
- * one run each, serial or threaded. */
+ * one run each, serial or threaded; runs whose new keys, values and
+ * queries the kernel's items ready themselves (attn_tiled_prepared) equal
+ * to the same runs readied beforehand, bit for bit, each part readied once. */
 #include "harness.h"
 
 #include "arch/attn_kernels.h"
@@ -16,6 +18,7 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,6 +334,97 @@ static void test_two_sequences(struct threadpool *pool) {
     problem_free(&b);
 }
 
+/* The prepared runs: their new tokens' queries are kept halved and their
+ * new cache rows poisoned until the hooks restore them (exactly). */
+struct prepared {
+    struct problem *p[2];
+    float *q[2];             /* the halved queries */
+    _Atomic int *calls[2][2]; /* (n, n_kv) queries and keys readied, per run */
+};
+
+static void prep_q(void *ctx, int run, int g, int t0, int nt) {
+    struct prepared *pr = ctx;
+    const struct problem *p = pr->p[run];
+    int group = p->n_head / p->n_kv;
+    for (int t = t0; t < t0 + nt; t++) {
+        atomic_fetch_add(&pr->calls[run][0][t * p->n_kv + g], 1);
+        for (size_t i = ((size_t)t * p->n_head + g * group) * p->hd; i < ((size_t)t * p->n_head + (g + 1) * group) * p->hd; i++)
+            p->q[i] = pr->q[run][i] * 2.0f;
+    }
+}
+
+static void prep_kv(void *ctx, int run, int g, int t0, int nt) {
+    struct prepared *pr = ctx;
+    const struct problem *p = pr->p[run];
+    size_t kvd = (size_t)p->n_kv * p->hd;
+    for (int t = t0; t < t0 + nt; t++) {
+        atomic_fetch_add(&pr->calls[run][1][t * p->n_kv + g], 1);
+        size_t at = (size_t)(p->n_pos - p->n + t) * kvd + (size_t)g * p->hd;
+        if (p->kv_elem == 2) {
+            f32_to_fp16_row(p->kf + at, (uint16_t *)p->k + at, p->hd);
+            f32_to_fp16_row(p->vf + at, (uint16_t *)p->v + at, p->hd);
+        } else {
+            memcpy((float *)p->k + at, p->kf + at, (size_t)p->hd * 4);
+            memcpy((float *)p->v + at, p->vf + at, (size_t)p->hd * 4);
+        }
+    }
+}
+
+static void test_prepared(struct threadpool *pool) {
+    const struct { int n_head, n_kv, hd, n_pos, n; } shapes[][2] = {
+        { { 32, 4, 128, 150, 70 }, { 32, 4, 128, 9, 1 } }, /* a prompt deep in a cache, and a decode */
+        { { 8, 1, 72, 200, 130 }, { 8, 1, 72, 131, 131 } }, /* many blocks of one KV head */
+        { { 4, 2, 64, 1, 1 }, { 4, 2, 64, 3, 2 } },       /* the first tokens of a cache */
+    };
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t elem = 2; elem <= 4; elem += 2)
+            for (int threaded = 0; threaded < 2; threaded++) {
+                struct problem p[2];
+                struct prepared pr = { { &p[0], &p[1] }, { 0 }, { { 0 } } };
+                struct attn_run want_runs[2], got_runs[2];
+                float *want[2], *got[2];
+                for (int r = 0; r < 2; r++) {
+                    problem_make(&p[r], shapes[si][r].n_head, shapes[si][r].n_kv, shapes[si][r].hd, shapes[si][r].n_pos,
+                                 shapes[si][r].n, elem);
+                    size_t outn = (size_t)p[r].n * p[r].n_head * p[r].hd;
+                    want[r] = calloc(outn, 4);
+                    got[r] = calloc(outn, 4);
+                    want_runs[r] = run_of(&p[r], want[r], 0, p[r].n);
+                    got_runs[r] = run_of(&p[r], got[r], 0, p[r].n);
+                }
+                struct attn_tiles *t = attn_tiles_new(p[0].n_head, p[0].n_kv, p[0].hd, 256, threadpool_size(pool));
+                attn_tiled(pool, NULL, t, want_runs, 2);
+                for (int r = 0; r < 2; r++) {
+                    size_t qn = (size_t)p[r].n * p[r].n_head * p[r].hd, kvd = (size_t)p[r].n_kv * p[r].hd;
+                    size_t fresh = (size_t)(p[r].n_pos - p[r].n) * kvd, fresh_n = (size_t)p[r].n * kvd;
+                    pr.q[r] = malloc(qn * 4);
+                    for (size_t i = 0; i < qn; i++) {
+                        pr.q[r][i] = p[r].q[i] * 0.5f;
+                        p[r].q[i] = NAN;
+                    }
+                    memset((char *)p[r].k + fresh * elem, 0xff, fresh_n * elem); /* NaN in f16 and f32 */
+                    memset((char *)p[r].v + fresh * elem, 0xff, fresh_n * elem);
+                    for (int k = 0; k < 2; k++) pr.calls[r][k] = calloc((size_t)p[r].n * p[r].n_kv, sizeof(_Atomic int));
+                }
+                struct attn_prepare prep = { prep_q, prep_kv, &pr };
+                attn_tiled_prepared(threaded ? pool : NULL, NULL, t, got_runs, 2, &prep);
+                for (int r = 0; r < 2; r++) {
+                    size_t outn = (size_t)p[r].n * p[r].n_head * p[r].hd;
+                    int bad_calls = 0;
+                    for (int i = 0; i < p[r].n * p[r].n_kv; i++)
+                        bad_calls += pr.calls[r][0][i] != 1 || pr.calls[r][1][i] != 1;
+                    CHECKF(bad_calls == 0, "shape %zu run %d f%zu threaded %d: %d parts not readied exactly once", si,
+                           r, 8 * elem, threaded, bad_calls);
+                    CHECKF(memcmp(want[r], got[r], outn * 4) == 0,
+                           "shape %zu run %d f%zu threaded %d: readied in the kernel differs from readied before", si,
+                           r, 8 * elem, threaded);
+                    free(want[r]); free(got[r]); free(pr.q[r]); free(pr.calls[r][0]); free(pr.calls[r][1]);
+                    problem_free(&p[r]);
+                }
+                attn_tiles_free(t);
+            }
+}
+
 int main(void) {
     const struct attn_kernels *ref = attn_kernels_isa(ISA_SCALAR);
     for (int i = 0; i < 3; i++) {
@@ -345,6 +439,7 @@ int main(void) {
     struct threadpool *pool = threadpool_new(2, false);
     test_tiled(pool);
     test_two_sequences(pool);
+    test_prepared(pool);
     threadpool_free(pool);
     return test_finish();
 }

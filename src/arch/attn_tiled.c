@@ -1,10 +1,12 @@
 #include "arch/attn_tiled.h"
 
 #include "arch/attn_kernels.h"
+#include "core/spin.h"
 #include "core/threadpool.h"
 #include "quant/quant.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +28,11 @@ struct attn_tiles {
     int threads;
     size_t per_thread; /* floats of one thread's tiles */
     float *mem;       /* (threads, per_thread) */
+    _Atomic int *ready; /* (max_ready) per (run, block of tokens, KV head): keys todo, being stored, stored */
+    int max_ready;
 };
+
+enum { KEYS_TODO, KEYS_STORING, KEYS_STORED };
 
 /* One thread's tiles, carved out of its share of mem. */
 struct tile_set {
@@ -83,6 +89,7 @@ struct attn_tiles *attn_tiles_new(int n_head, int n_head_kv, int head_dim, int n
 
 void attn_tiles_free(struct attn_tiles *t) {
     if (!t) return;
+    free(t->ready);
     free(t->mem);
     free(t);
 }
@@ -180,9 +187,29 @@ struct tiled_job {
     const struct attn_kernels *ak;
     const struct attn_run *runs;
     int n_runs, tokens; /* tokens per item */
+    const struct attn_prepare *prep;
+    int first_ready[ATTN_RUNS_MAX + 1]; /* the runs' first entry in t->ready */
 };
 
 static int blocks_of(const struct attn_run *r, int tokens) { return (r->n + tokens - 1) / tokens; }
+
+/* Keys and values of blocks 0..b of run ri, KV head g, in the cache: the
+ * first item to need a block stores it, the others wait for it. Nobody
+ * waits while holding a block, so the items cannot deadlock. */
+static void need_keys(const struct tiled_job *j, int ri, int b, int g) {
+    const struct attn_run *r = &j->runs[ri];
+    for (int bb = 0; bb <= b; bb++) {
+        _Atomic int *state = &j->t->ready[j->first_ready[ri] + bb * j->t->n_head_kv + g];
+        int todo = KEYS_TODO;
+        if (atomic_compare_exchange_strong_explicit(state, &todo, KEYS_STORING, memory_order_acquire,
+                                                    memory_order_acquire)) {
+            const int t0 = bb * j->tokens, nt = r->n - t0 < j->tokens ? r->n - t0 : j->tokens;
+            j->prep->keys(j->prep->ctx, ri, g, t0, nt);
+            atomic_store_explicit(state, KEYS_STORED, memory_order_release);
+        } else
+            while (atomic_load_explicit(state, memory_order_acquire) != KEYS_STORED) cpu_relax();
+    }
+}
 
 /* Item i: within a run, the blocks of tokens from the last (the most keys)
  * to the first, so that the dynamic chunks of the pool start with the
@@ -202,27 +229,62 @@ static void tiled_items(void *arg, int64_t begin, int64_t end, int thread_index)
         const struct attn_run *r = &j->runs[ri];
         const int b = blocks - 1 - (int)(local / t->n_head_kv), g = (int)(local % t->n_head_kv);
         const int t0 = b * j->tokens, nt = r->n - t0 < j->tokens ? r->n - t0 : j->tokens;
+        if (j->prep) {
+            j->prep->queries(j->prep->ctx, ri, g, t0, nt);
+            need_keys(j, ri, b, g);
+        }
         attend(t, j->ak, r, g, t0, nt, &ts);
     }
 }
 
-void attn_tiled(struct threadpool *pool, const struct attn_kernels *ak, struct attn_tiles *t, const struct attn_run *runs,
-                int n_runs) {
-    struct tiled_job job = { t, ak ? ak : attn_kernels(), runs, n_runs, t->max_tokens };
+/* Room for one readiness flag per (run, block of tokens, KV head); false
+ * when out of memory. */
+static bool ready_flags(struct attn_tiles *t, struct tiled_job *job) {
+    job->first_ready[0] = 0;
+    for (int i = 0; i < job->n_runs; i++)
+        job->first_ready[i + 1] = job->first_ready[i] + blocks_of(&job->runs[i], job->tokens) * t->n_head_kv;
+    int need = job->first_ready[job->n_runs];
+    if (need > t->max_ready) {
+        _Atomic int *grown = malloc(sizeof *grown * (size_t)need);
+        if (!grown) return false;
+        free(t->ready);
+        t->ready = grown;
+        t->max_ready = need;
+    }
+    for (int i = 0; i < need; i++) atomic_init(&t->ready[i], KEYS_TODO);
+    return true;
+}
+
+void attn_tiled_prepared(struct threadpool *pool, const struct attn_kernels *ak, struct attn_tiles *t,
+                         const struct attn_run *runs, int n_runs, const struct attn_prepare *prep) {
+    struct tiled_job job = { t, ak ? ak : attn_kernels(), runs, n_runs, t->max_tokens, prep, { 0 } };
     int threads = pool ? threadpool_size(pool) : 1;
     if (threads > t->threads) { /* more threads than tiles: serial */
         pool = NULL;
         threads = 1;
     }
     /* Smaller blocks of tokens while there are fewer than two items per thread. */
+    int64_t items;
     for (;;) {
-        int64_t items = 0;
+        items = 0;
         for (int i = 0; i < n_runs; i++) items += (int64_t)blocks_of(&runs[i], job.tokens) * t->n_head_kv;
         if (items == 0) return;
-        if (job.tokens == 1 || items >= 2 * threads) {
-            threadpool_parallel_for(pool, items, 1, tiled_items, &job);
-            return;
-        }
+        if (job.tokens == 1 || items >= 2 * threads) break;
         job.tokens = (job.tokens + 1) / 2;
     }
+    if (prep && (n_runs > ATTN_RUNS_MAX || !ready_flags(t, &job))) {
+        /* No room to track the blocks: ready everything first, in order. */
+        for (int ri = 0; ri < n_runs; ri++)
+            for (int g = 0; g < t->n_head_kv; g++) {
+                prep->queries(prep->ctx, ri, g, 0, runs[ri].n);
+                prep->keys(prep->ctx, ri, g, 0, runs[ri].n);
+            }
+        job.prep = NULL;
+    }
+    threadpool_parallel_for(pool, items, 1, tiled_items, &job);
+}
+
+void attn_tiled(struct threadpool *pool, const struct attn_kernels *ak, struct attn_tiles *t, const struct attn_run *runs,
+                int n_runs) {
+    attn_tiled_prepared(pool, ak, t, runs, n_runs, NULL);
 }

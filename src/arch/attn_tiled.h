@@ -37,4 +37,24 @@ void attn_tiles_free(struct attn_tiles *t);
 void attn_tiled(struct threadpool *pool, const struct attn_kernels *ak, struct attn_tiles *t, const struct attn_run *runs,
                 int n_runs);
 
+/* What a run's new tokens need before they attend, done inside the same
+ * parallel region: queries(run, g, t0, nt) readies the queries of KV group
+ * g for the run's tokens t0..t0+nt-1 (each called once, by the item that
+ * reads them); keys(run, g, t0, nt) puts those tokens' keys and values of
+ * KV head g into the cache (each called once, by the first item that needs
+ * them, while any other item that needs them waits). */
+struct attn_prepare {
+    void (*queries)(void *ctx, int run, int g, int t0, int nt);
+    void (*keys)(void *ctx, int run, int g, int t0, int nt);
+    void *ctx;
+};
+
+/* Runs one call of attn_tiled_prepared takes at most. */
+enum { ATTN_RUNS_MAX = 64 };
+
+/* attn_tiled whose runs' new keys and values are not yet in the cache and
+ * whose queries are not yet ready: prep makes them so as the items go. */
+void attn_tiled_prepared(struct threadpool *pool, const struct attn_kernels *ak, struct attn_tiles *t,
+                         const struct attn_run *runs, int n_runs, const struct attn_prepare *prep);
+
 #endif

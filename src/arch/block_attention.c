@@ -129,25 +129,43 @@ static void store_kv(void *cache, size_t elem, size_t offset, const float *src, 
     else f32_to_fp16_row(src, (uint16_t *)cache + offset, (int64_t)n);
 }
 
-/* Runs (sequences) whose attention goes in one call. */
-enum { ATTN_MAX_RUNS = 64 };
+/* The batch rows and cache of each run of one attention call, for the
+ * preparation its items do (attn_tiled_prepared): q/k norm and rotation,
+ * keys and values into the cache. */
+struct prep_runs {
+    struct context *c;
+    const struct attn_shape *sh;
+    const struct attn_weights *w;
+    struct attn_scratch *s;
+    int first[ATTN_RUNS_MAX], pos0[ATTN_RUNS_MAX];
+    struct layer_slice *kv[ATTN_RUNS_MAX];
+};
 
-/* Rows row0..row0+n-1 of the pass, one sequence's run at positions
- * pos0..: q/k norm and rotation, and their keys and values into that
- * sequence's cache kv. */
-static void store_run(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
-                      struct attn_scratch *s, struct layer_slice *kv, int pos0, int row0, int n) {
+static void prep_queries(void *ctx, int run, int g, int t0, int nt) {
+    const struct prep_runs *p = ctx;
+    const struct attn_shape *sh = p->sh;
+    int hd = sh->head_dim, n_rot = rotated(sh), half = n_rot / 2, group = sh->n_head / sh->n_head_kv;
+    size_t qd = (size_t)sh->n_head * hd;
+    for (int t = p->first[run] + t0; t < p->first[run] + t0 + nt; t++) {
+        const float *cs = p->s->rope_cos + (size_t)t * half, *sn = p->s->rope_sin + (size_t)t * half;
+        for (int h = g * group; h < (g + 1) * group; h++)
+            norm_rope_head(p->s->q + t * qd + (size_t)h * hd, p->w->q_norm, cs, sn, hd, n_rot, sh->rms_eps);
+    }
+}
+
+static void prep_keys(void *ctx, int run, int g, int t0, int nt) {
+    const struct prep_runs *p = ctx;
+    const struct attn_shape *sh = p->sh;
     int hd = sh->head_dim, n_rot = rotated(sh), half = n_rot / 2;
-    size_t qd = (size_t)sh->n_head * hd, kvd = (size_t)sh->n_head_kv * hd;
-    for (int t = row0; t < row0 + n; t++) {
-        const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;
-        for (int h = 0; h < sh->n_head; h++)
-            norm_rope_head(s->q + t * qd + (size_t)h * hd, w->q_norm, cs, sn, hd, n_rot, sh->rms_eps);
-        for (int h = 0; h < sh->n_head_kv; h++)
-            norm_rope_head(s->k + t * kvd + (size_t)h * hd, w->k_norm, cs, sn, hd, n_rot, sh->rms_eps);
-        size_t off = (size_t)(pos0 + t - row0) * kvd;
-        store_kv(kv->k, c->kv_elem, off, s->k + t * kvd, kvd);
-        store_kv(kv->v, c->kv_elem, off, s->v + t * kvd, kvd);
+    size_t kvd = (size_t)sh->n_head_kv * hd, head = (size_t)g * hd;
+    for (int i = t0; i < t0 + nt; i++) {
+        size_t t = (size_t)(p->first[run] + i);
+        const float *cs = p->s->rope_cos + t * half, *sn = p->s->rope_sin + t * half;
+        float *k = p->s->k + t * kvd + head;
+        norm_rope_head(k, p->w->k_norm, cs, sn, hd, n_rot, sh->rms_eps);
+        size_t off = (size_t)(p->pos0[run] + i) * kvd + head;
+        store_kv(p->kv[run]->k, p->c->kv_elem, off, k, (size_t)hd);
+        store_kv(p->kv[run]->v, p->c->kv_elem, off, p->s->v + t * kvd + head, (size_t)hd);
     }
 }
 
@@ -177,14 +195,39 @@ static void gate_output(struct context *c, const struct attn_shape *sh, const st
     dense_matmul(c, &w->wo, s->out, n, out);
 }
 
-void attention(struct context *c, const struct attn_shape *sh, const struct attn_weights *w, struct attn_scratch *s,
-               struct layer_slice *kv, int n, const float *xn, float *out) {
+/* Attention of runs[0..n_runs) after the projections, their caches those
+ * of layer `layer` of their sequences (or kv, when there is one run): each
+ * item of the attention kernel readies its own queries and the keys it
+ * needs, so the q/k norm, rotation and cache stores run in the kernel's
+ * parallel region. */
+static void attend_runs(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
+                        struct attn_scratch *s, const struct batch_run *runs, int n_runs, int layer,
+                        struct layer_slice *kv) {
+    size_t qd = (size_t)sh->n_head * sh->head_dim, kvd = (size_t)sh->n_head_kv * sh->head_dim;
+    struct prep_runs p = { .c = c, .sh = sh, .w = w, .s = s };
+    struct attn_prepare prep = { prep_queries, prep_keys, &p };
+    struct attn_run ar[ATTN_RUNS_MAX];
+    for (int r0 = 0; r0 < n_runs; r0 += ATTN_RUNS_MAX) {
+        int n = n_runs - r0 < ATTN_RUNS_MAX ? n_runs - r0 : ATTN_RUNS_MAX;
+        for (int r = 0; r < n; r++) {
+            const struct batch_run *run = &runs[r0 + r];
+            p.first[r] = run->first;
+            p.pos0[r] = run->pos0;
+            p.kv[r] = kv ? kv : &c->seqs[run->seq].layers[layer];
+            ar[r] = (struct attn_run){ s->q + (size_t)run->first * qd, s->out + (size_t)run->first * qd, run->n,
+                                       run->pos0, p.kv[r]->k, p.kv[r]->v, kvd, c->kv_elem };
+        }
+        attn_tiled_prepared(c->pool, NULL, s->tiles, ar, n, &prep);
+    }
+}
+
+static void attention_of(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
+                         struct attn_scratch *s, const struct batch_run *runs, int n_runs, int layer,
+                         struct layer_slice *kv, int n, const float *xn, float *out) {
     int64_t t0 = time_ns();
     project_qkv(c, sh, w, s, n, xn);
     int64_t t1 = time_ns();
-    store_run(c, sh, w, s, kv, c->n_past, 0, n);
-    struct attn_run run = { s->q, s->out, n, c->n_past, kv->k, kv->v, (size_t)sh->n_head_kv * sh->head_dim, c->kv_elem };
-    attn_tiled(c->pool, NULL, s->tiles, &run, 1);
+    attend_runs(c, sh, w, s, runs, n_runs, layer, kv);
     int64_t t2 = time_ns();
     gate_output(c, sh, w, s, n, out);
     int64_t t3 = time_ns();
@@ -192,29 +235,15 @@ void attention(struct context *c, const struct attn_shape *sh, const struct attn
     c->times.attention += t2 - t1;
 }
 
+void attention(struct context *c, const struct attn_shape *sh, const struct attn_weights *w, struct attn_scratch *s,
+               struct layer_slice *kv, int n, const float *xn, float *out) {
+    struct batch_run run = { .first = 0, .n = n, .pos0 = c->n_past };
+    attention_of(c, sh, w, s, &run, 1, -1, kv, n, xn, out);
+}
+
 void attention_layer(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
                      struct attn_scratch *s, int layer, int n, const float *xn, float *out) {
-    int64_t t0 = time_ns();
-    project_qkv(c, sh, w, s, n, xn);
-    int64_t t1 = time_ns();
-    size_t qd = (size_t)sh->n_head * sh->head_dim, kvd = (size_t)sh->n_head_kv * sh->head_dim;
-    struct attn_run runs[ATTN_MAX_RUNS];
-    for (int r0 = 0; r0 < c->n_runs; r0 += ATTN_MAX_RUNS) {
-        int n_runs = c->n_runs - r0 < ATTN_MAX_RUNS ? c->n_runs - r0 : ATTN_MAX_RUNS;
-        for (int r = 0; r < n_runs; r++) {
-            const struct batch_run *run = &c->runs[r0 + r];
-            struct layer_slice *kv = &c->seqs[run->seq].layers[layer];
-            store_run(c, sh, w, s, kv, run->pos0, run->first, run->n);
-            runs[r] = (struct attn_run){ s->q + (size_t)run->first * qd, s->out + (size_t)run->first * qd, run->n,
-                                         run->pos0, kv->k, kv->v, kvd, c->kv_elem };
-        }
-        attn_tiled(c->pool, NULL, s->tiles, runs, n_runs);
-    }
-    int64_t t2 = time_ns();
-    gate_output(c, sh, w, s, n, out);
-    int64_t t3 = time_ns();
-    c->times.attn_matmul += (t1 - t0) + (t3 - t2);
-    c->times.attention += t2 - t1;
+    attention_of(c, sh, w, s, c->runs, c->n_runs, layer, NULL, n, xn, out);
 }
 
 void attn_rope_prepare_runs(struct attn_scratch *s, const struct attn_shape *sh, const struct context *c) {

@@ -2,20 +2,13 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/spin.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define cpu_relax() _mm_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ volatile("yield")
-#else
-#define cpu_relax() ((void)0)
-#endif
 
 /* Workers spin this many rounds for the next job before sleeping: decode
  * issues hundreds of small jobs per token, and a futex wake costs ~5-50 us. */
