@@ -19,8 +19,7 @@ void project_rows(struct context *c, const struct matrix *const *w, float *const
         enum qtype want = quant_traits(cw[i]->type)->vec_dot_type;
         int j = i + 1;
         while (j < m && quant_traits(cw[j]->type)->vec_dot_type == want && cw[j]->cols == cw[i]->cols) j++;
-        size_t act_stride = quantize_rows(c->pool, cw[i]->type, x, n, cw[i]->cols, c->act, 0);
-        matmul_preq_many(c->pool, j - i, cw + i, c->act, act_stride, n, cy + i);
+        matmul_many(c->pool, j - i, cw + i, x, n, c->act, cy + i);
         i = j;
     }
 }

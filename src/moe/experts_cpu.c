@@ -1,8 +1,10 @@
 #include "moe/experts.h"
 
+#include "core/spin.h"
 #include "core/threadpool.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,8 @@
  * a decode step (8 experts) still spread over the threads; a multiple of the
  * interleaved groups (QUANT_R16_ROWS). */
 enum { ITEM_ROWS = 32 };
+/* Tokens per quantizing item of the gate/up job (prefill). */
+enum { QUANT_ITEM_TOKENS = 8 };
 
 struct moe_scratch {
     int max_pairs;              /* max_tokens * top_k */
@@ -28,6 +32,9 @@ struct moe_scratch {
     int max_items;
     int *cpu_pairs;             /* (max_pairs) pairs of the experts on the CPU this batch */
     int n_cpu_pairs;
+    bool *pair_on_cpu;          /* (max_pairs) whether a pair's expert runs on the CPU this batch */
+    _Atomic int *token_ready;   /* (max_tokens) a token's row quantized and gathered (gate/up job) */
+    _Atomic int *items_left;    /* (n_expert) gate/up items of an expert still running */
     int n_tokens, top_k, n_embd; /* of the current batch */
 };
 
@@ -49,6 +56,9 @@ struct moe_scratch *moe_scratch_new(const struct expert_layer *shape, int max_to
     s->h_act_bytes = (size_t)shape->n_ff * 4 + 64;
     s->expert_count = grab(sizeof(int) * shape->n_expert, &failed);
     s->cpu_pairs = grab(sizeof(int) * pairs, &failed);
+    s->pair_on_cpu = grab(sizeof(bool) * pairs, &failed);
+    s->token_ready = grab(sizeof(_Atomic int) * (size_t)max_tokens, &failed);
+    s->items_left = grab(sizeof(_Atomic int) * (size_t)shape->n_expert, &failed);
     s->n_embd = shape->n_embd;
     s->expert_start = grab(sizeof(int) * (shape->n_expert + 1), &failed);
     s->pair_token = grab(sizeof(int) * pairs, &failed);
@@ -71,19 +81,46 @@ struct moe_scratch *moe_scratch_new(const struct expert_layer *shape, int max_to
 
 void moe_scratch_free(struct moe_scratch *s) {
     if (!s) return;
-    free(s->expert_count); free(s->cpu_pairs); free(s->expert_start); free(s->pair_token); free(s->pair_of);
+    free(s->expert_count); free(s->cpu_pairs); free(s->pair_on_cpu); free((void *)s->token_ready);
+    free((void *)s->items_left); free(s->expert_start); free(s->pair_token); free(s->pair_of);
     free(s->xq); free(s->xq_sorted); free(s->gate_out); free(s->up_out); free(s->hq);
     free(s->down_out); free(s->items);
     free(s);
 }
 
+/* The gate/up job, with (prefill) the quantizing of the input in it: its
+ * first q_items items quantize QUANT_ITEM_TOKENS tokens each and copy them
+ * to their pairs, and an expert's items wait for its pairs' tokens only.
+ * The pool hands out items in order, so every quantizing item is taken
+ * before an expert's item waits, by a thread that never waits: no deadlock.
+ * The last item of an expert to finish quantizes its hidden rows for the
+ * down job (items_left). */
 struct stage_job {
     const struct expert_layer *layer;
     struct moe_scratch *s;
     int n_pairs;
     size_t x_stride, h_stride;
-    enum qtype down_act;
+    enum qtype x_act, down_act;
+    const float *x;             /* (n_tokens, n_embd) to quantize in the job, or NULL: done */
+    int64_t q_items;
 };
+
+/* Token t's row of x quantized, and copied to its pairs on the CPU. */
+static void quantize_token(const struct stage_job *j, int t) {
+    struct moe_scratch *s = j->s;
+    char *row = s->xq + (size_t)t * j->x_stride;
+    quant_quantize_act(j->x_act, j->x + (size_t)t * j->layer->n_embd, row, j->layer->n_embd);
+    for (int k = 0; k < s->top_k; k++) {
+        int p = s->pair_of[t * s->top_k + k];
+        if (s->pair_on_cpu[p]) memcpy(s->xq_sorted + (size_t)p * j->x_stride, row, j->x_stride);
+    }
+}
+
+static void quantize_hidden(const struct stage_job *j, int p0, int n) {
+    for (int p = p0; p < p0 + n; p++)
+        quant_quantize_act(j->down_act, j->s->gate_out + (size_t)p * j->layer->n_ff, j->s->hq + (size_t)p * j->h_stride,
+                           j->layer->n_ff);
+}
 
 /* Stage 1: gate and up of each item's rows of one expert, then silu(g)*u. */
 static void gate_up_items(void *arg, int64_t begin, int64_t end, int thread_index) {
@@ -91,9 +128,21 @@ static void gate_up_items(void *arg, int64_t begin, int64_t end, int thread_inde
     struct stage_job *j = arg;
     const struct expert_layer *L = j->layer;
     struct moe_scratch *s = j->s;
-    for (int64_t it = begin; it < end; it++) {
+    for (int64_t at = begin; at < end; at++) {
+        if (at < j->q_items) {
+            int t1 = (int)(at + 1) * QUANT_ITEM_TOKENS < s->n_tokens ? (int)(at + 1) * QUANT_ITEM_TOKENS : s->n_tokens;
+            for (int t = (int)at * QUANT_ITEM_TOKENS; t < t1; t++) {
+                quantize_token(j, t);
+                atomic_store_explicit(&s->token_ready[t], 1, memory_order_release);
+            }
+            continue;
+        }
+        int64_t it = at - j->q_items;
         int e = s->items[it].expert, row0 = s->items[it].row0, rows = s->items[it].rows;
         int p0 = s->expert_start[e], n = s->expert_count[e];
+        if (j->x)
+            for (int p = p0; p < p0 + n; p++)
+                while (!atomic_load_explicit(&s->token_ready[s->pair_token[p]], memory_order_acquire)) cpu_relax();
         const char *act = s->xq_sorted + (size_t)p0 * j->x_stride;
         int64_t wrow = (int64_t)e * L->n_ff + row0;
         float *g = s->gate_out + (size_t)p0 * L->n_ff + row0;
@@ -104,16 +153,7 @@ static void gate_up_items(void *arg, int64_t begin, int64_t end, int thread_inde
             float *gr = g + (size_t)r * L->n_ff, *ur = u + (size_t)r * L->n_ff;
             for (int i = 0; i < rows; i++) gr[i] = gr[i] / (1.0f + expf(-gr[i])) * ur[i];
         }
-    }
-}
-
-static void quantize_hidden(void *arg, int64_t begin, int64_t end, int thread_index) {
-    (void)thread_index;
-    struct stage_job *j = arg;
-    for (int64_t i = begin; i < end; i++) {
-        int p = j->s->cpu_pairs[i];
-        quant_quantize_act(j->down_act, j->s->gate_out + (size_t)p * j->layer->n_ff, j->s->hq + (size_t)p * j->h_stride,
-                           j->layer->n_ff);
+        if (atomic_fetch_sub_explicit(&s->items_left[e], 1, memory_order_acq_rel) == 1) quantize_hidden(j, p0, n);
     }
 }
 
@@ -130,16 +170,20 @@ static void down_items(void *arg, int64_t begin, int64_t end, int thread_index) 
     }
 }
 
-static int make_items(struct moe_scratch *s, int n_rows, const bool *on_cpu) {
+/* Work items of n_rows rows of each expert with rows (on the CPU); with
+ * left, each expert's count of them. */
+static int make_items(struct moe_scratch *s, int n_rows, const bool *on_cpu, _Atomic int *left) {
     int n = 0;
     for (int e = 0; e < s->n_expert; e++) {
         if (!s->expert_count[e] || (on_cpu && !on_cpu[e])) continue;
+        int first = n;
         for (int r = 0; r < n_rows; r += ITEM_ROWS) {
             s->items[n].expert = e;
             s->items[n].row0 = r;
             s->items[n].rows = n_rows - r < ITEM_ROWS ? n_rows - r : ITEM_ROWS;
             n++;
         }
+        if (left) atomic_store_explicit(&left[e], n - first, memory_order_relaxed);
     }
     return n;
 }
@@ -174,24 +218,31 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
     /* Only reads the grouping: a device may work on the other experts'
      * pairs at the same time. */
     s->n_cpu_pairs = 0;
-    for (int e = 0; e < L->n_expert; e++)
-        if (!on_cpu || on_cpu[e])
-            for (int p = s->expert_start[e]; p < s->expert_start[e] + s->expert_count[e]; p++)
-                s->cpu_pairs[s->n_cpu_pairs++] = p;
-    if (!s->n_cpu_pairs) return;
-    /* Quantize each token once, then gather the rows of each expert. */
-    size_t x_stride = quantize_rows(pool, L->gate->type, x, s->n_tokens, L->n_embd, s->xq, 0);
-    for (int i = 0; i < s->n_cpu_pairs; i++) {
-        int p = s->cpu_pairs[i];
-        memcpy(s->xq_sorted + (size_t)p * x_stride, s->xq + (size_t)s->pair_token[p] * x_stride, x_stride);
+    for (int e = 0; e < L->n_expert; e++) {
+        bool cpu = !on_cpu || on_cpu[e];
+        for (int p = s->expert_start[e]; p < s->expert_start[e] + s->expert_count[e]; p++) {
+            s->pair_on_cpu[p] = cpu;
+            if (cpu) s->cpu_pairs[s->n_cpu_pairs++] = p;
+        }
     }
-    enum qtype down_act = quant_traits(L->down->type)->vec_dot_type;
-    struct stage_job job = { L, s, s->n_cpu_pairs, x_stride, quant_row_size(down_act, L->n_ff), down_act };
-    int n_items = make_items(s, L->n_ff, on_cpu);
-    threadpool_parallel_for(pool, n_items, 1, gate_up_items, &job);
-    /* a decode step's 8 rows take about a barrier's time: quantize them here */
-    threadpool_parallel_for(s->n_cpu_pairs > 16 ? pool : NULL, s->n_cpu_pairs, 1, quantize_hidden, &job);
-    n_items = make_items(s, L->n_embd, on_cpu);
+    if (!s->n_cpu_pairs) return;
+    enum qtype x_act = quant_traits(L->gate->type)->vec_dot_type, down_act = quant_traits(L->down->type)->vec_dot_type;
+    struct stage_job job = { L, s, s->n_cpu_pairs, quant_row_size(x_act, L->n_embd), quant_row_size(down_act, L->n_ff),
+                             x_act, down_act, NULL, 0 };
+    /* Each token quantized once, and copied to its pairs: in the gate/up
+     * job for several tokens on several threads, else before it. */
+    if (threadpool_size(pool) > 1 && s->n_tokens > 4) {
+        job.x = x;
+        job.q_items = (s->n_tokens + QUANT_ITEM_TOKENS - 1) / QUANT_ITEM_TOKENS;
+        for (int t = 0; t < s->n_tokens; t++) atomic_init(&s->token_ready[t], 0);
+    } else {
+        job.x = x;
+        for (int t = 0; t < s->n_tokens; t++) quantize_token(&job, t);
+        job.x = NULL;
+    }
+    int n_items = make_items(s, L->n_ff, on_cpu, s->items_left);
+    threadpool_parallel_for(pool, job.q_items + n_items, 1, gate_up_items, &job);
+    n_items = make_items(s, L->n_embd, on_cpu, NULL);
     threadpool_parallel_for(pool, n_items, 1, down_items, &job);
 }
 

@@ -1,7 +1,9 @@
 #include "quant/matmul.h"
 
+#include "core/spin.h"
 #include "core/threadpool.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 /* Activation rows per kernel call: keeps a tile of quantized activations in
@@ -10,6 +12,10 @@ enum { ACT_BLOCK = 64 };
 /* Weight rows per work item (a multiple of every kernel's row blocking and
  * of the interleaved groups). */
 enum { ROW_ALIGN = QUANT_R16_ROWS };
+/* Rows per quantizing item, when the activations are quantized in the
+ * matmul's own job, and the blocks of activation rows that can be tracked
+ * there (more rows: quantized in a job of their own first). */
+enum { QUANT_ITEM_ROWS = 8, MAX_ACT_BLOCKS = 64 };
 
 size_t matmul_scratch_size(const struct matrix *w, int M) {
     const struct qtype_traits *tr = quant_traits(w->type);
@@ -62,7 +68,12 @@ size_t quantize_rows(struct threadpool *pool, enum qtype weight_type, const floa
 }
 
 /* Several matrices reading the same activations, as one job: their items
- * are numbered one after the other, so the pool waits once for all. */
+ * are numbered one after the other, so the pool waits once for all. When
+ * x is set, the job quantizes it first: its first q_items items quantize
+ * QUANT_ITEM_ROWS rows each, and a matmul item waits for the rows of each
+ * ACT_BLOCK it reads (block_rows_done), not for all of them. The pool hands
+ * out items in order, so every quantizing item is taken before any matmul
+ * item waits, and the thread that took it never waits: no deadlock. */
 enum { MAX_MATS = 4 };
 struct matmul_job {
     int n_mats;
@@ -73,12 +84,33 @@ struct matmul_job {
     const char *xq;
     size_t act_stride;
     int M;
+    const float *x;          /* (M, cols) to quantize into xq, or NULL: xq is ready */
+    enum qtype act_type;
+    int64_t cols;
+    int64_t q_items;
+    _Atomic int block_rows_done[MAX_ACT_BLOCKS];
 };
+
+static void quantize_item(struct matmul_job *j, int64_t item) {
+    int r0 = (int)item * QUANT_ITEM_ROWS, r1 = r0 + QUANT_ITEM_ROWS < j->M ? r0 + QUANT_ITEM_ROWS : j->M;
+    for (int r = r0; r < r1; r++)
+        quant_quantize_act(j->act_type, j->x + (size_t)r * j->cols, (char *)j->xq + (size_t)r * j->act_stride, j->cols);
+    atomic_fetch_add_explicit(&j->block_rows_done[r0 / ACT_BLOCK], r1 - r0, memory_order_release);
+}
+
+static void wait_block(struct matmul_job *j, int m0, int m) {
+    while (atomic_load_explicit(&j->block_rows_done[m0 / ACT_BLOCK], memory_order_acquire) < m) cpu_relax();
+}
 
 static void matmul_range(void *arg, int64_t begin, int64_t end, int thread_index) {
     (void)thread_index;
     struct matmul_job *j = arg;
-    for (int64_t item = begin; item < end; item++) {
+    for (int64_t at = begin; at < end; at++) {
+        if (at < j->q_items) {
+            quantize_item(j, at);
+            continue;
+        }
+        int64_t item = at - j->q_items;
         int k = 0;
         while (item >= j->first_item[k + 1]) k++;
         const struct matrix *w = j->w[k];
@@ -87,16 +119,26 @@ static void matmul_range(void *arg, int64_t begin, int64_t end, int thread_index
         int64_t r1 = r0 + j->rows_per_item[k] < w->rows ? r0 + j->rows_per_item[k] : w->rows;
         for (int m0 = 0; m0 < j->M; m0 += ACT_BLOCK) {
             int m = j->M - m0 < ACT_BLOCK ? j->M - m0 : ACT_BLOCK;
+            if (j->x) wait_block(j, m0, m);
             matrix_tile(w, r0, (int)(r1 - r0), j->xq + (size_t)m0 * j->act_stride, j->act_stride, m,
                         j->y[k] + (size_t)m0 * y_stride + r0, y_stride);
         }
     }
 }
 
-static void run_many(struct threadpool *pool, int n_mats, const struct matrix *const *w, const void *xq,
+/* x, when not NULL: floats (M, w[0]->cols) that the first group's job
+ * quantizes into xq itself. */
+static void run_many(struct threadpool *pool, int n_mats, const struct matrix *const *w, const float *x, void *xq,
                      size_t act_stride, int M, float *const *y, const size_t *y_stride) {
     int threads = pool ? threadpool_size(pool) : 1;
     struct matmul_job job = { .xq = xq, .act_stride = act_stride, .M = M };
+    if (x) {
+        job.x = x;
+        job.act_type = quant_traits(w[0]->type)->vec_dot_type;
+        job.cols = w[0]->cols;
+        job.q_items = (M + QUANT_ITEM_ROWS - 1) / QUANT_ITEM_ROWS;
+        for (int b = 0; b < MAX_ACT_BLOCKS; b++) atomic_init(&job.block_rows_done[b], 0);
+    }
     for (int k0 = 0; k0 < n_mats; k0 += MAX_MATS) {
         job.n_mats = n_mats - k0 < MAX_MATS ? n_mats - k0 : MAX_MATS;
         job.first_item[0] = 0;
@@ -114,22 +156,40 @@ static void run_many(struct threadpool *pool, int n_mats, const struct matrix *c
             job.rows_per_item[k] = per;
             job.first_item[k + 1] = job.first_item[k] + (wk->rows + per - 1) / per;
         }
-        threadpool_parallel_for(pool, job.first_item[job.n_mats], 1, matmul_range, &job);
+        threadpool_parallel_for(pool, job.q_items + job.first_item[job.n_mats], 1, matmul_range, &job);
+        job.x = NULL; /* quantized for the groups that follow */
+        job.q_items = 0;
     }
 }
 
 void matmul_preq_many(struct threadpool *pool, int n_mats, const struct matrix *const *w, const void *xq,
                       size_t act_stride, int M, float *const *y) {
-    run_many(pool, n_mats, w, xq, act_stride, M, y, NULL);
+    run_many(pool, n_mats, w, NULL, (void *)xq, act_stride, M, y, NULL);
+}
+
+/* Whether x's quantization goes into the matmul's own job: for several
+ * rows on several threads, and rows few enough to track. */
+static bool quantize_inside(struct threadpool *pool, int M) {
+    return pool && threadpool_size(pool) > 1 && M > 4 && (M + ACT_BLOCK - 1) / ACT_BLOCK <= MAX_ACT_BLOCKS;
+}
+
+void matmul_many(struct threadpool *pool, int n_mats, const struct matrix *const *w, const float *x, int M,
+                 void *scratch, float *const *y) {
+    size_t stride = quant_row_size(quant_traits(w[0]->type)->vec_dot_type, w[0]->cols);
+    if (quantize_inside(pool, M)) {
+        run_many(pool, n_mats, w, x, scratch, stride, M, y, NULL);
+        return;
+    }
+    quantize_rows(pool, w[0]->type, x, M, w[0]->cols, scratch, stride);
+    run_many(pool, n_mats, w, NULL, scratch, stride, M, y, NULL);
 }
 
 void matmul_preq(struct threadpool *pool, const struct matrix *w, const void *xq, size_t act_stride,
                  int M, float *y, size_t y_stride) {
-    run_many(pool, 1, &w, xq, act_stride, M, &y, &y_stride);
+    run_many(pool, 1, &w, NULL, (void *)xq, act_stride, M, &y, &y_stride);
 }
 
 void matmul(struct threadpool *pool, const struct matrix *w, const float *x, int M, float *y,
             void *scratch) {
-    size_t stride = quantize_rows(pool, w->type, x, M, w->cols, scratch, 0);
-    matmul_preq(pool, w, scratch, stride, M, y, (size_t)w->rows);
+    matmul_many(pool, 1, &w, x, M, scratch, &y);
 }

@@ -53,6 +53,14 @@ void matmul_preq(struct threadpool *pool, const struct matrix *w, const void *xq
 void matmul_preq_many(struct threadpool *pool, int n_mats, const struct matrix *const *w, const void *xq,
                       size_t act_stride, int M, float *const *y);
 
+/* matmul for several matrices that read the same x (their weight types
+ * want the same activation type, their cols equal): x quantized once into
+ * scratch, y[k] rows w[k]->rows floats apart; for several rows the
+ * quantizing runs in the matmuls' job, each item waiting only for the
+ * activation rows it reads. */
+void matmul_many(struct threadpool *pool, int n_mats, const struct matrix *const *w, const float *x, int M,
+                 void *scratch, float *const *y);
+
 /* Quantizes M rows of n floats into the activation type of weight type t,
  * rows `stride` bytes apart, in parallel. Returns the row stride used when
  * stride is 0 (quant_row_size of the activation type). */
