@@ -206,8 +206,10 @@ static void need_keys(const struct tiled_job *j, int ri, int b, int g) {
             const int t0 = bb * j->tokens, nt = r->n - t0 < j->tokens ? r->n - t0 : j->tokens;
             j->prep->keys(j->prep->ctx, ri, g, t0, nt);
             atomic_store_explicit(state, KEYS_STORED, memory_order_release);
-        } else
-            while (atomic_load_explicit(state, memory_order_acquire) != KEYS_STORED) cpu_relax();
+        } else {
+            unsigned spins = 0;
+            while (atomic_load_explicit(state, memory_order_acquire) != KEYS_STORED) spin_pause(&spins);
+        }
     }
 }
 

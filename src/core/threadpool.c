@@ -12,7 +12,7 @@
 
 /* Workers spin this many rounds for the next job before sleeping: decode
  * issues hundreds of small jobs per token, and a futex wake costs ~5-50 us. */
-enum { SPIN_ROUNDS = 1 << 16, YIELD_EVERY = 256 };
+enum { SPIN_ROUNDS = 1 << 16 };
 
 struct worker {
     struct threadpool *pool;
@@ -60,7 +60,7 @@ static void *worker_main(void *arg) {
         while ((gen = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen) {
             if (++spins < SPIN_ROUNDS) {
                 /* On a busy machine, let whoever holds our core run. */
-                if (spins % YIELD_EVERY == 0) sched_yield(); else cpu_relax();
+                if (spins % SPIN_YIELD_EVERY == 0) sched_yield(); else cpu_relax();
                 continue;
             }
             pthread_mutex_lock(&pool->lock);
@@ -117,9 +117,8 @@ void threadpool_run(struct threadpool *pool, threadpool_fn fn, void *ctx) {
         pthread_mutex_unlock(&pool->lock);
     }
     fn(ctx, 0, pool->n_threads);
-    for (unsigned spins = 1; atomic_load_explicit(&pool->pending, memory_order_acquire) > 0; spins++) {
-        if (spins % YIELD_EVERY == 0) sched_yield(); else cpu_relax();
-    }
+    unsigned spins = 0;
+    while (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0) spin_pause(&spins);
 }
 
 uint64_t threadpool_barriers(const struct threadpool *pool) { return pool ? pool->jobs : 0; }

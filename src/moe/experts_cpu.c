@@ -15,6 +15,11 @@ enum { ITEM_ROWS = 32 };
 /* Tokens per quantizing item of the gate/up job (prefill). */
 enum { QUANT_ITEM_TOKENS = 8 };
 
+struct expert_item { int expert, row0, rows; };
+
+/* items_left of an expert once its hidden rows are quantized. */
+enum { HIDDEN_READY = -1 };
+
 struct moe_scratch {
     int max_pairs;              /* max_tokens * top_k */
     int n_expert;
@@ -28,13 +33,13 @@ struct moe_scratch {
     char *hq;                   /* (pairs, down act row) silu(gate)*up quantized */
     float *down_out;            /* (pairs, n_embd) */
     size_t x_act_bytes, h_act_bytes;
-    struct { int expert, row0, rows; } *items;
+    struct expert_item *items;  /* (max_items) the gate/up items, then the down items */
     int max_items;
     int *cpu_pairs;             /* (max_pairs) pairs of the experts on the CPU this batch */
     int n_cpu_pairs;
     bool *pair_on_cpu;          /* (max_pairs) whether a pair's expert runs on the CPU this batch */
     _Atomic int *token_ready;   /* (max_tokens) a token's row quantized and gathered (gate/up job) */
-    _Atomic int *items_left;    /* (n_expert) gate/up items of an expert still running */
+    _Atomic int *items_left;    /* (n_expert) gate/up items of an expert still running, then HIDDEN_READY */
     int n_tokens, top_k, n_embd; /* of the current batch */
 };
 
@@ -69,8 +74,7 @@ struct moe_scratch *moe_scratch_new(const struct expert_layer *shape, int max_to
     s->up_out = grab(sizeof(float) * pairs * shape->n_ff, &failed);
     s->hq = grab(s->h_act_bytes * pairs, &failed);
     s->down_out = grab(sizeof(float) * pairs * shape->n_embd, &failed);
-    int n_rows_max = shape->n_ff > shape->n_embd ? shape->n_ff : shape->n_embd;
-    s->max_items = shape->n_expert * ((n_rows_max + ITEM_ROWS - 1) / ITEM_ROWS);
+    s->max_items = shape->n_expert * ((shape->n_ff + ITEM_ROWS - 1) / ITEM_ROWS + (shape->n_embd + ITEM_ROWS - 1) / ITEM_ROWS);
     s->items = grab(sizeof *s->items * (size_t)s->max_items, &failed);
     if (failed) {
         moe_scratch_free(s);
@@ -88,13 +92,13 @@ void moe_scratch_free(struct moe_scratch *s) {
     free(s);
 }
 
-/* The gate/up job, with (prefill) the quantizing of the input in it: its
- * first q_items items quantize QUANT_ITEM_TOKENS tokens each and copy them
- * to their pairs, and an expert's items wait for its pairs' tokens only.
- * The pool hands out items in order, so every quantizing item is taken
- * before an expert's item waits, by a thread that never waits: no deadlock.
- * The last item of an expert to finish quantizes its hidden rows for the
- * down job (items_left). */
+/* The experts' one job: (prefill) q_items items that quantize
+ * QUANT_ITEM_TOKENS tokens each and copy them to their pairs, then the
+ * gate/up items, then the down items. A gate/up item waits for its
+ * expert's tokens only; the last gate/up item of an expert to finish
+ * quantizes its hidden rows (items_left), and a down item waits for its
+ * expert's. The pool hands out items in order, so the lowest unfinished
+ * item that was taken waits for nothing unfinished: no deadlock. */
 struct stage_job {
     const struct expert_layer *layer;
     struct moe_scratch *s;
@@ -102,7 +106,7 @@ struct stage_job {
     size_t x_stride, h_stride;
     enum qtype x_act, down_act;
     const float *x;             /* (n_tokens, n_embd) to quantize in the job, or NULL: done */
-    int64_t q_items;
+    int64_t q_items, n_gate_up;
 };
 
 /* Token t's row of x quantized, and copied to its pairs on the CPU. */
@@ -122,58 +126,67 @@ static void quantize_hidden(const struct stage_job *j, int p0, int n) {
                            j->layer->n_ff);
 }
 
-/* Stage 1: gate and up of each item's rows of one expert, then silu(g)*u. */
-static void gate_up_items(void *arg, int64_t begin, int64_t end, int thread_index) {
-    (void)thread_index;
-    struct stage_job *j = arg;
+/* Stage 1: gate and up of the item's rows of one expert, then silu(g)*u. */
+static void gate_up_item(const struct stage_job *j, const struct expert_item *item) {
     const struct expert_layer *L = j->layer;
+    struct moe_scratch *s = j->s;
+    int e = item->expert, row0 = item->row0, rows = item->rows;
+    int p0 = s->expert_start[e], n = s->expert_count[e];
+    unsigned spins = 0;
+    if (j->x)
+        for (int p = p0; p < p0 + n; p++)
+            while (!atomic_load_explicit(&s->token_ready[s->pair_token[p]], memory_order_acquire)) spin_pause(&spins);
+    const char *act = s->xq_sorted + (size_t)p0 * j->x_stride;
+    int64_t wrow = (int64_t)e * L->n_ff + row0;
+    float *g = s->gate_out + (size_t)p0 * L->n_ff + row0;
+    float *u = s->up_out + (size_t)p0 * L->n_ff + row0;
+    matrix_tile(L->gate, wrow, rows, act, j->x_stride, n, g, (size_t)L->n_ff);
+    matrix_tile(L->up, wrow, rows, act, j->x_stride, n, u, (size_t)L->n_ff);
+    for (int r = 0; r < n; r++) {
+        float *gr = g + (size_t)r * L->n_ff, *ur = u + (size_t)r * L->n_ff;
+        for (int i = 0; i < rows; i++) gr[i] = gr[i] / (1.0f + expf(-gr[i])) * ur[i];
+    }
+    if (atomic_fetch_sub_explicit(&s->items_left[e], 1, memory_order_acq_rel) == 1) {
+        quantize_hidden(j, p0, n);
+        atomic_store_explicit(&s->items_left[e], HIDDEN_READY, memory_order_release);
+    }
+}
+
+/* Stage 2: down of the item's rows of one expert, once its hidden rows
+ * are quantized. */
+static void down_item(const struct stage_job *j, const struct expert_item *item) {
+    const struct expert_layer *L = j->layer;
+    struct moe_scratch *s = j->s;
+    int e = item->expert, p0 = s->expert_start[e], n = s->expert_count[e];
+    unsigned spins = 0;
+    while (atomic_load_explicit(&s->items_left[e], memory_order_acquire) != HIDDEN_READY) spin_pause(&spins);
+    matrix_tile(L->down, (int64_t)e * L->n_embd + item->row0, item->rows, s->hq + (size_t)p0 * j->h_stride,
+                j->h_stride, n, s->down_out + (size_t)p0 * L->n_embd + item->row0, (size_t)L->n_embd);
+}
+
+static void stage_items(void *arg, int64_t begin, int64_t end, int thread_index) {
+    (void)thread_index;
+    const struct stage_job *j = arg;
     struct moe_scratch *s = j->s;
     for (int64_t at = begin; at < end; at++) {
-        if (at < j->q_items) {
-            int t1 = (int)(at + 1) * QUANT_ITEM_TOKENS < s->n_tokens ? (int)(at + 1) * QUANT_ITEM_TOKENS : s->n_tokens;
-            for (int t = (int)at * QUANT_ITEM_TOKENS; t < t1; t++) {
-                quantize_token(j, t);
-                atomic_store_explicit(&s->token_ready[t], 1, memory_order_release);
-            }
+        if (at >= j->q_items) {
+            int64_t it = at - j->q_items;
+            if (it < j->n_gate_up) gate_up_item(j, &s->items[it]);
+            else down_item(j, &s->items[it]);
             continue;
         }
-        int64_t it = at - j->q_items;
-        int e = s->items[it].expert, row0 = s->items[it].row0, rows = s->items[it].rows;
-        int p0 = s->expert_start[e], n = s->expert_count[e];
-        if (j->x)
-            for (int p = p0; p < p0 + n; p++)
-                while (!atomic_load_explicit(&s->token_ready[s->pair_token[p]], memory_order_acquire)) cpu_relax();
-        const char *act = s->xq_sorted + (size_t)p0 * j->x_stride;
-        int64_t wrow = (int64_t)e * L->n_ff + row0;
-        float *g = s->gate_out + (size_t)p0 * L->n_ff + row0;
-        float *u = s->up_out + (size_t)p0 * L->n_ff + row0;
-        matrix_tile(L->gate, wrow, rows, act, j->x_stride, n, g, (size_t)L->n_ff);
-        matrix_tile(L->up, wrow, rows, act, j->x_stride, n, u, (size_t)L->n_ff);
-        for (int r = 0; r < n; r++) {
-            float *gr = g + (size_t)r * L->n_ff, *ur = u + (size_t)r * L->n_ff;
-            for (int i = 0; i < rows; i++) gr[i] = gr[i] / (1.0f + expf(-gr[i])) * ur[i];
+        int t1 = (int)(at + 1) * QUANT_ITEM_TOKENS < s->n_tokens ? (int)(at + 1) * QUANT_ITEM_TOKENS : s->n_tokens;
+        for (int t = (int)at * QUANT_ITEM_TOKENS; t < t1; t++) {
+            quantize_token(j, t);
+            atomic_store_explicit(&s->token_ready[t], 1, memory_order_release);
         }
-        if (atomic_fetch_sub_explicit(&s->items_left[e], 1, memory_order_acq_rel) == 1) quantize_hidden(j, p0, n);
     }
 }
 
-static void down_items(void *arg, int64_t begin, int64_t end, int thread_index) {
-    (void)thread_index;
-    struct stage_job *j = arg;
-    const struct expert_layer *L = j->layer;
-    struct moe_scratch *s = j->s;
-    for (int64_t it = begin; it < end; it++) {
-        int e = s->items[it].expert, row0 = s->items[it].row0, rows = s->items[it].rows;
-        int p0 = s->expert_start[e], n = s->expert_count[e];
-        matrix_tile(L->down, (int64_t)e * L->n_embd + row0, rows, s->hq + (size_t)p0 * j->h_stride, j->h_stride, n,
-                    s->down_out + (size_t)p0 * L->n_embd + row0, (size_t)L->n_embd);
-    }
-}
-
-/* Work items of n_rows rows of each expert with rows (on the CPU); with
- * left, each expert's count of them. */
-static int make_items(struct moe_scratch *s, int n_rows, const bool *on_cpu, _Atomic int *left) {
-    int n = 0;
+/* Work items of n_rows rows of each expert with rows (on the CPU), from
+ * items[n] on; with left, each expert's count of them. Returns the items'
+ * end. */
+static int make_items(struct moe_scratch *s, int n, int n_rows, const bool *on_cpu, _Atomic int *left) {
     for (int e = 0; e < s->n_expert; e++) {
         if (!s->expert_count[e] || (on_cpu && !on_cpu[e])) continue;
         int first = n;
@@ -228,7 +241,7 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
     if (!s->n_cpu_pairs) return;
     enum qtype x_act = quant_traits(L->gate->type)->vec_dot_type, down_act = quant_traits(L->down->type)->vec_dot_type;
     struct stage_job job = { L, s, s->n_cpu_pairs, quant_row_size(x_act, L->n_embd), quant_row_size(down_act, L->n_ff),
-                             x_act, down_act, NULL, 0 };
+                             x_act, down_act, NULL, 0, 0 };
     /* Each token quantized once, and copied to its pairs: in the gate/up
      * job for several tokens on several threads, else before it. */
     if (threadpool_size(pool) > 1 && s->n_tokens > 4) {
@@ -240,10 +253,9 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
         for (int t = 0; t < s->n_tokens; t++) quantize_token(&job, t);
         job.x = NULL;
     }
-    int n_items = make_items(s, L->n_ff, on_cpu, s->items_left);
-    threadpool_parallel_for(pool, job.q_items + n_items, 1, gate_up_items, &job);
-    n_items = make_items(s, L->n_embd, on_cpu, NULL);
-    threadpool_parallel_for(pool, n_items, 1, down_items, &job);
+    job.n_gate_up = make_items(s, 0, L->n_ff, on_cpu, s->items_left);
+    int n_items = make_items(s, (int)job.n_gate_up, L->n_embd, on_cpu, NULL);
+    threadpool_parallel_for(pool, job.q_items + n_items, 1, stage_items, &job);
 }
 
 void moe_combine(const struct moe_scratch *s, const float *weights, float *out) {

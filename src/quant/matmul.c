@@ -99,7 +99,8 @@ static void quantize_item(struct matmul_job *j, int64_t item) {
 }
 
 static void wait_block(struct matmul_job *j, int m0, int m) {
-    while (atomic_load_explicit(&j->block_rows_done[m0 / ACT_BLOCK], memory_order_acquire) < m) cpu_relax();
+    unsigned spins = 0;
+    while (atomic_load_explicit(&j->block_rows_done[m0 / ACT_BLOCK], memory_order_acquire) < m) spin_pause(&spins);
 }
 
 static void matmul_range(void *arg, int64_t begin, int64_t end, int thread_index) {
