@@ -118,8 +118,8 @@ static size_t copy_bytes(const struct matrix *w) {
 
 /* Anonymous memory on a huge-page boundary, in huge pages where the kernel
  * has them: decode streams every copy end to end, and in 4 KiB pages the
- * 17 GiB of a 48-layer model are 4.5M pages whose TLB misses slow each
- * stream. One mapping for all the copies: a mapping per matrix leaves the
+ * 17 GiB of a 48-layer model are 4.5M pages, a TLB miss every 4 KiB of each
+ * stream. One mapping for all the copies: a mapping per matrix left the
  * ends of each in small pages. */
 static void *map_arena(size_t bytes, size_t *mapped) {
     size_t len = bytes + HUGE_PAGE;
