@@ -92,13 +92,15 @@ void moe_scratch_free(struct moe_scratch *s) {
     free(s);
 }
 
-/* The experts' one job: (prefill) q_items items that quantize
- * QUANT_ITEM_TOKENS tokens each and copy them to their pairs, then the
- * gate/up items, then the down items. A gate/up item waits for its
- * expert's tokens only; the last gate/up item of an expert to finish
- * quantizes its hidden rows (items_left), and a down item waits for its
- * expert's. The pool hands out items in order, so the lowest unfinished
- * item that was taken waits for nothing unfinished: no deadlock. */
+/* The experts' one job: (prefill) quantizing the tokens and copying them
+ * to their pairs, QUANT_ITEM_TOKENS tokens a claim off next_q, which every
+ * thread drains before its first expert item (the pool's chunks of the
+ * expert items are too coarse to share that out); then the gate/up items,
+ * then the down items. A gate/up item waits for its expert's tokens only;
+ * the last gate/up item of an expert to finish quantizes its hidden rows
+ * (items_left), and a down item waits for its expert's. The pool hands out
+ * items in order, so the lowest unfinished item that was taken waits for
+ * nothing unfinished, and quantizing waits for nothing: no deadlock. */
 struct stage_job {
     const struct expert_layer *layer;
     struct moe_scratch *s;
@@ -106,7 +108,8 @@ struct stage_job {
     size_t x_stride, h_stride;
     enum qtype x_act, down_act;
     const float *x;             /* (n_tokens, n_embd) to quantize in the job, or NULL: done */
-    int64_t q_items, n_gate_up;
+    int q_items, n_gate_up;
+    _Atomic int next_q;         /* the next quantizing claim */
 };
 
 /* Token t's row of x quantized, and copied to its pairs on the CPU. */
@@ -166,20 +169,18 @@ static void down_item(const struct stage_job *j, const struct expert_item *item)
 
 static void stage_items(void *arg, int64_t begin, int64_t end, int thread_index) {
     (void)thread_index;
-    const struct stage_job *j = arg;
+    struct stage_job *j = arg;
     struct moe_scratch *s = j->s;
-    for (int64_t at = begin; at < end; at++) {
-        if (at >= j->q_items) {
-            int64_t it = at - j->q_items;
-            if (it < j->n_gate_up) gate_up_item(j, &s->items[it]);
-            else down_item(j, &s->items[it]);
-            continue;
-        }
-        int t1 = (int)(at + 1) * QUANT_ITEM_TOKENS < s->n_tokens ? (int)(at + 1) * QUANT_ITEM_TOKENS : s->n_tokens;
-        for (int t = (int)at * QUANT_ITEM_TOKENS; t < t1; t++) {
+    for (int q; j->x && (q = atomic_fetch_add_explicit(&j->next_q, 1, memory_order_relaxed)) < j->q_items;) {
+        int t1 = (q + 1) * QUANT_ITEM_TOKENS < s->n_tokens ? (q + 1) * QUANT_ITEM_TOKENS : s->n_tokens;
+        for (int t = q * QUANT_ITEM_TOKENS; t < t1; t++) {
             quantize_token(j, t);
             atomic_store_explicit(&s->token_ready[t], 1, memory_order_release);
         }
+    }
+    for (int64_t it = begin; it < end; it++) {
+        if (it < j->n_gate_up) gate_up_item(j, &s->items[it]);
+        else down_item(j, &s->items[it]);
     }
 }
 
@@ -241,7 +242,7 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
     if (!s->n_cpu_pairs) return;
     enum qtype x_act = quant_traits(L->gate->type)->vec_dot_type, down_act = quant_traits(L->down->type)->vec_dot_type;
     struct stage_job job = { L, s, s->n_cpu_pairs, quant_row_size(x_act, L->n_embd), quant_row_size(down_act, L->n_ff),
-                             x_act, down_act, NULL, 0, 0 };
+                             x_act, down_act, NULL, 0, 0, 0 };
     /* Each token quantized once, and copied to its pairs: in the gate/up
      * job for several tokens on several threads, else before it. */
     if (threadpool_size(pool) > 1 && s->n_tokens > 4) {
@@ -255,7 +256,7 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
     }
     job.n_gate_up = make_items(s, 0, L->n_ff, on_cpu, s->items_left);
     int n_items = make_items(s, (int)job.n_gate_up, L->n_embd, on_cpu, NULL);
-    threadpool_parallel_for(pool, job.q_items + n_items, 1, stage_items, &job);
+    threadpool_parallel_for(pool, n_items, 1, stage_items, &job);
 }
 
 void moe_combine(const struct moe_scratch *s, const float *weights, float *out) {
