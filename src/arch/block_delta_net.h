@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct context;
+struct delta_net_kernels;
 struct threadpool;
 
 struct delta_net_dims {
@@ -39,14 +40,16 @@ struct delta_net_io {
 /* The largest head_dim (ssm.state_size) the block takes. */
 #define DELTA_NET_MAX_DIM 1024
 
-/* Value head `head` of the batch, one token at a time. */
-void delta_net_recurrent(const struct delta_net_dims *d, const struct delta_net_io *io, int head);
+/* Value head `head` of the batch, one token at a time, with one ISA's
+ * kernels (delta_net_kernels.h; the run functions take the active ISA's). */
+void delta_net_recurrent(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
+                         const struct delta_net_io *io, int head);
 
 /* Floats of scratch delta_net_chunked needs for one head. */
 size_t delta_net_chunk_scratch(const struct delta_net_dims *d, int chunk);
 /* The same result in chunks of `chunk` tokens (the last one may be shorter). */
-void delta_net_chunked(const struct delta_net_dims *d, const struct delta_net_io *io, int head, int chunk,
-                       float *scratch);
+void delta_net_chunked(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
+                       const struct delta_net_io *io, int head, int chunk, float *scratch);
 
 /* Floats of scratch delta_net_run needs with `threads` threads. */
 size_t delta_net_run_scratch(const struct delta_net_dims *d, int threads);
