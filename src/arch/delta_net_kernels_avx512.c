@@ -21,7 +21,16 @@
 #define V_LDEXP _mm512_scalef_ps
 #define V_NEG_ABS(x) _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u)))
 #define V_SEL_GE0(x, a, b) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), b, a)
-#define V_HSUM _mm512_reduce_add_ps
+
+/* The sum of the lanes, halves added down to one (AVX-512 F and AVX only). */
+static inline float hsum16(__m512 v) {
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#define V_HSUM hsum16
 
 #include "arch/delta_net_kernels_simd.h"
 
