@@ -3,9 +3,9 @@
 # to portable code by SIMDe, and AVX-512 reported as present) and runs the
 # kernel tests, so that those kernels are checked against the scalar reference
 # on x86 machines without AVX-512. In this build AVX-512 is also the active
-# ISA, so the oracle logits test (skipped without the oracle models) runs the
-# whole forward pass through them (test_oracle_qwen35moe: its delta-net layers too). Needs SIMDe (Debian: libsimde-dev) and a
-# CPU with AVX2, FMA and F16C.
+# ISA, so the oracle logits tests (skipped without the oracle models) run the
+# whole forward pass through them (test_oracle_qwen35moe: its delta-net layers
+# too). Needs SIMDe (Debian: libsimde-dev) and a CPU with AVX2, FMA and F16C.
 # usage: tests/emulated-avx512.sh [build dir]
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
