@@ -33,9 +33,10 @@ struct delta_net_io {
 };
 
 /* Chunk length of the chunked form (prefill). Its triangular solve and
- * within-chunk products grow with the square of it; with these loops 16 is
- * near the best (one head, 512 tokens, head_dim 128, x86: recurrent 1.34 ms,
- * chunked 1.46 ms at 8, 1.50 at 16, 2.16 at 64). */
+ * within-chunk products grow with the square of it; with the earlier scalar
+ * axpy loops 16 was near the best (one head, 512 tokens, head_dim 128, x86:
+ * recurrent 1.34 ms, chunked 1.46 ms at 8, 1.50 at 16, 2.16 at 64); not
+ * measured again since the chunk became whole-chunk products. */
 #define DELTA_NET_CHUNK 16
 /* The largest head_dim (ssm.state_size) the block takes. */
 #define DELTA_NET_MAX_DIM 1024
