@@ -12,16 +12,8 @@
 /* byte k of each dword, zero-extended */
 R16Y_INLINE __m256i q4_scale(__m256i v, int k) { return _mm256_and_si256(_mm256_srli_epi32(v, 8 * k), _mm256_set1_epi32(0xFF)); }
 
-R16Y_INLINE __m256i q4_sub_dot(const __m256i w[8], const int8_t *ys, __m256i scale) {
-    /* two chains: with one activation row (decode) the latency of dependent
-     * vpdpbusd would bound the speed */
-    __m256i t0 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w[0], bcast4(ys));
-    __m256i t1 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w[4], bcast4(ys + 16));
-    for (int i = 1; i < 4; i++) {
-        t0 = _mm256_dpbusd_avx_epi32(t0, w[i], bcast4(ys + 4 * i));
-        t1 = _mm256_dpbusd_avx_epi32(t1, w[i + 4], bcast4(ys + 16 + 4 * i));
-    }
-    return _mm256_mullo_epi32(_mm256_add_epi32(t0, t1), scale);
-}
+R16Y_INLINE __m256i q4_dot(__m256i sum, __m256i w, const int8_t *ys) { return _mm256_dpbusd_avx_epi32(sum, w, bcast4(ys)); }
+R16Y_INLINE __m256i q4_dot_first(__m256i w, const int8_t *ys) { return q4_dot(_mm256_setzero_si256(), w, ys); }
+R16Y_INLINE __m256i q4_scaled(__m256i sum, __m256i scale) { return _mm256_mullo_epi32(sum, scale); }
 
 R16Y_INLINE __m256i dot_i16_add(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
