@@ -1,12 +1,12 @@
-/* AVX-VNNI GEMM on Q4_K rows interleaved by 16 (layout: quant_r16.c; the
- * tiles: quant_r16_ymm.h): vpdpbusd on ymm, 4 values of each of 8 rows
- * against the activation's 4 bytes broadcast, summed in int32, then one
- * multiply by the sub-block scale; vpdpwssd for the mins. For CPUs with
- * AVX-VNNI (Alder Lake and later, Zen 5), chosen at run time in place of the
- * AVX2 one. Q6_K keeps the AVX2 kernel: its vpmaddubsw pairs with one
- * vpmaddwd per 16 values beat vpdpbusd plus a 32-bit multiply (bench_r16:
- * 92 against 102 GMAC/s on Zen 5). */
+/* AVX-VNNI GEMMs on Q4_K and Q6_K rows interleaved by 16 (layouts:
+ * quant_r16.c; the tiles: quant_r16_ymm.h): vpdpbusd on ymm, 4 values of
+ * each of 8 rows against the activation's 4 bytes broadcast, summed in
+ * int32 over a sub-block, then one multiply by its scale; vpdpwssd for the
+ * mins and Q6_K's -32 offset. For CPUs with AVX-VNNI (Alder Lake and later,
+ * Zen 5), chosen at run time in place of the AVX2 ones. */
 #define R16Y_NAME(x) x##_avxvnni
+#define R16Y_WITH_Q6
+#define R16Y_Q6_DPBUSD
 #include "quant/quant_r16_ymm.h"
 
 /* byte k of each dword, zero-extended */
