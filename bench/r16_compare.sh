@@ -3,7 +3,8 @@
 # against this one's, with the plain rows' kernels (the same code in both)
 # as the common reference. The two binaries run in turn, ROUNDS times, and
 # each cell is the best of the rounds (each run is itself best of 10), so
-# a shared machine's quiet moments count for both.
+# a shared machine's quiet moments count for both. A kernel only the new
+# build has shows "-" as its old figure.
 #
 #   bash bench/r16_compare.sh OLD/bench_r16 NEW/bench_r16 [MiB=64] [ISA...]
 #   ROUNDS=3 (default) ISA: bench_r16's kernel set names (default: avx2 avxvnni)
@@ -39,5 +40,6 @@ awk -F'|' '
       if ($1 == "old" && $6 > o[k]) o[k] = $6
       if ($1 == "new" && $6 > nw[k]) nw[k] = $6 }
     END { for (i = 1; i <= n; i++) { k = order[i]; split(k, f, "|")
-        printf "| %s | %s | %s | %.1f | %.1f | %.1f | %.2fx | %.2fx |\n", f[1], f[2], f[3], plain[k], o[k], nw[k],
-               (o[k] > 0 ? nw[k] / o[k] : 0), (plain[k] > 0 ? nw[k] / plain[k] : 0) } }' "$log"
+        ov = o[k] > 0 ? sprintf("%.1f", o[k]) : "-"; ratio = o[k] > 0 ? sprintf("%.2fx", nw[k] / o[k]) : "-"
+        printf "| %s | %s | %s | %.1f | %s | %.1f | %s | %.2fx |\n", f[1], f[2], f[3], plain[k], ov, nw[k], ratio,
+               (plain[k] > 0 ? nw[k] / plain[k] : 0) } }' "$log"
