@@ -10,15 +10,16 @@
 #   MODEL=/path/model.gguf [MOEX=build/moex] [LLAMA_BENCH=.../llama-bench]
 #   [IK_BENCH=.../llama-bench] [IK_MODES="default rtr"] [THREADS="1 2"]
 #   [PP=512] [TG=128] [ROUNDS=2] [REPS=2] [LOG_DIR=dir] [MOEX_ALT_ENV="VAR=value"]
-#   [MOEX_ARGS="--isa avx2"] bash bench/peers.sh
+#   [MOEX_BASE=other/build/moex] [MOEX_ARGS="--isa avx2"] bash bench/peers.sh
 #
 # IK_MODES: "default" runs ik_llama.cpp as it comes, "rtr" adds -rtr 1 (its
 # run-time repack into row-interleaved types). PP and TG are single lengths;
 # 0 skips one. Engines whose variable is unset are left out. MOEX_ALT_ENV adds
 # moex run with that environment as one more engine ("moex-alt"), e.g.
-# MOEX_INTERLEAVE=0 for the plain-rows kernels in the same rounds. MOEX_ARGS
-# are more `moex bench` options for both moex runs, e.g. --isa avx2 to hold
-# moex to the AVX2 kernels on a machine with more.
+# MOEX_INTERLEAVE=0 for the plain-rows kernels in the same rounds. MOEX_BASE
+# adds another moex binary ("moex-base", e.g. a build of the main branch).
+# MOEX_ARGS are more `moex bench` options for every moex run, e.g. --isa avx2
+# to hold moex to the AVX2 kernels on a machine with more.
 set -euo pipefail
 
 MOEX=${MOEX:-build/moex}
@@ -35,12 +36,13 @@ mkdir -p "$LOG_DIR"
 
 [ -x "$MOEX" ] || { echo "peers.sh: no moex binary at $MOEX" >&2; exit 2; }
 [ -f "$MODEL" ] || { echo "peers.sh: no model at $MODEL" >&2; exit 2; }
-for b in "${LLAMA_BENCH:-}" "${IK_BENCH:-}"; do
+for b in "${MOEX_BASE:-}" "${LLAMA_BENCH:-}" "${IK_BENCH:-}"; do
     [ -z "$b" ] || [ -x "$b" ] || { echo "peers.sh: $b is not an executable" >&2; exit 2; }
 done
 
 engines="moex"
 [ -n "${MOEX_ALT_ENV:-}" ] && engines="$engines moex-alt"
+[ -n "${MOEX_BASE:-}" ] && engines="$engines moex-base"
 [ -n "${LLAMA_BENCH:-}" ] && engines="$engines llama.cpp"
 if [ -n "${IK_BENCH:-}" ]; then
     for m in $IK_MODES; do
@@ -58,6 +60,7 @@ run_engine() { # engine threads log
     case $e in
     moex) "$MOEX" bench -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" $MOEX_ARGS ;;
     moex-alt) env $MOEX_ALT_ENV "$MOEX" bench -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" $MOEX_ARGS ;;
+    moex-base) "$MOEX_BASE" bench -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" --no-roofline $MOEX_ARGS ;;
     llama.cpp) "$LLAMA_BENCH" -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" ;;
     ik_llama.cpp) "$IK_BENCH" -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" ;;
     ik_llama.cpp-rtr) "$IK_BENCH" -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" -rtr 1 ;;
@@ -107,6 +110,7 @@ echo "CPU: ${cpu:-unknown} ($(uname -m), $(nproc) CPUs), flags: ${flags:-none}; 
 echo "Model: $(basename "$MODEL"); decode reads ${tok_gb} GB of weights per token; read bandwidth (moex bench probe, best of the run): ${bw_best} GB/s"
 [ -n "$MOEX_ARGS" ] && echo "moex options: $MOEX_ARGS"
 [ -n "${MOEX_ALT_ENV:-}" ] && echo "moex-alt: moex with $MOEX_ALT_ENV"
+[ -n "${MOEX_BASE:-}" ] && echo "moex-base: $MOEX_BASE"
 echo "Rounds: $ROUNDS alternating engines, each a llama-bench style run with $REPS repetitions; t/s is the best round, range in brackets."
 echo
 echo "| threads | test | engine | t/s | range | moex / engine | weights GB/s | of read BW | moex peak RSS |"

@@ -3,16 +3,16 @@
 # to portable code by SIMDe, and AVX-512 reported as present) and runs the
 # kernel tests, so that those kernels are checked against the scalar reference
 # on x86 machines without AVX-512. In this build AVX-512 is also the active
-# ISA, so the oracle logits test (skipped without the oracle models) runs the
-# whole forward pass through them. Needs SIMDe (Debian: libsimde-dev) and a
-# CPU with AVX2, FMA and F16C.
+# ISA, so the oracle logits tests (skipped without the oracle models) run the
+# whole forward pass through them (test_oracle_qwen35moe: its delta-net layers
+# too). Needs SIMDe (Debian: libsimde-dev) and a CPU with AVX2, FMA and F16C.
 # usage: tests/emulated-avx512.sh [build dir]
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-emu}
 oracle=${MOEX_ORACLE:-$src/../shared/oracle}
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOEX_EMULATE_AVX512=ON -DMOEX_WERROR=ON >/dev/null
-tests="test_quant_kernels test_quant_r16 test_quant_oracle test_attn_kernels test_oracle_logits"
+tests="test_quant_kernels test_quant_r16 test_quant_oracle test_attn_kernels test_delta_net_kernels test_oracle_logits test_oracle_qwen35moe"
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $tests
 fail=0
 for t in $tests; do

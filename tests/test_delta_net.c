@@ -3,6 +3,7 @@
  * batches, and the gates and gated norm against their formulas. */
 #include "harness.h"
 #include "arch/block_delta_net.h"
+#include "arch/delta_net_kernels.h"
 #include "core/threadpool.h"
 
 #include <math.h>
@@ -93,7 +94,7 @@ static void check_forms(int n_k, int n_v, int D, int n, float g_min, struct thre
     struct delta_net_io io = { n, in.q, in.k, in.v, in.g, in.beta, state, out };
 
     memcpy(state, in.state0, S_n * 4);
-    for (int h = 0; h < n_v; h++) delta_net_recurrent(&in.d, &io, h);
+    for (int h = 0; h < n_v; h++) delta_net_recurrent(delta_net_kernels(), &in.d, &io, h);
     double eo = rel_err(out, ref_o, O_n), es = rel_err(state, ref_s, S_n);
     CHECKF(eo <= 1e-5 && es <= 1e-5, "recurrent n=%d heads %d/%d D=%d: out %.2e state %.2e", n, n_k, n_v, D, eo, es);
 
@@ -102,7 +103,7 @@ static void check_forms(int n_k, int n_v, int D, int n, float g_min, struct thre
         float *scratch = malloc(delta_net_chunk_scratch(&in.d, chunks[c]) * 4);
         memcpy(state, in.state0, S_n * 4);
         memset(out, 0xff, O_n * 4); /* NaN: every output must be written */
-        for (int h = 0; h < n_v; h++) delta_net_chunked(&in.d, &io, h, chunks[c], scratch);
+        for (int h = 0; h < n_v; h++) delta_net_chunked(delta_net_kernels(), &in.d, &io, h, chunks[c], scratch);
         eo = rel_err(out, ref_o, O_n);
         es = rel_err(state, ref_s, S_n);
         CHECKF(eo <= 1e-5 && es <= 1e-5, "chunked(%d) n=%d heads %d/%d D=%d g>=%.0f: out %.2e state %.2e", chunks[c],

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct context;
+struct delta_net_kernels;
 struct threadpool;
 
 struct delta_net_dims {
@@ -32,21 +33,24 @@ struct delta_net_io {
 };
 
 /* Chunk length of the chunked form (prefill). Its triangular solve and
- * within-chunk products grow with the square of it; with these loops 16 is
- * near the best (one head, 512 tokens, head_dim 128, x86: recurrent 1.34 ms,
- * chunked 1.46 ms at 8, 1.50 at 16, 2.16 at 64). */
+ * within-chunk products grow with the square of it; with the earlier scalar
+ * axpy loops 16 was near the best (one head, 512 tokens, head_dim 128, x86:
+ * recurrent 1.34 ms, chunked 1.46 ms at 8, 1.50 at 16, 2.16 at 64); not
+ * measured again since the chunk became whole-chunk products. */
 #define DELTA_NET_CHUNK 16
 /* The largest head_dim (ssm.state_size) the block takes. */
 #define DELTA_NET_MAX_DIM 1024
 
-/* Value head `head` of the batch, one token at a time. */
-void delta_net_recurrent(const struct delta_net_dims *d, const struct delta_net_io *io, int head);
+/* Value head `head` of the batch, one token at a time, with one ISA's
+ * kernels (delta_net_kernels.h; the run functions take the active ISA's). */
+void delta_net_recurrent(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
+                         const struct delta_net_io *io, int head);
 
 /* Floats of scratch delta_net_chunked needs for one head. */
 size_t delta_net_chunk_scratch(const struct delta_net_dims *d, int chunk);
 /* The same result in chunks of `chunk` tokens (the last one may be shorter). */
-void delta_net_chunked(const struct delta_net_dims *d, const struct delta_net_io *io, int head, int chunk,
-                       float *scratch);
+void delta_net_chunked(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
+                       const struct delta_net_io *io, int head, int chunk, float *scratch);
 
 /* Floats of scratch delta_net_run needs with `threads` threads. */
 size_t delta_net_run_scratch(const struct delta_net_dims *d, int threads);

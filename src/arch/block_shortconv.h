@@ -29,11 +29,10 @@ struct shortconv_weights {
 size_t shortconv_state_floats(int n_embd, int l_cache);
 
 /* The gated convolution on in_proj's output for n consecutive tokens.
- * bcx: (n, 3*n_embd), rows of [B | C | x]; its B part is overwritten with
- * B*x. state: (l_cache-1, n_embd), oldest token first; read, then advanced
- * by n tokens. y: (n, n_embd). A batch of n tokens gives exactly the result
- * of n calls with one token each. */
-void shortconv_mix(float *bcx, int n, int n_embd, const float *kernel, int l_cache,
+ * bcx: (n, 3*n_embd), rows of [B | C | x]. state: (l_cache-1, n_embd),
+ * oldest token first; read, then advanced by n tokens. y: (n, n_embd). A
+ * batch of n tokens gives exactly the result of n calls with one token each. */
+void shortconv_mix(const float *bcx, int n, int n_embd, const float *kernel, int l_cache,
                    float *state, float *y);
 
 /* The whole block for n tokens: out (n, n_embd) from the normalised input
