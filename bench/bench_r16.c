@@ -99,9 +99,9 @@ int main(int argc, char **argv) {
             if (!only || !strcmp(only, k.name)) bench_set(t, &k, mib, act, ab), found++;
 #if defined(__x86_64__)
             /* AVX-VNNI's r16 kernels against the same plain AVX2 ones */
-            if (isa == ISA_AVX2 && t == QT_Q4_K && cpu_features()->avxvnni && (!only || !strcmp(only, "avxvnni"))) {
+            if (isa == ISA_AVX2 && cpu_features()->avxvnni && (!only || !strcmp(only, "avxvnni"))) {
                 k.name = "avx2 + avx-vnni r16";
-                k.gemm_r16 = gemm_q4_K_r16_avxvnni;
+                k.gemm_r16 = t == QT_Q4_K ? gemm_q4_K_r16_avxvnni : gemm_q6_K_r16_avxvnni;
                 bench_set(t, &k, mib, act, ab), found++;
             }
 #endif

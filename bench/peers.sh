@@ -10,7 +10,7 @@
 #   MODEL=/path/model.gguf [MOEX=build/moex] [LLAMA_BENCH=.../llama-bench]
 #   [IK_BENCH=.../llama-bench] [IK_MODES="default rtr"] [THREADS="1 2"]
 #   [PP=512] [TG=128] [ROUNDS=2] [REPS=2] [LOG_DIR=dir] [MOEX_ALT_ENV="VAR=value"]
-#   [MOEX_BASE=other/build/moex] bash bench/peers.sh
+#   [MOEX_BASE=other/build/moex] [MOEX_ARGS="--isa avx2"] bash bench/peers.sh
 #
 # IK_MODES: "default" runs ik_llama.cpp as it comes, "rtr" adds -rtr 1 (its
 # run-time repack into row-interleaved types). PP and TG are single lengths;
@@ -18,9 +18,12 @@
 # moex run with that environment as one more engine ("moex-alt"), e.g.
 # MOEX_INTERLEAVE=0 for the plain-rows kernels in the same rounds. MOEX_BASE
 # adds another moex binary ("moex-base", e.g. a build of the main branch).
+# MOEX_ARGS are more `moex bench` options for every moex run, e.g. --isa avx2
+# to hold moex to the AVX2 kernels on a machine with more.
 set -euo pipefail
 
 MOEX=${MOEX:-build/moex}
+MOEX_ARGS=${MOEX_ARGS:-}
 MODEL=${MODEL:?set MODEL to a GGUF file}
 THREADS=${THREADS:-"1 2"}
 PP=${PP:-512}
@@ -55,9 +58,9 @@ fi
 run_engine() { # engine threads log
     local e=$1 t=$2 log=$3
     case $e in
-    moex) "$MOEX" bench -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" ;;
-    moex-alt) env $MOEX_ALT_ENV "$MOEX" bench -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" ;;
-    moex-base) "$MOEX_BASE" bench -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" --no-roofline ;;
+    moex) "$MOEX" bench -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" $MOEX_ARGS ;;
+    moex-alt) env $MOEX_ALT_ENV "$MOEX" bench -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" $MOEX_ARGS ;;
+    moex-base) "$MOEX_BASE" bench -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" --no-roofline $MOEX_ARGS ;;
     llama.cpp) "$LLAMA_BENCH" -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" ;;
     ik_llama.cpp) "$IK_BENCH" -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" ;;
     ik_llama.cpp-rtr) "$IK_BENCH" -m "$MODEL" -t "$t" -p "$PP" -n "$TG" -r "$REPS" -rtr 1 ;;
@@ -105,6 +108,7 @@ flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -xE 'av
 echo
 echo "CPU: ${cpu:-unknown} ($(uname -m), $(nproc) CPUs), flags: ${flags:-none}; moex sees: $features"
 echo "Model: $(basename "$MODEL"); decode reads ${tok_gb} GB of weights per token; read bandwidth (moex bench probe, best of the run): ${bw_best} GB/s"
+[ -n "$MOEX_ARGS" ] && echo "moex options: $MOEX_ARGS"
 [ -n "${MOEX_ALT_ENV:-}" ] && echo "moex-alt: moex with $MOEX_ALT_ENV"
 [ -n "${MOEX_BASE:-}" ] && echo "moex-base: $MOEX_BASE"
 echo "Rounds: $ROUNDS alternating engines, each a llama-bench style run with $REPS repetitions; t/s is the best round, range in brackets."

@@ -63,11 +63,10 @@ static void make_acts(int cols, int n, uint8_t *dst, size_t stride) {
     free(x);
 }
 
-/* The AVX-VNNI kernel of t (Q4_K has one) where this CPU has AVX-VNNI,
- * else NULL. */
+/* The AVX-VNNI kernel of t where this CPU has AVX-VNNI, else NULL. */
 static gemm_tile_fn avxvnni_kernel(enum qtype t) {
 #if defined(__x86_64__)
-    if (isa_available(ISA_AVX2) && cpu_features()->avxvnni) return t == QT_Q4_K ? gemm_q4_K_r16_avxvnni : NULL;
+    if (isa_available(ISA_AVX2) && cpu_features()->avxvnni) return t == QT_Q4_K ? gemm_q4_K_r16_avxvnni : gemm_q6_K_r16_avxvnni;
 #endif
     (void)t;
     return NULL;
@@ -143,7 +142,7 @@ static void check_type(enum qtype type) {
     for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++)
         if (isa_available((enum isa)isa)) CHECKF(kernels[isa] != NULL, "%s: no %s r16 kernel", quant_type_name(type),
                                                  names[isa]);
-    CHECK(!!kernels[ISA_COUNT] == (type == QT_Q4_K && isa_available(ISA_AVX2) && cpu_features()->avxvnni));
+    CHECK(!!kernels[ISA_COUNT] == (isa_available(ISA_AVX2) && cpu_features()->avxvnni));
 }
 
 /* The dispatched kernel is a SIMD one of the active ISA (AVX-VNNI's for

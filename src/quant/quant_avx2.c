@@ -667,6 +667,7 @@ void quant_fill_avx2(struct quant_isa_table *t) {
     t->gemm_r16[QT_Q4_K] = gemm_q4_K_r16_avx2;
     t->gemm_r16[QT_Q6_K] = gemm_q6_K_r16_avx2;
     t->gemm_r16_avxvnni[QT_Q4_K] = gemm_q4_K_r16_avxvnni;
+    t->gemm_r16_avxvnni[QT_Q6_K] = gemm_q6_K_r16_avxvnni;
     t->fp16_to_f32_row = f16_to_f32_row;
     t->f32_to_fp16_row = f32_to_f16_row;
 }

@@ -70,6 +70,8 @@ void gemm_q6_K_r16_avx2(int n, const void *w, size_t w_stride, int n_w_rows, con
                         int n_a_rows, float *out, size_t out_stride);
 void gemm_q4_K_r16_avxvnni(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                            int n_a_rows, float *out, size_t out_stride);
+void gemm_q6_K_r16_avxvnni(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                           int n_a_rows, float *out, size_t out_stride);
 #endif
 #if defined(__aarch64__)
 void gemm_q4_K_r16_neon(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,

@@ -11,12 +11,15 @@
 /* (sc, sc) as the two int16 of each dword: vpmaddwd's scale operand */
 R16Y_INLINE __m256i q4_scale(__m256i v, int k) { return dword_bytes_i16(v, k, k); }
 
-R16Y_INLINE __m256i q4_sub_dot(const __m256i w[8], const int8_t *ys, __m256i scale) {
-    __m256i p[8];
-    for (int i = 0; i < 8; i++) p[i] = _mm256_maddubs_epi16(w[i], bcast4(ys + 4 * i));
-    const __m256i s03 = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
-    const __m256i s47 = _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7]));
-    return _mm256_madd_epi16(_mm256_add_epi16(s03, s47), scale);
+R16Y_INLINE __m256i q4_dot_first(__m256i w, const int8_t *ys) { return _mm256_maddubs_epi16(w, bcast4(ys)); }
+/* The empty asm keeps the sum where it is: GCC would re-associate the
+ * chain of adds into a tree that computes every product first and spills
+ * them (vpaddsw instead would do too, but it issues on half the pipes). */
+R16Y_INLINE __m256i q4_dot(__m256i sum, __m256i w, const int8_t *ys) {
+    sum = _mm256_add_epi16(sum, q4_dot_first(w, ys));
+    __asm__("" : "+x"(sum));
+    return sum;
 }
+R16Y_INLINE __m256i q4_scaled(__m256i sum, __m256i scale) { return _mm256_madd_epi16(sum, scale); }
 
 R16Y_INLINE __m256i dot_i16_add(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }

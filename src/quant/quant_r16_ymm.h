@@ -1,16 +1,19 @@
 /* Internal to the 256-bit x86 kernel files: the GEMMs on Q4_K and Q6_K rows
  * interleaved by 16 (layouts: quant_r16.c), written once for AVX2 and for
  * AVX-VNNI. A 64-byte vector of the layout is two ymm: rows 0-7, rows 8-15.
- * A tile is one such half (8 rows, one per dword lane) against up to
- * R16Y_COLS activation rows; the 8 rows' quants of a sub-block are unpacked
- * once into registers and serve every activation row of the tile. A single
- * activation row (decode) takes both halves in one pass: the rows come from
- * DRAM, and a second pass over the other half of each line was 10-20%
- * slower (Q6_K: slower than the plain rows).
+ * A tile is a group against up to R16Y_COLS activation rows, block by
+ * block, one half (8 rows, one per dword lane) after the other: the
+ * activation rows' per-block sums serve both halves, and each line of the
+ * block is used as it comes (decode streams the rows from DRAM).
+ * Within a half the quants are unpacked one vector (4 values of 8 rows) at
+ * a time and serve every activation row before the next: with a whole
+ * sub-block unpacked (8 vectors) and R16Y_COLS sums live, the tile needed
+ * more than the 16 ymm registers and spilled in its inner loop.
  *
  * The includer is compiled with at least AVX2 + FMA + F16C, defines
  * R16Y_NAME(x), the exported name of kernel x (gemm_q4_K_r16 -> ..._avx2),
- * and R16Y_WITH_Q6 to have the Q6_K kernel too, before including this file,
+ * and R16Y_WITH_Q6 to have the Q6_K kernel too (R16Y_Q6_DPBUSD: its AVX-VNNI
+ * form), before including this file,
  * and after it the integer steps declared below.
  * Integer sums are exact, so the float steps alone fix the result: the
  * reference's fused multiply-adds per block, in its order. */
@@ -36,11 +39,15 @@ R16Y_INLINE __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* Byte k of each dword of v (a 6-bit scale) as q4_sub_dot's operand. */
+/* Byte k of each dword of v (a 6-bit scale) as q4_scaled's operand. */
 R16Y_INLINE __m256i q4_scale(__m256i v, int k);
-/* Per dword r: scale times the sum over i < 8, j < 4 of byte 4r+j of w[i]
- * (0..15) times ys[4i+j]. */
-R16Y_INLINE __m256i q4_sub_dot(const __m256i w[8], const int8_t *ys, __m256i scale);
+/* Per dword r, the sum over j < 4 of byte 4r+j of w (0..15) times ys[j],
+ * added to sum (q4_dot) or alone (q4_dot_first): int16 pairs (AVX2, 8
+ * steps add up without overflow) or int32 (AVX-VNNI). */
+R16Y_INLINE __m256i q4_dot_first(__m256i w, const int8_t *ys);
+R16Y_INLINE __m256i q4_dot(__m256i sum, __m256i w, const int8_t *ys);
+/* A sub-block's 8 steps times its scale (from q4_scale), as int32. */
+R16Y_INLINE __m256i q4_scaled(__m256i sum, __m256i scale);
 /* acc + vpmaddwd(a, b) */
 R16Y_INLINE __m256i dot_i16_add(__m256i acc, __m256i a, __m256i b);
 
@@ -60,20 +67,26 @@ R16Y_INLINE void prefetch_block(const uint8_t *blk, int bytes) {
     for (int off = 0; off < bytes; off += 64) _mm_prefetch((const char *)blk + 2 * bytes + off, _MM_HINT_T0);
 }
 
-/* Rows 8h..8h+7 of a Q4_K group against nc activation rows; with nh = 2,
- * rows 0..15 in one pass (decode: each cache line used once, as it comes). */
-R16Y_INLINE void q4_tile(const int nc, const int nh, int nb, const uint8_t *wg, int h0, const char *a, size_t a_stride,
-                         float *out, size_t out_stride) {
+/* A Q4_K group against nc activation rows. */
+R16Y_INLINE void q4_tile(const int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
+                         size_t out_stride) {
     const __m256i m4 = _mm256_set1_epi8(0xF), m6 = _mm256_set1_epi32(0x3f3f3f3f);
     const __m256i lo4 = _mm256_set1_epi32(0x0f0f0f0f), lo2 = _mm256_set1_epi32(0x03030303);
     __m256 acc[2][R16Y_COLS];
-    for (int hh = 0; hh < nh; hh++)
-        for (int c = 0; c < nc; c++) acc[hh][c] = _mm256_setzero_ps();
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < nc; c++) acc[h][c] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * R16Y_Q4_BLOCK;
-        if (h0 == 0) prefetch_block(blk, R16Y_Q4_BLOCK);
-        for (int hh = 0; hh < nh; hh++) {
-        const int h = h0 + hh;
+        prefetch_block(blk, R16Y_Q4_BLOCK);
+        /* dword k of bsp[c]: the activation sums of sub-blocks 2k and 2k+1
+         * (pairs of bsums) as int16, once for both halves */
+        int32_t bsp[R16Y_COLS][4];
+        for (int c = 0; c < nc; c++) {
+            const struct block_q8_K *yc = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
+            const __m256i b16 = _mm256_loadu_si256((const __m256i *)yc->bsums);
+            _mm_storeu_si128((__m128i *)bsp[c], _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1)));
+        }
+        for (int h = 0; h < 2; h++) {
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
         const __m256i u0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
@@ -95,45 +108,51 @@ R16Y_INLINE void q4_tile(const int nc, const int nh, int nb, const uint8_t *wg, 
         for (int s = 0; s < 8; s++) {
             const __m256i sc = q4_scale(s < 4 ? sc03 : sc47, s & 3);
             const uint8_t *q = blk + 256 + 256 * s + 32 * h;
-            __m256i w[8];
+            /* one vector of quants at a time against every activation row:
+             * 2 unpacked registers live, not 8 (with 8 and R16Y_COLS sums
+             * the tile spilled) */
+            __m256i sum[R16Y_COLS];
             for (int i = 0; i < 4; i++) {
                 const __m256i bits = _mm256_loadu_si256((const __m256i *)(q + 64 * i));
-                w[i] = _mm256_and_si256(bits, m4);
-                w[i + 4] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+                const __m256i wl = _mm256_and_si256(bits, m4);
+                const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+                for (int c = 0; c < nc; c++) {
+                    const int8_t *ys = y[c]->qs + 32 * s + 4 * i;
+                    sum[c] = i ? q4_dot(sum[c], wl, ys) : q4_dot_first(wl, ys);
+                    sum[c] = q4_dot(sum[c], wh, ys + 16);
+                }
             }
-            for (int c = 0; c < nc; c++) isum[c] = _mm256_add_epi32(isum[c], q4_sub_dot(w, y[c]->qs + 32 * s, sc));
+            for (int c = 0; c < nc; c++) isum[c] = _mm256_add_epi32(isum[c], q4_scaled(sum[c], sc));
         }
         const __m256i mp0 = dword_pair(mn03, 0), mp1 = dword_pair(mn03, 2);
         const __m256i mp2 = dword_pair(mn47, 0), mp3 = dword_pair(mn47, 2);
         for (int c = 0; c < nc; c++) {
-            /* the sub-blocks' activation sums (pairs of bsums) as int16 pairs */
-            const __m256i b16 = _mm256_loadu_si256((const __m256i *)y[c]->bsums);
-            const __m128i bs = _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1));
-            __m256i msum = dot_i16_add(_mm256_setzero_si256(), mp0, _mm256_broadcastd_epi32(bs));
-            msum = dot_i16_add(msum, mp1, _mm256_broadcastd_epi32(_mm_shuffle_epi32(bs, 1)));
-            msum = dot_i16_add(msum, mp2, _mm256_broadcastd_epi32(_mm_shuffle_epi32(bs, 2)));
-            msum = dot_i16_add(msum, mp3, _mm256_broadcastd_epi32(_mm_shuffle_epi32(bs, 3)));
+            __m256i msum = dot_i16_add(_mm256_setzero_si256(), mp0, _mm256_set1_epi32(bsp[c][0]));
+            msum = dot_i16_add(msum, mp1, _mm256_set1_epi32(bsp[c][1]));
+            msum = dot_i16_add(msum, mp2, _mm256_set1_epi32(bsp[c][2]));
+            msum = dot_i16_add(msum, mp3, _mm256_set1_epi32(bsp[c][3]));
             const __m256 dy = _mm256_set1_ps(y[c]->d);
-            acc[hh][c] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum[c]), acc[hh][c]);
-            acc[hh][c] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(msum), acc[hh][c]);
+            acc[h][c] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum[c]), acc[h][c]);
+            acc[h][c] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(msum), acc[h][c]);
         }
         }
     }
-    for (int hh = 0; hh < nh; hh++)
-        for (int c = 0; c < nc; c++) _mm256_storeu_ps(out + (size_t)c * out_stride + 8 * (h0 + hh), acc[hh][c]);
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < nc; c++) _mm256_storeu_ps(out + (size_t)c * out_stride + 8 * h, acc[h][c]);
 }
 
-/* One half-group tile of nc (1..R16Y_COLS) activation rows. */
-typedef void (*r16y_tile_fn)(int nc, int nb, const uint8_t *wg, int h, const char *a, size_t a_stride, float *out,
+/* One group (both halves, one after the other per block) against nc
+ * (1..R16Y_COLS) activation rows. */
+typedef void (*r16y_tile_fn)(int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
                              size_t out_stride);
 
-static void q4_tile_n(int nc, int nb, const uint8_t *wg, int h, const char *a, size_t a_stride, float *out,
+static void q4_tile_n(int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
                       size_t out_stride) {
     switch (nc) { /* constant widths: the accumulators stay in registers */
-    case 1: q4_tile(1, 2, nb, wg, 0, a, a_stride, out, out_stride); break; /* both halves */
-    case 2: q4_tile(2, 1, nb, wg, h, a, a_stride, out, out_stride); break;
-    case 3: q4_tile(3, 1, nb, wg, h, a, a_stride, out, out_stride); break;
-    default: q4_tile(4, 1, nb, wg, h, a, a_stride, out, out_stride); break;
+    case 1: q4_tile(1, nb, wg, a, a_stride, out, out_stride); break;
+    case 2: q4_tile(2, nb, wg, a, a_stride, out, out_stride); break;
+    case 3: q4_tile(3, nb, wg, a, a_stride, out, out_stride); break;
+    default: q4_tile(4, nb, wg, a, a_stride, out, out_stride); break;
     }
 }
 
@@ -149,9 +168,8 @@ static void r16y_gemm(r16y_tile_fn tile, int n, const void *w, size_t w_stride, 
             const uint8_t *wg = (const uint8_t *)w + (size_t)g * QUANT_R16_ROWS * w_stride;
             for (int c0 = p0; c0 < p1; c0 += R16Y_COLS) {
                 const int nc = p1 - c0 < R16Y_COLS ? p1 - c0 : R16Y_COLS;
-                for (int h = 0; h < (nc == 1 ? 1 : 2); h++) /* one activation row: both halves at once */
-                    tile(nc, nb, wg, h, (const char *)a + (size_t)c0 * a_stride, a_stride,
-                         out + (size_t)c0 * out_stride + (size_t)g * QUANT_R16_ROWS, out_stride);
+                tile(nc, nb, wg, (const char *)a + (size_t)c0 * a_stride, a_stride,
+                     out + (size_t)c0 * out_stride + (size_t)g * QUANT_R16_ROWS, out_stride);
             }
         }
     }
@@ -170,15 +188,16 @@ R16Y_INLINE __m256i q6_scale(__m256i pair, int k) {
     return _mm256_shuffle_epi8(pair, _mm256_add_epi8(base, _mm256_set1_epi32(k ? 0x03020302 : 0x01000100)));
 }
 
-/* Per dword r: scale times the sum over i < 4, j < 4 of byte 4r+j of w[i]
- * (0..63) times ys[4i+j]. Two vpmaddubsw per int16 sum (2 x 2 x 63 x 128 <
- * 32768), then vpmaddwd by the scale: faster than vpdpbusd and a 32-bit
- * multiply, with AVX-VNNI too (there vpdpwssd fuses one add; chaining the
- * accumulator through it instead was latency-bound). */
-R16Y_INLINE __m256i q6_sub_dot(const __m256i w[4], const int8_t *ys, __m256i scale) {
-    const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast4(ys)), _mm256_maddubs_epi16(w[1], bcast4(ys + 4)));
-    const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], bcast4(ys + 8)), _mm256_maddubs_epi16(w[3], bcast4(ys + 12)));
-    return dot_i16_add(_mm256_madd_epi16(p01, scale), p23, scale);
+/* isum + per dword r: scale times the sum over i < 2, j < 4 of byte 4r+j
+ * of w[i] (0..63) times ys[4i+j]. Two vpmaddubsw per int16 sum (2 x 2 x 63
+ * x 128 < 32768), then vpmaddwd by the scale: faster than vpdpbusd and a
+ * 32-bit multiply, with AVX-VNNI too. The empty asm keeps GCC from
+ * re-associating the chain of adds (it would hoist every product and spill). */
+R16Y_INLINE __m256i q6_quads_dot(__m256i isum, __m256i w0, __m256i w1, const int8_t *ys, __m256i scale) {
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast4(ys)), _mm256_maddubs_epi16(w1, bcast4(ys + 4)));
+    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale));
+    __asm__("" : "+x"(isum));
+    return isum;
 }
 
 /* The top 2 bits of quad i (bits 2i..2i+1 of each byte) moved to bits 4..5. */
@@ -192,61 +211,95 @@ R16Y_INLINE __m256i q6_top(__m256i hbits, int i) {
     }
 }
 
-/* The same for a Q6_K group. */
-R16Y_INLINE void q6_tile(const int nc, const int nh, int nb, const uint8_t *wg, int h0, const char *a, size_t a_stride,
-                         float *out, size_t out_stride) {
+#if defined(R16Y_Q6_DPBUSD)
+/* isum[c] + the scaled sums of sub-blocks 2t and 2t+1 (values 0..63, q: their
+ * 384 bytes, this half) against activation row c's values from ys0 on. AVX-VNNI:
+ * one sub-block (4 quads) at a time, vpdpbusd sums in int32, then one vpmulld
+ * by the sign-extended scale: 8 vpdpbusd + 2 vpmulld per 32 values, against
+ * the AVX2 form's 8 vpmaddubsw + 4 vpmaddwd (bench_r16: 1.19x). */
+R16Y_INLINE void q6_pair_dot(const int nc, __m256i *isum, const uint8_t *q, __m256i pair,
+                             const struct block_q8_K *const *y, int ys0) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i h0 = _mm256_loadu_si256((const __m256i *)(q + 256));
+    const __m256i h1 = _mm256_loadu_si256((const __m256i *)(q + 320));
+    const __m256i sc[2] = { _mm256_srai_epi32(_mm256_slli_epi32(pair, 16), 16), _mm256_srai_epi32(pair, 16) };
+    for (int u = 0; u < 2; u++) {
+        __m256i sum[R16Y_COLS];
+        for (int i = 0; i < 4; i++) {
+            const __m256i lo = _mm256_loadu_si256((const __m256i *)(q + 64 * i));
+            const __m256i w = u ? _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), q6_top(h1, i))
+                                : _mm256_or_si256(_mm256_and_si256(lo, m4), q6_top(h0, i));
+            for (int c = 0; c < nc; c++)
+                sum[c] = _mm256_dpbusd_avx_epi32(i ? sum[c] : _mm256_setzero_si256(), w,
+                                                 bcast4(y[c]->qs + ys0 + 16 * u + 4 * i));
+        }
+        for (int c = 0; c < nc; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(sum[c], sc[u]));
+    }
+}
+#else
+/* The same with vpmaddubsw: two quads of values at a time against every
+ * activation row (2 unpacked registers live, not 8). */
+R16Y_INLINE void q6_pair_dot(const int nc, __m256i *isum, const uint8_t *q, __m256i pair,
+                             const struct block_q8_K *const *y, int ys0) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i sc0 = q6_scale(pair, 0), sc1 = q6_scale(pair, 1);
+    const __m256i h0 = _mm256_loadu_si256((const __m256i *)(q + 256));
+    const __m256i h1 = _mm256_loadu_si256((const __m256i *)(q + 320));
+    for (int i = 0; i < 4; i += 2) {
+        const __m256i lo0 = _mm256_loadu_si256((const __m256i *)(q + 64 * i));
+        const __m256i lo1 = _mm256_loadu_si256((const __m256i *)(q + 64 * i + 64));
+        __m256i w0 = _mm256_or_si256(_mm256_and_si256(lo0, m4), q6_top(h0, i));
+        __m256i w1 = _mm256_or_si256(_mm256_and_si256(lo1, m4), q6_top(h0, i + 1));
+        for (int c = 0; c < nc; c++) isum[c] = q6_quads_dot(isum[c], w0, w1, y[c]->qs + ys0 + 4 * i, sc0);
+        w0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), m4), q6_top(h1, i));
+        w1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), q6_top(h1, i + 1));
+        for (int c = 0; c < nc; c++) isum[c] = q6_quads_dot(isum[c], w0, w1, y[c]->qs + ys0 + 16 + 4 * i, sc1);
+    }
+}
+#endif
+
+/* The same for a Q6_K group. */
+R16Y_INLINE void q6_tile(const int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
+                         size_t out_stride) {
     __m256 acc[2][R16Y_COLS];
-    for (int hh = 0; hh < nh; hh++)
-        for (int c = 0; c < nc; c++) acc[hh][c] = _mm256_setzero_ps();
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < nc; c++) acc[h][c] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * R16Y_Q6_BLOCK;
-        if (h0 == 0) prefetch_block(blk, R16Y_Q6_BLOCK);
-        for (int hh = 0; hh < nh; hh++) {
-        const int h = h0 + hh;
+        prefetch_block(blk, R16Y_Q6_BLOCK);
+        for (int h = 0; h < 2; h++) {
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         const struct block_q8_K *y[R16Y_COLS];
-        __m256i isum[R16Y_COLS], bias[R16Y_COLS];
+        __m256i isum[R16Y_COLS];
         for (int c = 0; c < nc; c++) {
             y[c] = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
-            isum[c] = bias[c] = _mm256_setzero_si256();
+            isum[c] = _mm256_setzero_si256();
         }
         for (int t = 0; t < 8; t++) {
             /* dword r: the int16 scales of sub-blocks 2t and 2t+1 of row r */
             const __m256i pair = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 32 + 32 * t + 16 * h)));
-            const __m256i sc0 = q6_scale(pair, 0), sc1 = q6_scale(pair, 1);
-            const uint8_t *q = blk + 288 + 384 * t + 32 * h;
-            const __m256i h0 = _mm256_loadu_si256((const __m256i *)(q + 256));
-            const __m256i h1 = _mm256_loadu_si256((const __m256i *)(q + 320));
-            __m256i w0[4], w1[4];
-            for (int i = 0; i < 4; i++) {
-                const __m256i lo = _mm256_loadu_si256((const __m256i *)(q + 64 * i));
-                w0[i] = _mm256_or_si256(_mm256_and_si256(lo, m4), q6_top(h0, i));
-                w1[i] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), q6_top(h1, i));
-            }
-            for (int c = 0; c < nc; c++) {
-                const int8_t *ys = y[c]->qs + 32 * t;
-                isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(q6_sub_dot(w0, ys, sc0), q6_sub_dot(w1, ys + 16, sc1)));
-                bias[c] = dot_i16_add(bias[c], pair, bcast4((const int8_t *)(y[c]->bsums + 2 * t)));
-            }
+            /* the -32 offset: -32 x scale against the activation sums, in the same sum */
+            const __m256i offset = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(pair, 5));
+            q6_pair_dot(nc, isum, blk + 288 + 384 * t + 32 * h, pair, y, 32 * t);
+            for (int c = 0; c < nc; c++)
+                isum[c] = dot_i16_add(isum[c], offset, bcast4((const int8_t *)(y[c]->bsums + 2 * t)));
         }
         for (int c = 0; c < nc; c++) {
-            const __m256i v = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(bias[c], 5));
-            acc[hh][c] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(y[c]->d)), _mm256_cvtepi32_ps(v), acc[hh][c]);
+            acc[h][c] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(y[c]->d)), _mm256_cvtepi32_ps(isum[c]), acc[h][c]);
         }
         }
     }
-    for (int hh = 0; hh < nh; hh++)
-        for (int c = 0; c < nc; c++) _mm256_storeu_ps(out + (size_t)c * out_stride + 8 * (h0 + hh), acc[hh][c]);
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < nc; c++) _mm256_storeu_ps(out + (size_t)c * out_stride + 8 * h, acc[h][c]);
 }
 
-static void q6_tile_n(int nc, int nb, const uint8_t *wg, int h, const char *a, size_t a_stride, float *out,
+static void q6_tile_n(int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
                       size_t out_stride) {
     switch (nc) {
-    case 1: q6_tile(1, 2, nb, wg, 0, a, a_stride, out, out_stride); break; /* both halves */
-    case 2: q6_tile(2, 1, nb, wg, h, a, a_stride, out, out_stride); break;
-    case 3: q6_tile(3, 1, nb, wg, h, a, a_stride, out, out_stride); break;
-    default: q6_tile(4, 1, nb, wg, h, a, a_stride, out, out_stride); break;
+    case 1: q6_tile(1, nb, wg, a, a_stride, out, out_stride); break;
+    case 2: q6_tile(2, nb, wg, a, a_stride, out, out_stride); break;
+    case 3: q6_tile(3, nb, wg, a, a_stride, out, out_stride); break;
+    default: q6_tile(4, nb, wg, a, a_stride, out, out_stride); break;
     }
 }
 
