@@ -9,7 +9,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-
 /* Workers spin this many rounds for the next job before sleeping: decode
  * issues hundreds of small jobs per token, and a futex wake costs ~5-50 us. */
 enum { SPIN_ROUNDS = 1 << 16 };
@@ -56,11 +55,10 @@ static void *worker_main(void *arg) {
     uint64_t seen = 0;
     for (;;) {
         uint64_t gen;
-        int spins = 0;
+        unsigned spins = 0;
         while ((gen = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen) {
-            if (++spins < SPIN_ROUNDS) {
-                /* On a busy machine, let whoever holds our core run. */
-                if (spins % SPIN_YIELD_EVERY == 0) sched_yield(); else cpu_relax();
+            if (spins < SPIN_ROUNDS) {
+                spin_pause(&spins); /* yields now and then: on a busy machine whoever holds our core runs */
                 continue;
             }
             pthread_mutex_lock(&pool->lock);
