@@ -67,10 +67,35 @@ R16Y_INLINE void prefetch_block(const uint8_t *blk, int bytes) {
     for (int off = 0; off < bytes; off += 64) _mm_prefetch((const char *)blk + 2 * bytes + off, _MM_HINT_T0);
 }
 
+/* Sub-blocks s0..s0+3 of one half against nc activation rows: isum[c] +=
+ * each sub-block's 8 steps times its scale (byte k of scales' dwords). */
+R16Y_INLINE void q4_subblocks(const int nc, __m256i *isum, const uint8_t *q, __m256i scales,
+                              const struct block_q8_K *const *y, int s0) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    for (int k = 0; k < 4; k++) {
+        const __m256i sc = q4_scale(scales, k);
+        /* one vector of quants at a time against every activation row:
+         * 2 unpacked registers live, not 8 (with 8 and R16Y_COLS sums
+         * the tile spilled) */
+        __m256i sum[R16Y_COLS];
+        for (int i = 0; i < 4; i++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(q + 256 * k + 64 * i));
+            const __m256i wl = _mm256_and_si256(bits, m4);
+            const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            for (int c = 0; c < nc; c++) {
+                const int8_t *ys = y[c]->qs + 32 * (s0 + k) + 4 * i;
+                sum[c] = i ? q4_dot(sum[c], wl, ys) : q4_dot_first(wl, ys);
+                sum[c] = q4_dot(sum[c], wh, ys + 16);
+            }
+        }
+        for (int c = 0; c < nc; c++) isum[c] = _mm256_add_epi32(isum[c], q4_scaled(sum[c], sc));
+    }
+}
+
 /* A Q4_K group against nc activation rows. */
 R16Y_INLINE void q4_tile(const int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
                          size_t out_stride) {
-    const __m256i m4 = _mm256_set1_epi8(0xF), m6 = _mm256_set1_epi32(0x3f3f3f3f);
+    const __m256i m6 = _mm256_set1_epi32(0x3f3f3f3f);
     const __m256i lo4 = _mm256_set1_epi32(0x0f0f0f0f), lo2 = _mm256_set1_epi32(0x03030303);
     __m256 acc[2][R16Y_COLS];
     for (int h = 0; h < 2; h++)
@@ -80,13 +105,17 @@ R16Y_INLINE void q4_tile(const int nc, int nb, const uint8_t *wg, const char *a,
         prefetch_block(blk, R16Y_Q4_BLOCK);
         /* dword k of bsp[c]: the activation sums of sub-blocks 2k and 2k+1
          * (pairs of bsums) as int16, once for both halves */
+        const struct block_q8_K *y[R16Y_COLS];
         int32_t bsp[R16Y_COLS][4];
         for (int c = 0; c < nc; c++) {
-            const struct block_q8_K *yc = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
-            const __m256i b16 = _mm256_loadu_si256((const __m256i *)yc->bsums);
+            y[c] = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
+            const __m256i b16 = _mm256_loadu_si256((const __m256i *)y[c]->bsums);
             _mm_storeu_si128((__m128i *)bsp[c], _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1)));
         }
         for (int h = 0; h < 2; h++) {
+        /* the mins' operands are broadcast from memory (loads) rather than
+         * moved out of the hadd's register (3 vector ops each) */
+        __asm__("" : "+m"(bsp));
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
         const __m256i u0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
@@ -99,31 +128,10 @@ R16Y_INLINE void q4_tile(const int nc, int nb, const uint8_t *wg, const char *a,
         const __m256i mn03 = _mm256_and_si256(u1, m6);
         const __m256i mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), lo4),
                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), lo2), 4));
-        const struct block_q8_K *y[R16Y_COLS];
         __m256i isum[R16Y_COLS];
-        for (int c = 0; c < nc; c++) {
-            y[c] = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
-            isum[c] = _mm256_setzero_si256();
-        }
-        for (int s = 0; s < 8; s++) {
-            const __m256i sc = q4_scale(s < 4 ? sc03 : sc47, s & 3);
-            const uint8_t *q = blk + 256 + 256 * s + 32 * h;
-            /* one vector of quants at a time against every activation row:
-             * 2 unpacked registers live, not 8 (with 8 and R16Y_COLS sums
-             * the tile spilled) */
-            __m256i sum[R16Y_COLS];
-            for (int i = 0; i < 4; i++) {
-                const __m256i bits = _mm256_loadu_si256((const __m256i *)(q + 64 * i));
-                const __m256i wl = _mm256_and_si256(bits, m4);
-                const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-                for (int c = 0; c < nc; c++) {
-                    const int8_t *ys = y[c]->qs + 32 * s + 4 * i;
-                    sum[c] = i ? q4_dot(sum[c], wl, ys) : q4_dot_first(wl, ys);
-                    sum[c] = q4_dot(sum[c], wh, ys + 16);
-                }
-            }
-            for (int c = 0; c < nc; c++) isum[c] = _mm256_add_epi32(isum[c], q4_scaled(sum[c], sc));
-        }
+        for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        q4_subblocks(nc, isum, blk + 256 + 32 * h, sc03, y, 0);
+        q4_subblocks(nc, isum, blk + 256 + 1024 + 32 * h, sc47, y, 4);
         const __m256i mp0 = dword_pair(mn03, 0), mp1 = dword_pair(mn03, 2);
         const __m256i mp2 = dword_pair(mn47, 0), mp3 = dword_pair(mn47, 2);
         for (int c = 0; c < nc; c++) {
@@ -303,10 +311,123 @@ static void q6_tile_n(int nc, int nb, const uint8_t *wg, const char *a, size_t a
     }
 }
 
+#if defined(R16Y_Q6_DPBUSD)
 void R16Y_NAME(gemm_q6_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                               int n_a_rows, float *out, size_t out_stride) {
     r16y_gemm(q6_tile_n, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
 }
+#else
+/* Prefill: a group's block is unpacked once per panel into q6_unpacked (the
+ * 6-bit values a byte each, the scale operands, the float scales), and every
+ * tile of the panel reads its vectors from L1. Unpacking in the tile took 35
+ * vector ops per pair of sub-blocks for only R16Y_COLS activation rows (the
+ * registers allow no more), a quarter of the tile's work; a panel shares
+ * them between R16Y_PANEL rows. */
+enum { Q6U_PAIR = 11, Q6U_MIN_COLS = 8 }; /* vectors per (half, pair); panels from this many rows */
+struct q6_unpacked {
+    __m256i v[2][8][Q6U_PAIR]; /* half, pair t: values of sub-block 2t+u, quad i at [4u + i]; then the
+                                * scales of 2t and 2t+1 (q6_scale) and the -32 offset (int16 pairs) */
+    __m256 d[2];               /* the rows' scales, per half */
+};
+
+static void q6_unpack(const uint8_t *blk, struct q6_unpacked *u) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    for (int h = 0; h < 2; h++) {
+        u->d[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+        for (int t = 0; t < 8; t++) {
+            __m256i *v = u->v[h][t];
+            const uint8_t *q = blk + 288 + 384 * t + 32 * h;
+            const __m256i h0 = _mm256_loadu_si256((const __m256i *)(q + 256));
+            const __m256i h1 = _mm256_loadu_si256((const __m256i *)(q + 320));
+            for (int i = 0; i < 4; i++) {
+                const __m256i lo = _mm256_loadu_si256((const __m256i *)(q + 64 * i));
+                _mm256_store_si256(v + i, _mm256_or_si256(_mm256_and_si256(lo, m4), q6_top(h0, i)));
+                _mm256_store_si256(v + 4 + i,
+                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), q6_top(h1, i)));
+            }
+            const __m256i pair = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 32 + 32 * t + 16 * h)));
+            _mm256_store_si256(v + 8, q6_scale(pair, 0));
+            _mm256_store_si256(v + 9, q6_scale(pair, 1));
+            _mm256_store_si256(v + 10, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(pair, 5)));
+        }
+    }
+}
+
+/* One unpacked block against nc activation rows (blocks y[c]): acc[c][16]
+ * (the group's 16 rows) takes the block's fused multiply-add, as q6_tile. */
+R16Y_INLINE void q6_unpacked_tile(const int nc, const struct q6_unpacked *u, const struct block_q8_K *const *y,
+                                  float (*acc)[QUANT_R16_ROWS]) {
+    for (int h = 0; h < 2; h++) {
+        __m256i isum[R16Y_COLS];
+        for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        for (int t = 0; t < 8; t++) {
+            const __m256i *v = u->v[h][t];
+            for (int i = 0; i < 4; i += 2) {
+                __m256i w0 = _mm256_load_si256(v + i), w1 = _mm256_load_si256(v + i + 1);
+                const __m256i sc0 = _mm256_load_si256(v + 8);
+                for (int c = 0; c < nc; c++) isum[c] = q6_quads_dot(isum[c], w0, w1, y[c]->qs + 32 * t + 4 * i, sc0);
+                w0 = _mm256_load_si256(v + 4 + i);
+                w1 = _mm256_load_si256(v + 5 + i);
+                const __m256i sc1 = _mm256_load_si256(v + 9);
+                for (int c = 0; c < nc; c++)
+                    isum[c] = q6_quads_dot(isum[c], w0, w1, y[c]->qs + 32 * t + 16 + 4 * i, sc1);
+            }
+            const __m256i offset = _mm256_load_si256(v + 10);
+            for (int c = 0; c < nc; c++)
+                isum[c] = dot_i16_add(isum[c], offset, bcast4((const int8_t *)(y[c]->bsums + 2 * t)));
+        }
+        for (int c = 0; c < nc; c++) {
+            const __m256 sum = _mm256_loadu_ps(acc[c] + 8 * h);
+            _mm256_storeu_ps(acc[c] + 8 * h, _mm256_fmadd_ps(_mm256_mul_ps(u->d[h], _mm256_set1_ps(y[c]->d)),
+                                                            _mm256_cvtepi32_ps(isum[c]), sum));
+        }
+    }
+}
+
+static void q6_unpacked_tile_n(int nc, const struct q6_unpacked *u, const struct block_q8_K *const *y,
+                               float (*acc)[QUANT_R16_ROWS]) {
+    switch (nc) {
+    case 1: q6_unpacked_tile(1, u, y, acc); break;
+    case 2: q6_unpacked_tile(2, u, y, acc); break;
+    case 3: q6_unpacked_tile(3, u, y, acc); break;
+    default: q6_unpacked_tile(4, u, y, acc); break;
+    }
+}
+
+/* Activation rows p0..p1-1 (a panel) against every group, block by block. */
+static void q6_unpacked_panel(int nb, const void *w, size_t w_stride, int n_w_rows, const char *a, size_t a_stride,
+                              int p0, int p1, float *out, size_t out_stride) {
+    struct q6_unpacked u __attribute__((aligned(32)));
+    float acc[R16Y_PANEL][QUANT_R16_ROWS] __attribute__((aligned(32)));
+    for (int g = 0; g < n_w_rows / QUANT_R16_ROWS; g++) {
+        const uint8_t *wg = (const uint8_t *)w + (size_t)g * QUANT_R16_ROWS * w_stride;
+        memset(acc, 0, sizeof acc);
+        for (int b = 0; b < nb; b++) {
+            q6_unpack(wg + (size_t)b * R16Y_Q6_BLOCK, &u);
+            for (int c0 = p0; c0 < p1; c0 += R16Y_COLS) {
+                const int nc = p1 - c0 < R16Y_COLS ? p1 - c0 : R16Y_COLS;
+                const struct block_q8_K *y[R16Y_COLS];
+                for (int c = 0; c < nc; c++) y[c] = (const struct block_q8_K *)(a + (size_t)(c0 + c) * a_stride) + b;
+                q6_unpacked_tile_n(nc, &u, y, acc + (c0 - p0));
+            }
+        }
+        for (int c = p0; c < p1; c++)
+            memcpy(out + (size_t)c * out_stride + (size_t)g * QUANT_R16_ROWS, acc[c - p0], sizeof acc[0]);
+    }
+}
+
+void R16Y_NAME(gemm_q6_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                              int n_a_rows, float *out, size_t out_stride) {
+    int p0 = 0;
+    for (; n_a_rows - p0 >= Q6U_MIN_COLS; p0 += R16Y_PANEL) {
+        const int p1 = n_a_rows - p0 < R16Y_PANEL ? n_a_rows : p0 + R16Y_PANEL;
+        q6_unpacked_panel(n / QK_K, w, w_stride, n_w_rows, (const char *)a, a_stride, p0, p1, out, out_stride);
+    }
+    if (p0 < n_a_rows)
+        r16y_gemm(q6_tile_n, n, w, w_stride, n_w_rows, (const char *)a + (size_t)p0 * a_stride, a_stride,
+                  n_a_rows - p0, out + (size_t)p0 * out_stride, out_stride);
+}
+#endif
 
 #endif
 
