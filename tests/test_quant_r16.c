@@ -80,7 +80,8 @@ static void check_type(enum qtype type) {
     CHECK(ref && ref_r16);
     if (!ref || !ref_r16) return;
     const int ns[] = {256, 768, 2048};
-    const int widths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17};
+    /* up to two of the 256-bit kernels' unpacked panels (32 rows) and a streamed tail */
+    const int widths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17, 33, 40, 47};
     gemm_tile_fn kernels[N_KERNELS];
     const char *names[N_KERNELS];
     for (int isa = 0; isa < ISA_COUNT; isa++) {
@@ -92,7 +93,7 @@ static void check_type(enum qtype type) {
     int exact_checks[N_KERNELS] = {0};
     for (int ni = 0; ni < 3; ni++)
         for (int kind = 0; kind < 2; kind++) {
-            const int n = ns[ni], rows = 3 * QUANT_R16_ROWS, max_cols = 17;
+            const int n = ns[ni], rows = 3 * QUANT_R16_ROWS, max_cols = 47;
             const size_t row_bytes = quant_row_size(type, n), act_bytes = quant_row_size(QT_Q8_K, n);
             uint8_t *w = malloc(row_bytes * rows), *packed = malloc(row_bytes * rows);
             uint8_t *a = malloc(act_bytes * max_cols);

@@ -28,7 +28,7 @@
 #define R16Y_INLINE static inline __attribute__((always_inline))
 
 enum {
-    R16Y_COLS = 4, R16Y_PANEL = 16,
+    R16Y_COLS = 4, R16Y_PANEL = 16, R16Y_UNPACKED_PANEL = 32,
     R16Y_Q4_BLOCK = QUANT_R16_ROWS * (int)sizeof(struct block_q4_K),
     R16Y_Q6_BLOCK = QUANT_R16_ROWS * (int)sizeof(struct block_q6_K),
 };
@@ -183,9 +183,147 @@ static void r16y_gemm(r16y_tile_fn tile, int n, const void *w, size_t w_stride, 
     }
 }
 
+/* Prefill: a group's block is unpacked once per panel (R16Y_UNPACKED_PANEL
+ * activation rows) into a buffer that stays in L1, and every tile of the
+ * panel reads its vectors from there. Unpacking in the tile served only
+ * R16Y_COLS activation rows (the registers allow no more). Panels of fewer
+ * than R16Y_MIN_UNPACKED rows, and decode, stream the packed rows. */
+enum { R16Y_MIN_UNPACKED = 8 };
+/* Unpacks the group block blk into u. */
+typedef void (*r16y_unpack_fn)(const uint8_t *blk, void *u);
+/* An unpacked block against nc activation rows (blocks y[c]): acc[c] (the
+ * group's 16 rows) takes the block's fused multiply-adds. */
+typedef void (*r16y_unpacked_tile_fn)(int nc, const void *u, const struct block_q8_K *const *y,
+                                      float (*acc)[QUANT_R16_ROWS]);
+
+static void r16y_unpacked_panel(r16y_unpack_fn unpack, r16y_unpacked_tile_fn tile, size_t block_bytes, void *u, int nb,
+                                const void *w, size_t w_stride, int n_w_rows, const char *a, size_t a_stride, int p0,
+                                int p1, float *out, size_t out_stride) {
+    float acc[R16Y_UNPACKED_PANEL][QUANT_R16_ROWS] __attribute__((aligned(32)));
+    for (int g = 0; g < n_w_rows / QUANT_R16_ROWS; g++) {
+        const uint8_t *wg = (const uint8_t *)w + (size_t)g * QUANT_R16_ROWS * w_stride;
+        memset(acc, 0, sizeof acc);
+        for (int b = 0; b < nb; b++) {
+            unpack(wg + (size_t)b * block_bytes, u);
+            for (int c0 = p0; c0 < p1; c0 += R16Y_COLS) {
+                const int nc = p1 - c0 < R16Y_COLS ? p1 - c0 : R16Y_COLS;
+                const struct block_q8_K *y[R16Y_COLS];
+                for (int c = 0; c < nc; c++) y[c] = (const struct block_q8_K *)(a + (size_t)(c0 + c) * a_stride) + b;
+                tile(nc, u, y, acc + (c0 - p0));
+            }
+        }
+        for (int c = p0; c < p1; c++)
+            memcpy(out + (size_t)c * out_stride + (size_t)g * QUANT_R16_ROWS, acc[c - p0], sizeof acc[0]);
+    }
+}
+
+static void r16y_gemm_unpacked(r16y_unpack_fn unpack, r16y_unpacked_tile_fn tile, size_t block_bytes, void *u,
+                               r16y_tile_fn stream_tile, int n, const void *w, size_t w_stride, int n_w_rows,
+                               const void *a, size_t a_stride, int n_a_rows, float *out, size_t out_stride) {
+    int p0 = 0;
+    for (; n_a_rows - p0 >= R16Y_MIN_UNPACKED; p0 += R16Y_UNPACKED_PANEL) {
+        const int p1 = n_a_rows - p0 < R16Y_UNPACKED_PANEL ? n_a_rows : p0 + R16Y_UNPACKED_PANEL;
+        r16y_unpacked_panel(unpack, tile, block_bytes, u, n / QK_K, w, w_stride, n_w_rows, (const char *)a, a_stride,
+                            p0, p1, out, out_stride);
+    }
+    if (p0 < n_a_rows)
+        r16y_gemm(stream_tile, n, w, w_stride, n_w_rows, (const char *)a + (size_t)p0 * a_stride, a_stride,
+                  n_a_rows - p0, out + (size_t)p0 * out_stride, out_stride);
+}
+
+/* Q4_K unpacked: per half, sub-block s, vector [i] the low nibbles (values
+ * 32s+4i..), [4+i] the high ones (32s+16+4i..); the scale operands; the
+ * mins as vpmaddwd pairs (sub-blocks 2k, 2k+1); the float scales. */
+struct q4_unpacked {
+    __m256i q[2][8][8];
+    __m256i sc[2][8];
+    __m256i mp[2][4];
+    __m256 d[2], dmin[2];
+};
+
+static void q4_unpack(const uint8_t *blk, void *out) {
+    struct q4_unpacked *u = out;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m6 = _mm256_set1_epi32(0x3f3f3f3f);
+    const __m256i lo4 = _mm256_set1_epi32(0x0f0f0f0f), lo2 = _mm256_set1_epi32(0x03030303);
+    for (int h = 0; h < 2; h++) {
+        u->d[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+        u->dmin[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
+        const __m256i u0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
+        const __m256i u1 = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+        const __m256i u2 = _mm256_loadu_si256((const __m256i *)(blk + 192 + 32 * h));
+        const __m256i sc03 = _mm256_and_si256(u0, m6);
+        const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(u2, lo4),
+                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), lo2), 4));
+        const __m256i mn03 = _mm256_and_si256(u1, m6);
+        const __m256i mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), lo4),
+                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), lo2), 4));
+        for (int k = 0; k < 4; k++) {
+            u->sc[h][k] = q4_scale(sc03, k);
+            u->sc[h][4 + k] = q4_scale(sc47, k);
+        }
+        u->mp[h][0] = dword_pair(mn03, 0);
+        u->mp[h][1] = dword_pair(mn03, 2);
+        u->mp[h][2] = dword_pair(mn47, 0);
+        u->mp[h][3] = dword_pair(mn47, 2);
+        for (int s = 0; s < 8; s++)
+            for (int i = 0; i < 4; i++) {
+                const __m256i bits = _mm256_loadu_si256((const __m256i *)(blk + 256 + 256 * s + 64 * i + 32 * h));
+                u->q[h][s][i] = _mm256_and_si256(bits, m4);
+                u->q[h][s][4 + i] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            }
+    }
+}
+
+R16Y_INLINE void q4_unpacked_tile(const int nc, const struct q4_unpacked *u, const struct block_q8_K *const *y,
+                                  float (*acc)[QUANT_R16_ROWS]) {
+    int32_t bsp[R16Y_COLS][4]; /* as in q4_tile */
+    for (int c = 0; c < nc; c++) {
+        const __m256i b16 = _mm256_loadu_si256((const __m256i *)y[c]->bsums);
+        _mm_storeu_si128((__m128i *)bsp[c], _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1)));
+    }
+    for (int h = 0; h < 2; h++) {
+        __asm__("" : "+m"(bsp));
+        __m256i isum[R16Y_COLS];
+        for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        for (int s = 0; s < 8; s++) {
+            __m256i sum[R16Y_COLS];
+            for (int i = 0; i < 4; i++) {
+                const __m256i wl = _mm256_load_si256(&u->q[h][s][i]), wh = _mm256_load_si256(&u->q[h][s][4 + i]);
+                for (int c = 0; c < nc; c++) {
+                    const int8_t *ys = y[c]->qs + 32 * s + 4 * i;
+                    sum[c] = i ? q4_dot(sum[c], wl, ys) : q4_dot_first(wl, ys);
+                    sum[c] = q4_dot(sum[c], wh, ys + 16);
+                }
+            }
+            const __m256i sc = _mm256_load_si256(&u->sc[h][s]);
+            for (int c = 0; c < nc; c++) isum[c] = _mm256_add_epi32(isum[c], q4_scaled(sum[c], sc));
+        }
+        for (int c = 0; c < nc; c++) {
+            __m256i msum = dot_i16_add(_mm256_setzero_si256(), u->mp[h][0], _mm256_set1_epi32(bsp[c][0]));
+            for (int k = 1; k < 4; k++) msum = dot_i16_add(msum, u->mp[h][k], _mm256_set1_epi32(bsp[c][k]));
+            const __m256 dy = _mm256_set1_ps(y[c]->d);
+            __m256 sum = _mm256_loadu_ps(acc[c] + 8 * h);
+            sum = _mm256_fmadd_ps(_mm256_mul_ps(u->d[h], dy), _mm256_cvtepi32_ps(isum[c]), sum);
+            sum = _mm256_fnmadd_ps(_mm256_mul_ps(u->dmin[h], dy), _mm256_cvtepi32_ps(msum), sum);
+            _mm256_storeu_ps(acc[c] + 8 * h, sum);
+        }
+    }
+}
+
+static void q4_unpacked_tile_n(int nc, const void *u, const struct block_q8_K *const *y, float (*acc)[QUANT_R16_ROWS]) {
+    switch (nc) {
+    case 1: q4_unpacked_tile(1, u, y, acc); break;
+    case 2: q4_unpacked_tile(2, u, y, acc); break;
+    case 3: q4_unpacked_tile(3, u, y, acc); break;
+    default: q4_unpacked_tile(4, u, y, acc); break;
+    }
+}
+
 void R16Y_NAME(gemm_q4_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                               int n_a_rows, float *out, size_t out_stride) {
-    r16y_gemm(q4_tile_n, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
+    struct q4_unpacked u __attribute__((aligned(32)));
+    r16y_gemm_unpacked(q4_unpack, q4_unpacked_tile_n, R16Y_Q4_BLOCK, &u, q4_tile_n, n, w, w_stride, n_w_rows, a,
+                       a_stride, n_a_rows, out, out_stride);
 }
 
 #if defined(R16Y_WITH_Q6)
@@ -317,20 +455,17 @@ void R16Y_NAME(gemm_q6_K_r16)(int n, const void *w, size_t w_stride, int n_w_row
     r16y_gemm(q6_tile_n, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
 }
 #else
-/* Prefill: a group's block is unpacked once per panel into q6_unpacked (the
- * 6-bit values a byte each, the scale operands, the float scales), and every
- * tile of the panel reads its vectors from L1. Unpacking in the tile took 35
- * vector ops per pair of sub-blocks for only R16Y_COLS activation rows (the
- * registers allow no more), a quarter of the tile's work; a panel shares
- * them between R16Y_PANEL rows. */
-enum { Q6U_PAIR = 11, Q6U_MIN_COLS = 8 }; /* vectors per (half, pair); panels from this many rows */
+/* Q6_K unpacked: per half and pair t, the values of sub-block 2t+u,
+ * quad i, a byte each at [4u + i]; then the scale operands of 2t and 2t+1
+ * (q6_scale) and the -32 offset (int16 pairs); the float scales. */
+enum { Q6U_PAIR = 11 }; /* vectors per (half, pair) */
 struct q6_unpacked {
-    __m256i v[2][8][Q6U_PAIR]; /* half, pair t: values of sub-block 2t+u, quad i at [4u + i]; then the
-                                * scales of 2t and 2t+1 (q6_scale) and the -32 offset (int16 pairs) */
-    __m256 d[2];               /* the rows' scales, per half */
+    __m256i v[2][8][Q6U_PAIR];
+    __m256 d[2];
 };
 
-static void q6_unpack(const uint8_t *blk, struct q6_unpacked *u) {
+static void q6_unpack(const uint8_t *blk, void *out) {
+    struct q6_unpacked *u = out;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     for (int h = 0; h < 2; h++) {
         u->d[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
@@ -353,8 +488,6 @@ static void q6_unpack(const uint8_t *blk, struct q6_unpacked *u) {
     }
 }
 
-/* One unpacked block against nc activation rows (blocks y[c]): acc[c][16]
- * (the group's 16 rows) takes the block's fused multiply-add, as q6_tile. */
 R16Y_INLINE void q6_unpacked_tile(const int nc, const struct q6_unpacked *u, const struct block_q8_K *const *y,
                                   float (*acc)[QUANT_R16_ROWS]) {
     for (int h = 0; h < 2; h++) {
@@ -384,8 +517,7 @@ R16Y_INLINE void q6_unpacked_tile(const int nc, const struct q6_unpacked *u, con
     }
 }
 
-static void q6_unpacked_tile_n(int nc, const struct q6_unpacked *u, const struct block_q8_K *const *y,
-                               float (*acc)[QUANT_R16_ROWS]) {
+static void q6_unpacked_tile_n(int nc, const void *u, const struct block_q8_K *const *y, float (*acc)[QUANT_R16_ROWS]) {
     switch (nc) {
     case 1: q6_unpacked_tile(1, u, y, acc); break;
     case 2: q6_unpacked_tile(2, u, y, acc); break;
@@ -394,38 +526,11 @@ static void q6_unpacked_tile_n(int nc, const struct q6_unpacked *u, const struct
     }
 }
 
-/* Activation rows p0..p1-1 (a panel) against every group, block by block. */
-static void q6_unpacked_panel(int nb, const void *w, size_t w_stride, int n_w_rows, const char *a, size_t a_stride,
-                              int p0, int p1, float *out, size_t out_stride) {
-    struct q6_unpacked u __attribute__((aligned(32)));
-    float acc[R16Y_PANEL][QUANT_R16_ROWS] __attribute__((aligned(32)));
-    for (int g = 0; g < n_w_rows / QUANT_R16_ROWS; g++) {
-        const uint8_t *wg = (const uint8_t *)w + (size_t)g * QUANT_R16_ROWS * w_stride;
-        memset(acc, 0, sizeof acc);
-        for (int b = 0; b < nb; b++) {
-            q6_unpack(wg + (size_t)b * R16Y_Q6_BLOCK, &u);
-            for (int c0 = p0; c0 < p1; c0 += R16Y_COLS) {
-                const int nc = p1 - c0 < R16Y_COLS ? p1 - c0 : R16Y_COLS;
-                const struct block_q8_K *y[R16Y_COLS];
-                for (int c = 0; c < nc; c++) y[c] = (const struct block_q8_K *)(a + (size_t)(c0 + c) * a_stride) + b;
-                q6_unpacked_tile_n(nc, &u, y, acc + (c0 - p0));
-            }
-        }
-        for (int c = p0; c < p1; c++)
-            memcpy(out + (size_t)c * out_stride + (size_t)g * QUANT_R16_ROWS, acc[c - p0], sizeof acc[0]);
-    }
-}
-
 void R16Y_NAME(gemm_q6_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                               int n_a_rows, float *out, size_t out_stride) {
-    int p0 = 0;
-    for (; n_a_rows - p0 >= Q6U_MIN_COLS; p0 += R16Y_PANEL) {
-        const int p1 = n_a_rows - p0 < R16Y_PANEL ? n_a_rows : p0 + R16Y_PANEL;
-        q6_unpacked_panel(n / QK_K, w, w_stride, n_w_rows, (const char *)a, a_stride, p0, p1, out, out_stride);
-    }
-    if (p0 < n_a_rows)
-        r16y_gemm(q6_tile_n, n, w, w_stride, n_w_rows, (const char *)a + (size_t)p0 * a_stride, a_stride,
-                  n_a_rows - p0, out + (size_t)p0 * out_stride, out_stride);
+    struct q6_unpacked u __attribute__((aligned(32)));
+    r16y_gemm_unpacked(q6_unpack, q6_unpacked_tile_n, R16Y_Q6_BLOCK, &u, q6_tile_n, n, w, w_stride, n_w_rows, a,
+                       a_stride, n_a_rows, out, out_stride);
 }
 #endif
 
