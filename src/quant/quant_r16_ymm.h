@@ -186,8 +186,8 @@ static void r16y_gemm(r16y_tile_fn tile, int n, const void *w, size_t w_stride, 
 /* Prefill: a group's block is unpacked once per panel (R16Y_UNPACKED_PANEL
  * activation rows) into a buffer that stays in L1, and every tile of the
  * panel reads its vectors from there. Unpacking in the tile served only
- * R16Y_COLS activation rows (the registers allow no more). Panels of fewer
- * than R16Y_MIN_UNPACKED rows, and decode, stream the packed rows. */
+ * R16Y_COLS activation rows (the registers allow no more). Fewer than
+ * R16Y_MIN_UNPACKED activation rows, and decode, stream the packed rows. */
 enum { R16Y_MIN_UNPACKED = 8 };
 /* Unpacks the group block blk into u. */
 typedef void (*r16y_unpack_fn)(const uint8_t *blk, void *u);
@@ -220,15 +220,17 @@ static void r16y_unpacked_panel(r16y_unpack_fn unpack, r16y_unpacked_tile_fn til
 static void r16y_gemm_unpacked(r16y_unpack_fn unpack, r16y_unpacked_tile_fn tile, size_t block_bytes, void *u,
                                r16y_tile_fn stream_tile, int n, const void *w, size_t w_stride, int n_w_rows,
                                const void *a, size_t a_stride, int n_a_rows, float *out, size_t out_stride) {
-    int p0 = 0;
-    for (; n_a_rows - p0 >= R16Y_MIN_UNPACKED; p0 += R16Y_UNPACKED_PANEL) {
-        const int p1 = n_a_rows - p0 < R16Y_UNPACKED_PANEL ? n_a_rows : p0 + R16Y_UNPACKED_PANEL;
-        r16y_unpacked_panel(unpack, tile, block_bytes, u, n / QK_K, w, w_stride, n_w_rows, (const char *)a, a_stride,
-                            p0, p1, out, out_stride);
+    if (n_a_rows < R16Y_MIN_UNPACKED) {
+        r16y_gemm(stream_tile, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
+        return;
     }
-    if (p0 < n_a_rows)
-        r16y_gemm(stream_tile, n, w, w_stride, n_w_rows, (const char *)a + (size_t)p0 * a_stride, a_stride,
-                  n_a_rows - p0, out + (size_t)p0 * out_stride, out_stride);
+    /* panels of equal size (whole tiles): 35 rows are 20 + 15, not 32 and a
+     * streamed tail of 3 */
+    const int panels = (n_a_rows + R16Y_UNPACKED_PANEL - 1) / R16Y_UNPACKED_PANEL;
+    const int size = ((n_a_rows + panels - 1) / panels + R16Y_COLS - 1) / R16Y_COLS * R16Y_COLS;
+    for (int p0 = 0; p0 < n_a_rows; p0 += size)
+        r16y_unpacked_panel(unpack, tile, block_bytes, u, n / QK_K, w, w_stride, n_w_rows, (const char *)a, a_stride,
+                            p0, n_a_rows - p0 < size ? n_a_rows : p0 + size, out, out_stride);
 }
 
 /* Q4_K unpacked: per half, sub-block s, vector [i] the low nibbles (values
