@@ -62,9 +62,36 @@ R16Y_INLINE __m256i dword_bytes_i16(__m256i v, int lo, int hi) {
 /* Bytes k and k+1 of each dword as two int16 (a vpmaddwd pair). */
 R16Y_INLINE __m256i dword_pair(__m256i v, int k) { return dword_bytes_i16(v, k, k + 1); }
 
+/* fn(1..R16Y_COLS, args...) for nc: constant widths, so that the
+ * accumulators stay in registers. */
+#define R16Y_BY_WIDTH(nc, fn, ...)                           \
+    do {                                                     \
+        switch (nc) {                                        \
+        case 1: fn(1, __VA_ARGS__); break;                   \
+        case 2: fn(2, __VA_ARGS__); break;                   \
+        case 3: fn(3, __VA_ARGS__); break;                   \
+        default: fn(R16Y_COLS, __VA_ARGS__); break;          \
+        }                                                    \
+    } while (0)
+
 /* The decode pass streams the rows from DRAM: ask for the block after next. */
 R16Y_INLINE void prefetch_block(const uint8_t *blk, int bytes) {
     for (int off = 0; off < bytes; off += 64) _mm_prefetch((const char *)blk + 2 * bytes + off, _MM_HINT_T0);
+}
+
+/* unpack_scales_mins_k4 of half h, 8 rows at once: per dword, the scales
+ * of sub-blocks 0-3 and 4-7 and the mins of 0-3 and 4-7, a byte each. */
+R16Y_INLINE void q4_scales_mins(const uint8_t *blk, int h, __m256i *sc03, __m256i *sc47, __m256i *mn03, __m256i *mn47) {
+    const __m256i m6 = _mm256_set1_epi32(0x3f3f3f3f);
+    const __m256i lo4 = _mm256_set1_epi32(0x0f0f0f0f), lo2 = _mm256_set1_epi32(0x03030303);
+    const __m256i u0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
+    const __m256i u1 = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+    const __m256i u2 = _mm256_loadu_si256((const __m256i *)(blk + 192 + 32 * h));
+    *sc03 = _mm256_and_si256(u0, m6);
+    *sc47 = _mm256_or_si256(_mm256_and_si256(u2, lo4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), lo2), 4));
+    *mn03 = _mm256_and_si256(u1, m6);
+    *mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), lo4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), lo2), 4));
 }
 
 /* Sub-blocks s0..s0+3 of one half against nc activation rows: isum[c] +=
@@ -95,8 +122,6 @@ R16Y_INLINE void q4_subblocks(const int nc, __m256i *isum, const uint8_t *q, __m
 /* A Q4_K group against nc activation rows. */
 R16Y_INLINE void q4_tile(const int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
                          size_t out_stride) {
-    const __m256i m6 = _mm256_set1_epi32(0x3f3f3f3f);
-    const __m256i lo4 = _mm256_set1_epi32(0x0f0f0f0f), lo2 = _mm256_set1_epi32(0x03030303);
     __m256 acc[2][R16Y_COLS];
     for (int h = 0; h < 2; h++)
         for (int c = 0; c < nc; c++) acc[h][c] = _mm256_setzero_ps();
@@ -118,16 +143,8 @@ R16Y_INLINE void q4_tile(const int nc, int nb, const uint8_t *wg, const char *a,
         __asm__("" : "+m"(bsp));
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
-        const __m256i u0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
-        const __m256i u1 = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-        const __m256i u2 = _mm256_loadu_si256((const __m256i *)(blk + 192 + 32 * h));
-        /* unpack_scales_mins_k4, 8 rows at once */
-        const __m256i sc03 = _mm256_and_si256(u0, m6);
-        const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(u2, lo4),
-                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), lo2), 4));
-        const __m256i mn03 = _mm256_and_si256(u1, m6);
-        const __m256i mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), lo4),
-                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), lo2), 4));
+        __m256i sc03, sc47, mn03, mn47;
+        q4_scales_mins(blk, h, &sc03, &sc47, &mn03, &mn47);
         __m256i isum[R16Y_COLS];
         for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
         q4_subblocks(nc, isum, blk + 256 + 32 * h, sc03, y, 0);
@@ -156,12 +173,7 @@ typedef void (*r16y_tile_fn)(int nc, int nb, const uint8_t *wg, const char *a, s
 
 static void q4_tile_n(int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
                       size_t out_stride) {
-    switch (nc) { /* constant widths: the accumulators stay in registers */
-    case 1: q4_tile(1, nb, wg, a, a_stride, out, out_stride); break;
-    case 2: q4_tile(2, nb, wg, a, a_stride, out, out_stride); break;
-    case 3: q4_tile(3, nb, wg, a, a_stride, out, out_stride); break;
-    default: q4_tile(4, nb, wg, a, a_stride, out, out_stride); break;
-    }
+    R16Y_BY_WIDTH(nc, q4_tile, nb, wg, a, a_stride, out, out_stride);
 }
 
 /* R16Y_PANEL activation rows stay in L1/L2 while the groups stream past
@@ -245,20 +257,12 @@ struct q4_unpacked {
 
 static void q4_unpack(const uint8_t *blk, void *out) {
     struct q4_unpacked *u = out;
-    const __m256i m4 = _mm256_set1_epi8(0xF), m6 = _mm256_set1_epi32(0x3f3f3f3f);
-    const __m256i lo4 = _mm256_set1_epi32(0x0f0f0f0f), lo2 = _mm256_set1_epi32(0x03030303);
+    const __m256i m4 = _mm256_set1_epi8(0xF);
     for (int h = 0; h < 2; h++) {
         u->d[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         u->dmin[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
-        const __m256i u0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
-        const __m256i u1 = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-        const __m256i u2 = _mm256_loadu_si256((const __m256i *)(blk + 192 + 32 * h));
-        const __m256i sc03 = _mm256_and_si256(u0, m6);
-        const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(u2, lo4),
-                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), lo2), 4));
-        const __m256i mn03 = _mm256_and_si256(u1, m6);
-        const __m256i mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), lo4),
-                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), lo2), 4));
+        __m256i sc03, sc47, mn03, mn47;
+        q4_scales_mins(blk, h, &sc03, &sc47, &mn03, &mn47);
         for (int k = 0; k < 4; k++) {
             u->sc[h][k] = q4_scale(sc03, k);
             u->sc[h][4 + k] = q4_scale(sc47, k);
@@ -313,12 +317,7 @@ R16Y_INLINE void q4_unpacked_tile(const int nc, const struct q4_unpacked *u, con
 }
 
 static void q4_unpacked_tile_n(int nc, const void *u, const struct block_q8_K *const *y, float (*acc)[QUANT_R16_ROWS]) {
-    switch (nc) {
-    case 1: q4_unpacked_tile(1, u, y, acc); break;
-    case 2: q4_unpacked_tile(2, u, y, acc); break;
-    case 3: q4_unpacked_tile(3, u, y, acc); break;
-    default: q4_unpacked_tile(4, u, y, acc); break;
-    }
+    R16Y_BY_WIDTH(nc, q4_unpacked_tile, u, y, acc);
 }
 
 void R16Y_NAME(gemm_q4_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
@@ -443,12 +442,7 @@ R16Y_INLINE void q6_tile(const int nc, int nb, const uint8_t *wg, const char *a,
 
 static void q6_tile_n(int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
                       size_t out_stride) {
-    switch (nc) {
-    case 1: q6_tile(1, nb, wg, a, a_stride, out, out_stride); break;
-    case 2: q6_tile(2, nb, wg, a, a_stride, out, out_stride); break;
-    case 3: q6_tile(3, nb, wg, a, a_stride, out, out_stride); break;
-    default: q6_tile(4, nb, wg, a, a_stride, out, out_stride); break;
-    }
+    R16Y_BY_WIDTH(nc, q6_tile, nb, wg, a, a_stride, out, out_stride);
 }
 
 #if defined(R16Y_Q6_DPBUSD)
@@ -520,12 +514,7 @@ R16Y_INLINE void q6_unpacked_tile(const int nc, const struct q6_unpacked *u, con
 }
 
 static void q6_unpacked_tile_n(int nc, const void *u, const struct block_q8_K *const *y, float (*acc)[QUANT_R16_ROWS]) {
-    switch (nc) {
-    case 1: q6_unpacked_tile(1, u, y, acc); break;
-    case 2: q6_unpacked_tile(2, u, y, acc); break;
-    case 3: q6_unpacked_tile(3, u, y, acc); break;
-    default: q6_unpacked_tile(4, u, y, acc); break;
-    }
+    R16Y_BY_WIDTH(nc, q6_unpacked_tile, u, y, acc);
 }
 
 void R16Y_NAME(gemm_q6_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
