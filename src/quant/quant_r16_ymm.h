@@ -9,6 +9,12 @@
  * a time and serve every activation row before the next: with a whole
  * sub-block unpacked (8 vectors) and R16Y_COLS sums live, the tile needed
  * more than the 16 ymm registers and spilled in its inner loop.
+ * That streaming tile serves decode and batches of fewer than 8 rows. From
+ * 8 activation rows on (prefill), each block of a group is unpacked once
+ * per panel of up to 32 activation rows into an L1 buffer (values a byte
+ * each, scale operands, float scales) that the panel's tiles read: the
+ * unpacking was a quarter of the Q6_K tile's work and a tenth of Q4_K's.
+ * (Q6_K's AVX-VNNI form streams at every batch size.)
  *
  * The includer is compiled with at least AVX2 + FMA + F16C, defines
  * R16Y_NAME(x), the exported name of kernel x (gemm_q4_K_r16 -> ..._avx2),
