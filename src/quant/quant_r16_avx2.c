@@ -8,19 +8,8 @@
 #define R16Y_WITH_Q6
 #include "quant/quant_r16_ymm.h"
 
-/* (sc, sc) as the two int16 of each dword: vpmaddwd's scale operand. The
- * shuffle's indices come from a table: one vpshufb with a memory operand,
- * where building them from k took three more vector ops per sub-block. */
-R16Y_INLINE __m256i q4_scale(__m256i v, int k) {
-#define Q4_SCALE_IDX(k) { (int)(0x80008000u | (k) << 16 | (k)), (int)(0x80048004u | (k) << 16 | (k)),          \
-                          (int)(0x80088008u | (k) << 16 | (k)), (int)(0x800c800cu | (k) << 16 | (k)),          \
-                          (int)(0x80008000u | (k) << 16 | (k)), (int)(0x80048004u | (k) << 16 | (k)),          \
-                          (int)(0x80088008u | (k) << 16 | (k)), (int)(0x800c800cu | (k) << 16 | (k)) }
-    static const int32_t idx[4][8] __attribute__((aligned(32))) = { Q4_SCALE_IDX(0), Q4_SCALE_IDX(1), Q4_SCALE_IDX(2),
-                                                                     Q4_SCALE_IDX(3) };
-#undef Q4_SCALE_IDX
-    return _mm256_shuffle_epi8(v, _mm256_load_si256((const __m256i *)idx[k]));
-}
+/* (sc, sc) as the two int16 of each dword: vpmaddwd's scale operand */
+R16Y_INLINE __m256i q4_scale(__m256i v, int k) { return dword_bytes_i16(v, k, k); }
 
 R16Y_INLINE __m256i q4_dot_first(__m256i w, const int8_t *ys) { return _mm256_maddubs_epi16(w, bcast4(ys)); }
 /* The empty asm keeps the sum where it is: GCC would re-associate the

@@ -7,6 +7,7 @@
 #define R16Y_NAME(x) x##_avxvnni
 #define R16Y_WITH_Q6
 #define R16Y_Q6_DPBUSD
+#define R16Y_STREAM_ONLY
 #include "quant/quant_r16_ymm.h"
 
 /* byte k of each dword, zero-extended */

@@ -14,12 +14,13 @@
  * per panel of up to 32 activation rows into an L1 buffer (values a byte
  * each, scale operands, float scales) that the panel's tiles read: the
  * unpacking was a quarter of the Q6_K tile's work and a tenth of Q4_K's.
- * (Q6_K's AVX-VNNI form streams at every batch size.)
+ * (The AVX-VNNI kernels stream at every batch size: with vpdpbusd the
+ * buffer did not pay, 1.02x at 64 rows and 0.89x at 8 for Q4_K.)
  *
  * The includer is compiled with at least AVX2 + FMA + F16C, defines
  * R16Y_NAME(x), the exported name of kernel x (gemm_q4_K_r16 -> ..._avx2),
  * and R16Y_WITH_Q6 to have the Q6_K kernel too (R16Y_Q6_DPBUSD: its AVX-VNNI
- * form), before including this file,
+ * form), R16Y_STREAM_ONLY to stream at every batch size, before including this file,
  * and after it the integer steps declared below.
  * Integer sums are exact, so the float steps alone fix the result: the
  * reference's fused multiply-adds per block, in its order. */
@@ -100,34 +101,10 @@ R16Y_INLINE void q4_scales_mins(const uint8_t *blk, int h, __m256i *sc03, __m256
                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), lo2), 4));
 }
 
-/* Sub-blocks s0..s0+3 of one half against nc activation rows: isum[c] +=
- * each sub-block's 8 steps times its scale (byte k of scales' dwords). */
-R16Y_INLINE void q4_subblocks(const int nc, __m256i *isum, const uint8_t *q, __m256i scales,
-                              const struct block_q8_K *const *y, int s0) {
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    for (int k = 0; k < 4; k++) {
-        const __m256i sc = q4_scale(scales, k);
-        /* one vector of quants at a time against every activation row:
-         * 2 unpacked registers live, not 8 (with 8 and R16Y_COLS sums
-         * the tile spilled) */
-        __m256i sum[R16Y_COLS];
-        for (int i = 0; i < 4; i++) {
-            const __m256i bits = _mm256_loadu_si256((const __m256i *)(q + 256 * k + 64 * i));
-            const __m256i wl = _mm256_and_si256(bits, m4);
-            const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-            for (int c = 0; c < nc; c++) {
-                const int8_t *ys = y[c]->qs + 32 * (s0 + k) + 4 * i;
-                sum[c] = i ? q4_dot(sum[c], wl, ys) : q4_dot_first(wl, ys);
-                sum[c] = q4_dot(sum[c], wh, ys + 16);
-            }
-        }
-        for (int c = 0; c < nc; c++) isum[c] = _mm256_add_epi32(isum[c], q4_scaled(sum[c], sc));
-    }
-}
-
 /* A Q4_K group against nc activation rows. */
 R16Y_INLINE void q4_tile(const int nc, int nb, const uint8_t *wg, const char *a, size_t a_stride, float *out,
                          size_t out_stride) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
     __m256 acc[2][R16Y_COLS];
     for (int h = 0; h < 2; h++)
         for (int c = 0; c < nc; c++) acc[h][c] = _mm256_setzero_ps();
@@ -136,25 +113,42 @@ R16Y_INLINE void q4_tile(const int nc, int nb, const uint8_t *wg, const char *a,
         prefetch_block(blk, R16Y_Q4_BLOCK);
         /* dword k of bsp[c]: the activation sums of sub-blocks 2k and 2k+1
          * (pairs of bsums) as int16, once for both halves */
-        const struct block_q8_K *y[R16Y_COLS];
         int32_t bsp[R16Y_COLS][4];
         for (int c = 0; c < nc; c++) {
-            y[c] = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
-            const __m256i b16 = _mm256_loadu_si256((const __m256i *)y[c]->bsums);
+            const struct block_q8_K *yc = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
+            const __m256i b16 = _mm256_loadu_si256((const __m256i *)yc->bsums);
             _mm_storeu_si128((__m128i *)bsp[c], _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1)));
         }
         for (int h = 0; h < 2; h++) {
-        /* the mins' operands are broadcast from memory (loads) rather than
-         * moved out of the hadd's register (3 vector ops each) */
-        __asm__("" : "+m"(bsp));
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
         __m256i sc03, sc47, mn03, mn47;
         q4_scales_mins(blk, h, &sc03, &sc47, &mn03, &mn47);
+        const struct block_q8_K *y[R16Y_COLS];
         __m256i isum[R16Y_COLS];
-        for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
-        q4_subblocks(nc, isum, blk + 256 + 32 * h, sc03, y, 0);
-        q4_subblocks(nc, isum, blk + 256 + 1024 + 32 * h, sc47, y, 4);
+        for (int c = 0; c < nc; c++) {
+            y[c] = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
+            isum[c] = _mm256_setzero_si256();
+        }
+        for (int s = 0; s < 8; s++) {
+            const __m256i sc = q4_scale(s < 4 ? sc03 : sc47, s & 3);
+            const uint8_t *q = blk + 256 + 256 * s + 32 * h;
+            /* one vector of quants at a time against every activation row:
+             * 2 unpacked registers live, not 8 (with 8 and R16Y_COLS sums
+             * the tile spilled) */
+            __m256i sum[R16Y_COLS];
+            for (int i = 0; i < 4; i++) {
+                const __m256i bits = _mm256_loadu_si256((const __m256i *)(q + 64 * i));
+                const __m256i wl = _mm256_and_si256(bits, m4);
+                const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+                for (int c = 0; c < nc; c++) {
+                    const int8_t *ys = y[c]->qs + 32 * s + 4 * i;
+                    sum[c] = i ? q4_dot(sum[c], wl, ys) : q4_dot_first(wl, ys);
+                    sum[c] = q4_dot(sum[c], wh, ys + 16);
+                }
+            }
+            for (int c = 0; c < nc; c++) isum[c] = _mm256_add_epi32(isum[c], q4_scaled(sum[c], sc));
+        }
         const __m256i mp0 = dword_pair(mn03, 0), mp1 = dword_pair(mn03, 2);
         const __m256i mp2 = dword_pair(mn47, 0), mp3 = dword_pair(mn47, 2);
         for (int c = 0; c < nc; c++) {
@@ -201,6 +195,12 @@ static void r16y_gemm(r16y_tile_fn tile, int n, const void *w, size_t w_stride, 
     }
 }
 
+#if defined(R16Y_STREAM_ONLY)
+void R16Y_NAME(gemm_q4_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
+                              int n_a_rows, float *out, size_t out_stride) {
+    r16y_gemm(q4_tile_n, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
+}
+#else
 /* Prefill: a group's block is unpacked once per panel (R16Y_UNPACKED_PANEL
  * activation rows) into a buffer that stays in L1, and every tile of the
  * panel reads its vectors from there. Unpacking in the tile served only
@@ -332,6 +332,7 @@ void R16Y_NAME(gemm_q4_K_r16)(int n, const void *w, size_t w_stride, int n_w_row
     r16y_gemm_unpacked(q4_unpack, q4_unpacked_tile_n, R16Y_Q4_BLOCK, &u, q4_tile_n, n, w, w_stride, n_w_rows, a,
                        a_stride, n_a_rows, out, out_stride);
 }
+#endif
 
 #if defined(R16Y_WITH_Q6)
 /* int16 k of each dword copied to both halves: a Q6_K scale as the
@@ -451,7 +452,7 @@ static void q6_tile_n(int nc, int nb, const uint8_t *wg, const char *a, size_t a
     R16Y_BY_WIDTH(nc, q6_tile, nb, wg, a, a_stride, out, out_stride);
 }
 
-#if defined(R16Y_Q6_DPBUSD)
+#if defined(R16Y_STREAM_ONLY)
 void R16Y_NAME(gemm_q6_K_r16)(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride,
                               int n_a_rows, float *out, size_t out_stride) {
     r16y_gemm(q6_tile_n, n, w, w_stride, n_w_rows, a, a_stride, n_a_rows, out, out_stride);
