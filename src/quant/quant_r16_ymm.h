@@ -294,6 +294,8 @@ R16Y_INLINE void q4_unpacked_tile(const int nc, const struct q4_unpacked *u, con
         _mm_storeu_si128((__m128i *)bsp[c], _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1)));
     }
     for (int h = 0; h < 2; h++) {
+        /* the mins' operands are broadcast from memory (loads), not moved
+         * out of the hadd's register (3 vector ops each) */
         __asm__("" : "+m"(bsp));
         __m256i isum[R16Y_COLS];
         for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
