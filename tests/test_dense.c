@@ -76,7 +76,7 @@ static void test_reference(struct model *m, const char *device) {
         want[i] = malloc(sizeof(float) * ROWS * w[i]->rows);
         reference(w[i], x, ROWS, want[i]);
     }
-    moe_executor_begin_batch(e, ROWS);
+    moe_executor_begin_batch(e, MOE_PREFILL);
     CHECKF(moe_executor_dense(e, 3, w, y, x, ROWS) == 0, "%s: q, k, v left to the CPU", device);
     CHECKF(moe_executor_dense(e, 1, &w[3], &y[3], x, ROWS) == 0, "%s: the lm head left to the CPU", device);
     for (int i = 0; i < 4; i++)
@@ -88,13 +88,13 @@ static void test_reference(struct model *m, const char *device) {
     CHECK(moe_executor_dense_counters(e, MOE_PREFILL, DENSE_LM_HEAD)->jobs > 1); /* the vocabulary in chunks */
     /* With min M 2, one row (decode) never reaches the device, resident or not. */
     e->min_m = 2;
-    moe_executor_begin_batch(e, 1);
+    moe_executor_begin_batch(e, MOE_DECODE);
     CHECK(moe_executor_dense(e, 3, w, y, x, 1) == 7);
     const struct moe_dense_counters *d = moe_executor_dense_counters(e, MOE_DECODE, DENSE_ATTN_K);
     CHECK(d->rows_cpu == 1 && d->rows_device == 0 && d->submissions == 0);
     /* A matrix the executor was not told about is the caller's. */
     const struct matrix *unknown = &m->token_embd;
-    moe_executor_begin_batch(e, ROWS);
+    moe_executor_begin_batch(e, MOE_PREFILL);
     CHECK(moe_executor_dense(e, 1, &unknown, &y[3], x, ROWS) == 1);
     /* ... also first in a group: the others still run on the device */
     const struct matrix *mixed[2] = { unknown, w[0] };
@@ -132,7 +132,7 @@ static void test_partial(struct model *m) {
     float *x = malloc(sizeof(float) * 16 * K), *y[3];
     fill(x, (size_t)16 * K, 3);
     for (int i = 0; i < 3; i++) y[i] = malloc(sizeof(float) * 16 * w[i]->rows);
-    moe_executor_begin_batch(e, 16);
+    moe_executor_begin_batch(e, MOE_PREFILL);
     CHECK(e && moe_executor_dense(e, 3, w, y, x, 16) == 6);
     for (int i = 0; i < 3; i++) free(y[i]);
     free(x);
