@@ -4,13 +4,9 @@
 # CPU kernels ran and how many bytes of interleaved copies the model made.
 set -u
 fail=0
-tmp=${MOEX_TEST_TMP:-/tmp}/cli_isa.$$
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
-for v in $(env | sed -n 's/^\(MOEX_[A-Z_]*\)=.*/\1/p'); do
-    case $v in MOEX_BIN|MOEX_TEST_TMP|MOEX_SRC|MOEX_ORACLE) ;; *) unset "$v" ;; esac
-done
-export MOEX_CACHE=$tmp/cache
+. "$(dirname "$0")/shell_lib.sh"
+cli_tmpdir cli_isa
+cli_clean_env
 "$MOEX_BIN" synth --preset tiny --type q4_k -o "$tmp/q4k.gguf" -q 2> "$tmp/err" || { echo "FAIL: synth"; cat "$tmp/err"; exit 1; }
 
 # profile_line DESCRIPTION COMMAND...: the "CPU kernels" line of --profile into $line.

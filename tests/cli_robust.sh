@@ -6,16 +6,11 @@
 # the tiny synth model, so the suite takes seconds.
 set -u
 fail=0
-tmp=${MOEX_TEST_TMP:-/tmp}/cli_robust.$$
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/shell_lib.sh"
+cli_tmpdir cli_robust
+cli_clean_env
 "$MOEX_BIN" synth --preset tiny -o "$tmp/tiny.gguf" -q 2> "$tmp/err" || { echo "FAIL: synth tiny"; cat "$tmp/err"; exit 1; }
 m=$tmp/tiny.gguf
-# No MOEX_* from the caller's environment may change what is tested.
-for v in $(env | sed -n 's/^\(MOEX_[A-Z_]*\)=.*/\1/p'); do
-    case $v in MOEX_BIN|MOEX_TEST_TMP|MOEX_SRC|MOEX_ORACLE) ;; *) unset "$v" ;; esac
-done
-export MOEX_CACHE=$tmp/cache # never the user's default model
 
 # bad DESCRIPTION STATUS TEXT... -- COMMAND...: the exit status, and every TEXT in the message.
 bad() {

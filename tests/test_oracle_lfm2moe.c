@@ -52,15 +52,6 @@ static float *read_logits(const char *name, int n, int V) {
     return ref;
 }
 
-static float max_abs_diff(const float *a, const float *b, size_t n) {
-    float m = 0;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(a[i] - b[i]);
-        if (!(d <= m)) m = d;
-    }
-    return m;
-}
-
 /* Logits of every position of ids, one batch from an empty context. */
 static int eval_all(struct model *m, const int32_t *ids, int n, float *out) {
     struct context *c = new_context(m, n, n);
@@ -137,7 +128,7 @@ static void test_batch_vs_tokens(struct model *m, const int32_t *ids, const floa
     struct context *c = new_context(m, N_IDS, 8);
     if (!c || !tokens) { free(tokens); context_free(c); return; }
     for (int t = 0; t < N_IDS; t++) CHECK(context_eval(c, ids + t, 1, tokens + (size_t)t * V, true) == 0);
-    float d = max_abs_diff(tokens, batch, (size_t)N_IDS * V);
+    double d = max_abs_diff(tokens, batch, (size_t)N_IDS * V);
     printf("F32 ids-a token by token vs batch: max|diff| %.2e\n", d);
     CHECKF(d <= 5e-3f, "token by token vs batch %g", d);
     float *decode = read_logits("o2-F32.ids-a.decode.f32", N_IDS, V);
@@ -168,7 +159,7 @@ static void test_truncate(struct model *m, int32_t ids[2][N_IDS]) {
     CHECK(context_eval(c, ids[1], MORE, cont, true) == 0);
     CHECK(context_eval(f, ids[0], KEEP, NULL, false) == 0);
     CHECK(context_eval(f, ids[1], MORE, fresh, true) == 0);
-    float d = max_abs_diff(cont, fresh, (size_t)MORE * V);
+    double d = max_abs_diff(cont, fresh, (size_t)MORE * V);
     printf("truncate to %d and continue vs fresh: max|diff| %.2e\n", KEEP, d);
     CHECKF(d <= 1e-5f, "truncate and continue vs fresh %g", d);
     /* With a checkpoint at the cut the state is restored, not replayed. */
