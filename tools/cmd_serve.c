@@ -101,7 +101,8 @@ int cmd_serve(int argc, char **argv) {
         return cli_usage("serve", "unknown option '%s'", argv[i]);
     }
     if (session_opts_finish(&so)) return 2;
-    if (serve_check_options(&o)) return cli_fail("%s", moex_last_error()), 2;
+    char why[512];
+    if (serve_check_options(&o, why, sizeof why)) return cli_fail("%s", why), 2;
     if (so.profile || so.trace_path) fprintf(stderr, "moex: note: --profile and --trace change nothing with serve\n");
     struct moex_model_params mp;
     session_model_params(&so, &mp);
@@ -121,9 +122,9 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
-    struct server *s = serve_start(m, &o);
+    struct server *s = serve_start(m, &o, why, sizeof why);
     if (!s) {
-        cli_fail("serve: %s", moex_last_error());
+        cli_fail("serve: %s", why);
         moex_model_free(m);
         return 1;
     }
