@@ -1,5 +1,7 @@
 #include "exec_run.h"
 
+#include "harness.h"
+
 #include "core/error.h"
 #include "dev/dev.h"
 #include "dev/sim.h"
@@ -8,12 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int32_t argmax_of(const float *v, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++) if (v[i] > v[best]) best = i;
-    return best;
-}
 
 struct exec_run exec_run(struct model *m, const struct moe_exec_options *o, const struct exec_run_params *p,
                          const int32_t *ids, int n_ids) {
@@ -32,7 +28,7 @@ struct exec_run exec_run(struct model *m, const struct moe_exec_options *o, cons
     r.ok = r.logits && last && p->steps <= EXEC_RUN_MAX_STEPS && context_eval(c, ids, n_ids, r.logits, true) == 0;
     const float *l = r.ok ? r.logits + (size_t)(n_ids - 1) * V : NULL;
     for (int s = 0; s < p->steps && r.ok; s++) {
-        r.greedy[s] = argmax_of(l, V);
+        r.greedy[s] = test_argmax(l, V);
         r.ok = context_eval(c, &r.greedy[s], 1, last, false) == 0;
         l = last;
     }

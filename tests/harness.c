@@ -139,3 +139,5 @@ double rel_diff_f64(const float *got, const double *want, size_t n) {
     diff_scale(got, NULL, want, n, &diff, &scale);
     return diff / scale;
 }
+
+int32_t test_argmax(const float *v, int n) { return argmax(v, n); }

@@ -37,6 +37,8 @@ int read_ids_file(const char *path, int32_t *ids, int max);
 struct logit_measures { double argmax_agree, mean_kl, median_maxdiff, max_maxdiff; };
 struct logit_measures compare_logits(const float *ref, const float *ours, int n, int V);
 
+/* The index of the largest of v[0..n) (the first of equals). */
+int32_t test_argmax(const float *v, int n);
 /* max |a - b| over n values; infinite where a difference is NaN. */
 double max_abs_diff(const float *a, const float *b, size_t n);
 /* max |got - want| / max |want| over n values, the same way; want in
