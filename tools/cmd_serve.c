@@ -42,7 +42,7 @@ static void help(FILE *out) {
             SERVE_DEFAULT_MAX_BODY, SERVE_DEFAULT_MAX_PROMPT_TOKENS, SERVE_DEFAULT_MAX_TOKENS,
             SERVE_DEFAULT_MAX_HEADER_BYTES, SERVE_DEFAULT_MAX_HEADERS, SERVE_DEFAULT_MAX_CONNECTIONS,
             SERVE_DEFAULT_IDLE_TIMEOUT_S, SERVE_DEFAULT_TOTAL_TIMEOUT_S);
-    session_opts_help(out);
+    session_opts_help_with(out, &(struct session_help){ .groups = SESSION_CONTEXT | SESSION_RUNTIME });
 }
 
 static int parse_serve(struct serve_options *o, int argc, char **argv, int *i) {
@@ -91,6 +91,7 @@ int cmd_serve(int argc, char **argv) {
     struct session_opts so;
     struct serve_options o;
     session_opts_defaults(&so);
+    so.groups = SESSION_CONTEXT | SESSION_RUNTIME; /* no --profile or --trace: a server has no end to report at */
     serve_options_default(&o);
     for (int i = 1; i < argc; i++) {
         int r = session_opts_parse(&so, argc, argv, &i);
@@ -103,7 +104,6 @@ int cmd_serve(int argc, char **argv) {
     if (session_opts_finish(&so)) return 2;
     char why[512];
     if (serve_check_options(&o, why, sizeof why)) return cli_fail("%s", why), 2;
-    if (so.profile || so.trace_path) fprintf(stderr, "moex: note: --profile and --trace change nothing with serve\n");
     struct moex_model_params mp;
     session_model_params(&so, &mp);
     session_context_params(&so, &o.ctx);
