@@ -26,3 +26,17 @@ cli_serve_needs() {
         exit 77
     fi
 }
+
+# expect DESCRIPTION STATUS COMMAND...: runs it (stdout in $tmp/out, stderr
+# in $tmp/err) and checks its exit status; a failure sets fail=1.
+expect() {
+    what=$1; want=$2; shift 2
+    "$@" > "$tmp/out" 2> "$tmp/err"; rc=$?
+    if [ "$rc" -ne "$want" ]; then echo "FAIL: $what: exit $rc, wanted $want"; cat "$tmp/err"; fail=1
+    else echo "ok: $what"; fi
+}
+
+# says DESCRIPTION TEXT: the last expect's stderr holds TEXT.
+says() {
+    grep -qF -- "$2" "$tmp/err" || { echo "FAIL: $1: no '$2' in:"; cat "$tmp/err"; fail=1; }
+}
