@@ -6,8 +6,8 @@
 # layouts, with and without extra experts, their checksums left for
 # fuzz_packfile to repair; and, with MOEX_BIN set to a moex binary, the
 # smallest models `moex synth` makes (one layer, dim 32, 300 tokens: the
-# built-in vocabulary and, where the oracle directory is, Qwen3's; and a
-# 3-layer lfm2moe) for the model and tokenizer loaders. Needs python3; without it the GGUF and pack
+# built-in vocabulary and, where the oracle directory is, Qwen3's; a 3-layer
+# lfm2moe and a 4-layer qwen35moe) for the model and tokenizer loaders. Needs python3; without it the GGUF and pack
 # seeds are skipped.
 set -eu
 dir=${1:-${TMPDIR:-/tmp}/moex-fuzz/seeds}
@@ -21,9 +21,14 @@ if [ -n "${MOEX_BIN:-}" ]; then
     # shellcheck disable=SC2086
     "$MOEX_BIN" synth -o "$dir/fuzz_model/builtin-q8_0.gguf" $tiny --type q8_0 --dim 64 --head-dim 64 --expert-ffn 64
     # lfm2moe's conv, attention and dense layers: 3 layers (the attention is
-    # its third), Q8_0, under the 128 KiB fuzz_model takes
+    # its third), Q8_0, 97 KiB
     # shellcheck disable=SC2086
     "$MOEX_BIN" synth -o "$dir/fuzz_model/lfm2moe-q8_0.gguf" $tiny --arch lfm2moe --preset lfm2-tiny --layers 3 \
+        --type q8_0
+    # qwen35moe's delta-net and attention layers: its shared expert and
+    # delta-net widths are the preset's, so this one is 295 KiB
+    # shellcheck disable=SC2086
+    "$MOEX_BIN" synth -o "$dir/fuzz_model/qwen35moe-q8_0.gguf" $tiny --arch qwen35moe --preset qwen35-tiny --layers 4 \
         --type q8_0
     cp "$dir/fuzz_model/builtin-f16.gguf" "$dir/fuzz_tokenizer/"
     if [ -f "$oracle/tokenizer/qwen3-vocab.gguf" ]; then
