@@ -3,7 +3,6 @@
 #include "core/spin.h"
 #include "core/threadpool.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +146,7 @@ static void gate_up_item(const struct stage_job *j, const struct expert_item *it
     matrix_tile(L->up, wrow, rows, act, j->x_stride, n, u, (size_t)L->n_ff);
     for (int r = 0; r < n; r++) {
         float *gr = g + (size_t)r * L->n_ff, *ur = u + (size_t)r * L->n_ff;
-        for (int i = 0; i < rows; i++) gr[i] = gr[i] / (1.0f + expf(-gr[i])) * ur[i];
+        silu_mul_row(gr, ur, rows);
     }
     if (atomic_fetch_sub_explicit(&s->items_left[e], 1, memory_order_acq_rel) == 1) {
         quantize_hidden(j, p0, n);
