@@ -3,9 +3,23 @@
 #include "core/spin.h"
 #include "core/threadpool.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include "core/timer.h"
+/* PROFILE (temporary) */
+static _Atomic long long prof[2][8]; /* thread: 0 quant, 1 wait tokens, 2 gate/up tile, 3 silu, 4 qhidden, 5 wait hidden, 6 down tile, 7 job total */
+static _Atomic long long prof_hist[80];
+static _Atomic long long prof_jobs;
+static void prof_dump(void) {
+    const char *nm[8] = {"quant","waittok","gateup","silu","qhidden","waithid","down","busy"};
+    for (int t = 0; t < 2; t++) { fprintf(stderr, "thread %d:", t); for (int k = 0; k < 8; k++) fprintf(stderr, " %s %.1f", nm[k], prof[t][k] / 1e6); fprintf(stderr, " ms\n"); }
+    fprintf(stderr, "jobs %lld rows/expert hist:", prof_jobs); for (int i = 0; i < 80; i++) if (prof_hist[i]) fprintf(stderr, " %d:%lld", i, prof_hist[i]); fprintf(stderr, "\n");
+}
+#define PT(k, t0) atomic_fetch_add(&prof[tix][k], time_ns() - (t0))
+static _Thread_local int tix;
 
 /* Rows of an expert's weights per work item: small enough that the items of
  * a decode step (8 experts) still spread over the threads; a multiple of the
@@ -135,22 +149,27 @@ static void gate_up_item(const struct stage_job *j, const struct expert_item *it
     int e = item->expert, row0 = item->row0, rows = item->rows;
     int p0 = s->expert_start[e], n = s->expert_count[e];
     unsigned spins = 0;
+    int64_t t0 = time_ns();
     if (j->x)
         for (int p = p0; p < p0 + n; p++)
             while (!atomic_load_explicit(&s->token_ready[s->pair_token[p]], memory_order_acquire)) spin_pause(&spins);
+    PT(1, t0); t0 = time_ns();
     const char *act = s->xq_sorted + (size_t)p0 * j->x_stride;
     int64_t wrow = (int64_t)e * L->n_ff + row0;
     float *g = s->gate_out + (size_t)p0 * L->n_ff + row0;
     float *u = s->up_out + (size_t)p0 * L->n_ff + row0;
     matrix_tile(L->gate, wrow, rows, act, j->x_stride, n, g, (size_t)L->n_ff);
     matrix_tile(L->up, wrow, rows, act, j->x_stride, n, u, (size_t)L->n_ff);
+    PT(2, t0); t0 = time_ns();
     for (int r = 0; r < n; r++) {
         float *gr = g + (size_t)r * L->n_ff, *ur = u + (size_t)r * L->n_ff;
         silu_mul_row(gr, ur, rows);
     }
+    PT(3, t0); t0 = time_ns();
     if (atomic_fetch_sub_explicit(&s->items_left[e], 1, memory_order_acq_rel) == 1) {
         quantize_hidden(j, p0, n);
         atomic_store_explicit(&s->items_left[e], HIDDEN_READY, memory_order_release);
+        PT(4, t0);
     }
 }
 
@@ -161,13 +180,17 @@ static void down_item(const struct stage_job *j, const struct expert_item *item)
     struct moe_scratch *s = j->s;
     int e = item->expert, p0 = s->expert_start[e], n = s->expert_count[e];
     unsigned spins = 0;
+    int64_t t0 = time_ns();
     while (atomic_load_explicit(&s->items_left[e], memory_order_acquire) != HIDDEN_READY) spin_pause(&spins);
+    PT(5, t0); t0 = time_ns();
     matrix_tile(L->down, (int64_t)e * L->n_embd + item->row0, item->rows, s->hq + (size_t)p0 * j->h_stride,
                 j->h_stride, n, s->down_out + (size_t)p0 * L->n_embd + item->row0, (size_t)L->n_embd);
+    PT(6, t0);
 }
 
 static void stage_items(void *arg, int64_t begin, int64_t end, int thread_index) {
-    (void)thread_index;
+    tix = thread_index;
+    int64_t tb = time_ns();
     struct stage_job *j = arg;
     struct moe_scratch *s = j->s;
     for (int q; j->x && (q = atomic_fetch_add_explicit(&j->next_q, 1, memory_order_relaxed)) < j->q_items;) {
@@ -177,10 +200,12 @@ static void stage_items(void *arg, int64_t begin, int64_t end, int thread_index)
             atomic_store_explicit(&s->token_ready[t], 1, memory_order_release);
         }
     }
+    PT(0, tb);
     for (int64_t it = begin; it < end; it++) {
         if (it < j->n_gate_up) gate_up_item(j, &s->items[it]);
         else down_item(j, &s->items[it]);
     }
+    PT(7, tb);
 }
 
 /* Work items of n_rows rows of each expert with rows (on the CPU), from
@@ -255,7 +280,11 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
     }
     job.n_gate_up = make_items(s, 0, L->n_ff, on_cpu, s->items_left);
     int n_items = make_items(s, (int)job.n_gate_up, L->n_embd, on_cpu, NULL);
+    static int reg; if (!reg) { reg = 1; atexit(prof_dump); }
+    if (s->n_tokens == 512) { prof_jobs++; for (int e = 0; e < L->n_expert; e++) prof_hist[s->expert_count[e] < 79 ? s->expert_count[e] : 79]++; }
+    int64_t tj = time_ns();
     threadpool_parallel_for(pool, n_items, 1, stage_items, &job);
+    atomic_fetch_add(&prof[1][0], 0); (void)tj;
 }
 
 void moe_combine(const struct moe_scratch *s, const float *weights, float *out) {
