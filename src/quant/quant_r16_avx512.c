@@ -51,6 +51,14 @@ static inline __attribute__((always_inline)) __m512i dot16_bcast4(__m512i acc, _
 }
 #endif
 
+/* Block b of activation row c, from the tile's base: computed where it is
+ * used (an array of the rows' pointers costs a load per row and sub-block,
+ * ~15% at 16 rows). */
+static inline __attribute__((always_inline)) const struct block_q8_K *act_block(const char *a, size_t a_stride, int c,
+                                                                                int b) {
+    return (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
+}
+
 /* Byte k of each dword, zero-extended to the dword. */
 static inline __attribute__((always_inline)) __m512i dword_byte(__m512i v, int k) {
     const __m512i idx = _mm512_set1_epi32((int)(0x80808000u | (unsigned)k));
@@ -88,12 +96,8 @@ static inline __attribute__((always_inline)) void r16_tile(const int nc, int nb,
         const __m512i mn03 = _mm512_and_si512(u1, m6);
         const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), lo2), 4));
-        const struct block_q8_K *y[R16_COLS];
         __m512i isum[R16_COLS];
-        for (int c = 0; c < nc; c++) {
-            y[c] = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
-            isum[c] = _mm512_setzero_si512();
-        }
+        for (int c = 0; c < nc; c++) isum[c] = _mm512_setzero_si512();
         for (int s = 0; s < 8; s++) {
             const __m512i sc = dword_byte(s < 4 ? sc03 : sc47, s & 3);
             const uint8_t *q = blk + 256 + 256 * s;
@@ -104,7 +108,7 @@ static inline __attribute__((always_inline)) void r16_tile(const int nc, int nb,
                 w[i + 4] = _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4);
             }
             for (int c = 0; c < nc; c++) {
-                const int8_t *ys = y[c]->qs + 32 * s;
+                const int8_t *ys = act_block(a, a_stride, c, b)->qs + 32 * s;
                 /* two chains: with one activation row (decode) the latency of
                  * dependent vpdpbusd would bound the speed */
                 __m512i t0 = dot_bcast4(_mm512_setzero_si512(), w[0], ys);
@@ -120,13 +124,13 @@ static inline __attribute__((always_inline)) void r16_tile(const int nc, int nb,
         const __m512i mp2 = dword_pair(mn47, 0), mp3 = dword_pair(mn47, 2);
         for (int c = 0; c < nc; c++) {
             /* the sub-blocks' activation sums (pairs of bsums) as int16 pairs, in registers */
-            const __m256i b16 = _mm256_loadu_si256((const __m256i *)y[c]->bsums);
+            const __m256i b16 = _mm256_loadu_si256((const __m256i *)act_block(a, a_stride, c, b)->bsums);
             const __m128i bs = _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1));
             __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp0, _mm512_broadcastd_epi32(bs));
             msum = _mm512_dpwssd_epi32(msum, mp1, _mm512_broadcastd_epi32(_mm_shuffle_epi32(bs, 1)));
             msum = _mm512_dpwssd_epi32(msum, mp2, _mm512_broadcastd_epi32(_mm_shuffle_epi32(bs, 2)));
             msum = _mm512_dpwssd_epi32(msum, mp3, _mm512_broadcastd_epi32(_mm_shuffle_epi32(bs, 3)));
-            const __m512 dy = _mm512_set1_ps(y[c]->d);
+            const __m512 dy = _mm512_set1_ps(act_block(a, a_stride, c, b)->d);
             acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(isum[c]), acc[c]);
             acc[c] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(msum), acc[c]);
         }
@@ -193,12 +197,8 @@ static inline __attribute__((always_inline)) void q6_tile(const int nc, int nb, 
         const uint8_t *blk = wg + (size_t)b * Q6_BLOCK;
         for (int off = 0; off < Q6_BLOCK; off += 64) _mm_prefetch((const char *)blk + 2 * Q6_BLOCK + off, _MM_HINT_T0);
         const __m512 d = load_f16x16(blk);
-        const struct block_q8_K *y[Q6_COLS];
         __m512i isum[Q6_COLS], bias[Q6_COLS];
-        for (int c = 0; c < nc; c++) {
-            y[c] = (const struct block_q8_K *)(a + (size_t)c * a_stride) + b;
-            isum[c] = bias[c] = _mm512_setzero_si512();
-        }
+        for (int c = 0; c < nc; c++) isum[c] = bias[c] = _mm512_setzero_si512();
         for (int t = 0; t < 8; t++) {
             /* dword r: the int16 scales of sub-blocks 2t and 2t+1 of row r */
             const __m512i pair = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * t)));
@@ -214,7 +214,7 @@ static inline __attribute__((always_inline)) void q6_tile(const int nc, int nb, 
                 w1[i] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4), q6_top(h1, i));
             }
             for (int c = 0; c < nc; c++) {
-                const int8_t *ys = y[c]->qs + 32 * t;
+                const int8_t *ys = act_block(a, a_stride, c, b)->qs + 32 * t;
                 __m512i t0 = dot_bcast4(_mm512_setzero_si512(), w0[0], ys);
                 __m512i t1 = dot_bcast4(_mm512_setzero_si512(), w1[0], ys + 16);
                 for (int i = 1; i < 4; i++) {
@@ -222,12 +222,12 @@ static inline __attribute__((always_inline)) void q6_tile(const int nc, int nb, 
                     t1 = dot_bcast4(t1, w1[i], ys + 16 + 4 * i);
                 }
                 isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(t0, sc0), _mm512_mullo_epi32(t1, sc1)));
-                bias[c] = dot16_bcast4(bias[c], pair, (const int8_t *)(y[c]->bsums + 2 * t));
+                bias[c] = dot16_bcast4(bias[c], pair, (const int8_t *)(act_block(a, a_stride, c, b)->bsums + 2 * t));
             }
         }
         for (int c = 0; c < nc; c++) {
             const __m512i v = _mm512_sub_epi32(isum[c], _mm512_slli_epi32(bias[c], 5));
-            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(y[c]->d)), _mm512_cvtepi32_ps(v), acc[c]);
+            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(act_block(a, a_stride, c, b)->d)), _mm512_cvtepi32_ps(v), acc[c]);
         }
     }
     for (int c = 0; c < nc; c++) _mm512_storeu_ps(out + (size_t)c * out_stride, acc[c]);
