@@ -406,6 +406,77 @@ static inline __m256i b32_fifth_bits(const uint8_t qh[4]) {
 
 #include "quant/quant_b32_x86.h"
 
+/* ---------------------------------------------------------------- F32 (the routers) */
+
+/* The AVX2 dot product's sums exactly (its four 8-float accumulators, the
+ * same additions at the end), for blocks of F32_ROWS weight rows x
+ * F32_ACTS activation rows: one zmm holds two of those accumulators, so
+ * each load serves several dot products. */
+enum { F32_ROWS = 4, F32_ACTS = 2, F32_STEP = 32 };
+
+static inline __attribute__((always_inline)) void f32_block(const int R, const int C, int n, const float *w,
+                                                            size_t w_stride, const float *a, size_t a_stride,
+                                                            float *out, size_t out_stride) {
+    __m512 acc[F32_ROWS][F32_ACTS][2];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c][0] = acc[r][c][1] = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += F32_STEP) {
+        __m512 x[F32_ROWS][2];
+        for (int r = 0; r < R; r++) {
+            x[r][0] = _mm512_loadu_ps(w + r * w_stride + i);
+            x[r][1] = _mm512_loadu_ps(w + r * w_stride + i + 16);
+        }
+        for (int c = 0; c < C; c++) {
+            const __m512 y0 = _mm512_loadu_ps(a + c * a_stride + i), y1 = _mm512_loadu_ps(a + c * a_stride + i + 16);
+            for (int r = 0; r < R; r++) {
+                acc[r][c][0] = _mm512_fmadd_ps(x[r][0], y0, acc[r][c][0]);
+                acc[r][c][1] = _mm512_fmadd_ps(x[r][1], y1, acc[r][c][1]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            const __m256 a0 = _mm512_castps512_ps256(acc[r][c][0]);
+            const __m256 a1 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c][0]), 1));
+            const __m256 a2 = _mm512_castps512_ps256(acc[r][c][1]);
+            const __m256 a3 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c][1]), 1));
+            out[(size_t)c * out_stride + r] = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        }
+}
+
+static void gemm_f32(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride, int n_a_rows,
+                     float *out, size_t out_stride) {
+    const vec_dot_fn dot = quant_kernels(QT_F32, ISA_AVX2)->vec_dot;
+    if (n % F32_STEP || w_stride % sizeof(float) || a_stride % sizeof(float)) { /* its tail loops: one at a time */
+        for (int c = 0; c < n_a_rows; c++)
+            for (int r = 0; r < n_w_rows; r++)
+                dot(n, &out[(size_t)c * out_stride + r], (const char *)w + r * w_stride, (const char *)a + c * a_stride);
+        return;
+    }
+    const size_t ws = w_stride / sizeof(float), as = a_stride / sizeof(float);
+    for (int c0 = 0; c0 < n_a_rows; c0 += F32_ACTS)
+        for (int r0 = 0; r0 < n_w_rows; r0 += F32_ROWS) {
+            const float *wb = (const float *)w + r0 * ws, *ab = (const float *)a + c0 * as;
+            float *ob = out + (size_t)c0 * out_stride + r0;
+            const int R = n_w_rows - r0 < F32_ROWS ? n_w_rows - r0 : F32_ROWS;
+            if (n_a_rows - c0 >= F32_ACTS) {
+                switch (R) { /* constant shapes: the accumulators stay in registers */
+                case 1: f32_block(1, F32_ACTS, n, wb, ws, ab, as, ob, out_stride); break;
+                case 2: f32_block(2, F32_ACTS, n, wb, ws, ab, as, ob, out_stride); break;
+                case 3: f32_block(3, F32_ACTS, n, wb, ws, ab, as, ob, out_stride); break;
+                default: f32_block(F32_ROWS, F32_ACTS, n, wb, ws, ab, as, ob, out_stride); break;
+                }
+            } else {
+                switch (R) {
+                case 1: f32_block(1, 1, n, wb, ws, ab, as, ob, out_stride); break;
+                case 2: f32_block(2, 1, n, wb, ws, ab, as, ob, out_stride); break;
+                case 3: f32_block(3, 1, n, wb, ws, ab, as, ob, out_stride); break;
+                default: f32_block(F32_ROWS, 1, n, wb, ws, ab, as, ob, out_stride); break;
+                }
+            }
+        }
+}
+
 /* ---------------------------------------------------------------- silu(g) * u */
 
 /* expf as glibc computes it (since 2.28, the FMA build every AVX-512 CPU
@@ -473,4 +544,5 @@ void quant_fill_avx512(struct quant_isa_table *t) {
     k[QT_Q6_K] = (struct qtype_kernels){vec_dot_q6_K_q8_K, gemm_q6_K, NULL, NULL};
     b32_fill(k);
     t->silu_mul_row = silu_mul_row_avx512;
+    k[QT_F32].gemm_tile = gemm_f32; /* vec_dot: AVX2's, whose sums these are */
 }
