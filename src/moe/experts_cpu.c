@@ -3,23 +3,9 @@
 #include "core/spin.h"
 #include "core/threadpool.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
-#include "core/timer.h"
-/* PROFILE (temporary) */
-static _Atomic long long prof[2][8]; /* thread: 0 quant, 1 wait tokens, 2 gate/up tile, 3 silu, 4 qhidden, 5 wait hidden, 6 down tile, 7 job total */
-static _Atomic long long prof_hist[80];
-static _Atomic long long prof_jobs;
-static void prof_dump(void) {
-    const char *nm[8] = {"quant","waittok","gateup","silu","qhidden","waithid","down","busy"};
-    for (int t = 0; t < 2; t++) { fprintf(stderr, "thread %d:", t); for (int k = 0; k < 8; k++) fprintf(stderr, " %s %.1f", nm[k], prof[t][k] / 1e6); fprintf(stderr, " ms\n"); }
-    fprintf(stderr, "jobs %lld rows/expert hist:", prof_jobs); for (int i = 0; i < 80; i++) if (prof_hist[i]) fprintf(stderr, " %d:%lld", i, prof_hist[i]); fprintf(stderr, "\n");
-}
-#define PT(k, t0) atomic_fetch_add(&prof[tix][k], time_ns() - (t0))
-static _Thread_local int tix;
 
 /* Rows of an expert's weights per work item: small enough that the items of
  * a decode step (8 experts) still spread over the threads; a multiple of the
@@ -27,6 +13,12 @@ static _Thread_local int tix;
 enum { ITEM_ROWS = 32 };
 /* Tokens per quantizing item of the gate/up job (prefill). */
 enum { QUANT_ITEM_TOKENS = 8 };
+/* Items a thread claims at a time. The pool's chunks (an eighth of the
+ * items with 2 threads: ~16 experts' gate/up) let a thread that ran out of
+ * gate/up items wait for the hidden rows of experts whose gate/up items the
+ * other thread still had to run (up to 12% of the job at pp512); claims of a
+ * few items leave it those items to run instead. */
+enum { CLAIM_ITEMS = 2 };
 
 struct expert_item { int expert, row0, rows; };
 
@@ -107,13 +99,13 @@ void moe_scratch_free(struct moe_scratch *s) {
 
 /* The experts' one job: (prefill) quantizing the tokens and copying them
  * to their pairs, QUANT_ITEM_TOKENS tokens a claim off next_q, which every
- * thread drains before its first expert item (the pool's chunks of the
- * expert items are too coarse to share that out); then the gate/up items,
- * then the down items. A gate/up item waits for its expert's tokens only;
- * the last gate/up item of an expert to finish quantizes its hidden rows
- * (items_left), and a down item waits for its expert's. The pool hands out
- * items in order, so the lowest unfinished item that was taken waits for
- * nothing unfinished, and quantizing waits for nothing: no deadlock. */
+ * thread drains before its first expert item; then the gate/up items, then
+ * the down items, CLAIM_ITEMS a claim off next_item. A gate/up item waits
+ * for its expert's tokens only; the last gate/up item of an expert to finish
+ * quantizes its hidden rows (items_left), and a down item waits for its
+ * expert's. Items are claimed in order, so the lowest unfinished item that
+ * was taken waits for nothing unfinished, and quantizing waits for nothing:
+ * no deadlock. */
 struct stage_job {
     const struct expert_layer *layer;
     struct moe_scratch *s;
@@ -121,8 +113,9 @@ struct stage_job {
     size_t x_stride, h_stride;
     enum qtype x_act, down_act;
     const float *x;             /* (n_tokens, n_embd) to quantize in the job, or NULL: done */
-    int q_items, n_gate_up;
+    int q_items, n_gate_up, n_items;
     _Atomic int next_q;         /* the next quantizing claim */
+    _Atomic int next_item;      /* the next item claim */
 };
 
 /* Token t's row of x quantized, and copied to its pairs on the CPU. */
@@ -149,27 +142,22 @@ static void gate_up_item(const struct stage_job *j, const struct expert_item *it
     int e = item->expert, row0 = item->row0, rows = item->rows;
     int p0 = s->expert_start[e], n = s->expert_count[e];
     unsigned spins = 0;
-    int64_t t0 = time_ns();
     if (j->x)
         for (int p = p0; p < p0 + n; p++)
             while (!atomic_load_explicit(&s->token_ready[s->pair_token[p]], memory_order_acquire)) spin_pause(&spins);
-    PT(1, t0); t0 = time_ns();
     const char *act = s->xq_sorted + (size_t)p0 * j->x_stride;
     int64_t wrow = (int64_t)e * L->n_ff + row0;
     float *g = s->gate_out + (size_t)p0 * L->n_ff + row0;
     float *u = s->up_out + (size_t)p0 * L->n_ff + row0;
     matrix_tile(L->gate, wrow, rows, act, j->x_stride, n, g, (size_t)L->n_ff);
     matrix_tile(L->up, wrow, rows, act, j->x_stride, n, u, (size_t)L->n_ff);
-    PT(2, t0); t0 = time_ns();
     for (int r = 0; r < n; r++) {
         float *gr = g + (size_t)r * L->n_ff, *ur = u + (size_t)r * L->n_ff;
         silu_mul_row(gr, ur, rows);
     }
-    PT(3, t0); t0 = time_ns();
     if (atomic_fetch_sub_explicit(&s->items_left[e], 1, memory_order_acq_rel) == 1) {
         quantize_hidden(j, p0, n);
         atomic_store_explicit(&s->items_left[e], HIDDEN_READY, memory_order_release);
-        PT(4, t0);
     }
 }
 
@@ -180,17 +168,14 @@ static void down_item(const struct stage_job *j, const struct expert_item *item)
     struct moe_scratch *s = j->s;
     int e = item->expert, p0 = s->expert_start[e], n = s->expert_count[e];
     unsigned spins = 0;
-    int64_t t0 = time_ns();
     while (atomic_load_explicit(&s->items_left[e], memory_order_acquire) != HIDDEN_READY) spin_pause(&spins);
-    PT(5, t0); t0 = time_ns();
     matrix_tile(L->down, (int64_t)e * L->n_embd + item->row0, item->rows, s->hq + (size_t)p0 * j->h_stride,
                 j->h_stride, n, s->down_out + (size_t)p0 * L->n_embd + item->row0, (size_t)L->n_embd);
-    PT(6, t0);
 }
 
-static void stage_items(void *arg, int64_t begin, int64_t end, int thread_index) {
-    tix = thread_index;
-    int64_t tb = time_ns();
+static void stage_items(void *arg, int thread_index, int n_threads) {
+    (void)thread_index;
+    (void)n_threads;
     struct stage_job *j = arg;
     struct moe_scratch *s = j->s;
     for (int q; j->x && (q = atomic_fetch_add_explicit(&j->next_q, 1, memory_order_relaxed)) < j->q_items;) {
@@ -200,12 +185,11 @@ static void stage_items(void *arg, int64_t begin, int64_t end, int thread_index)
             atomic_store_explicit(&s->token_ready[t], 1, memory_order_release);
         }
     }
-    PT(0, tb);
-    for (int64_t it = begin; it < end; it++) {
-        if (it < j->n_gate_up) gate_up_item(j, &s->items[it]);
-        else down_item(j, &s->items[it]);
-    }
-    PT(7, tb);
+    for (int begin; (begin = atomic_fetch_add_explicit(&j->next_item, CLAIM_ITEMS, memory_order_relaxed)) < j->n_items;)
+        for (int it = begin; it < begin + CLAIM_ITEMS && it < j->n_items; it++) {
+            if (it < j->n_gate_up) gate_up_item(j, &s->items[it]);
+            else down_item(j, &s->items[it]);
+        }
 }
 
 /* Work items of n_rows rows of each expert with rows (on the CPU), from
@@ -266,7 +250,7 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
     if (!s->n_cpu_pairs) return;
     enum qtype x_act = quant_traits(L->gate->type)->vec_dot_type, down_act = quant_traits(L->down->type)->vec_dot_type;
     struct stage_job job = { L, s, s->n_cpu_pairs, quant_row_size(x_act, L->n_embd), quant_row_size(down_act, L->n_ff),
-                             x_act, down_act, NULL, 0, 0, 0 };
+                             x_act, down_act, NULL, 0, 0, 0, 0, 0 };
     /* Each token quantized once, and copied to its pairs: in the gate/up
      * job for several tokens on several threads, else before it. */
     if (threadpool_size(pool) > 1 && s->n_tokens > 4) {
@@ -279,12 +263,8 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
         job.x = NULL;
     }
     job.n_gate_up = make_items(s, 0, L->n_ff, on_cpu, s->items_left);
-    int n_items = make_items(s, (int)job.n_gate_up, L->n_embd, on_cpu, NULL);
-    static int reg; if (!reg) { reg = 1; atexit(prof_dump); }
-    if (s->n_tokens == 512) { prof_jobs++; for (int e = 0; e < L->n_expert; e++) prof_hist[s->expert_count[e] < 79 ? s->expert_count[e] : 79]++; }
-    int64_t tj = time_ns();
-    threadpool_parallel_for(pool, n_items, 1, stage_items, &job);
-    atomic_fetch_add(&prof[1][0], 0); (void)tj;
+    job.n_items = make_items(s, (int)job.n_gate_up, L->n_embd, on_cpu, NULL);
+    threadpool_run(pool, stage_items, &job);
 }
 
 void moe_combine(const struct moe_scratch *s, const float *weights, float *out) {
