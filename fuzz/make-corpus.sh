@@ -6,12 +6,13 @@
 # layouts, with and without extra experts, their checksums left for
 # fuzz_packfile to repair; and, with MOEX_BIN set to a moex binary, the
 # smallest models `moex synth` makes (one layer, dim 32, 300 tokens: the
-# built-in vocabulary and, where the oracle directory is, Qwen3's) for the
-# model and tokenizer loaders. Needs python3; without it the GGUF and pack
-# seeds are skipped.
+# built-in vocabulary and, where the oracle directory is, Qwen3's; a 3-layer
+# lfm2moe and a 4-layer qwen35moe) for the model and tokenizer loaders, and
+# routing statistics (moex profile) of two of them for the statistics
+# reader. Needs python3; without it the GGUF and pack seeds are skipped.
 set -eu
 dir=${1:-${TMPDIR:-/tmp}/moex-fuzz/seeds}
-mkdir -p "$dir/fuzz_gguf" "$dir/fuzz_packfile" "$dir/fuzz_model" "$dir/fuzz_tokenizer"
+mkdir -p "$dir/fuzz_gguf" "$dir/fuzz_packfile" "$dir/fuzz_model" "$dir/fuzz_tokenizer" "$dir/fuzz_stats"
 if [ -n "${MOEX_BIN:-}" ]; then
     root=$(cd "$(dirname "$0")/.." && pwd)
     oracle=${MOEX_ORACLE:-$root/../shared/oracle}
@@ -20,7 +21,22 @@ if [ -n "${MOEX_BIN:-}" ]; then
     "$MOEX_BIN" synth -o "$dir/fuzz_model/builtin-f16.gguf" $tiny --type f16
     # shellcheck disable=SC2086
     "$MOEX_BIN" synth -o "$dir/fuzz_model/builtin-q8_0.gguf" $tiny --type q8_0 --dim 64 --head-dim 64 --expert-ffn 64
+    # lfm2moe's conv, attention and dense layers: 3 layers (the attention is
+    # its third), Q8_0, 97 KiB
+    # shellcheck disable=SC2086
+    "$MOEX_BIN" synth -o "$dir/fuzz_model/lfm2moe-q8_0.gguf" $tiny --arch lfm2moe --preset lfm2-tiny --layers 3 \
+        --type q8_0
+    # qwen35moe's delta-net and attention layers: its shared expert and
+    # delta-net widths are the preset's, so this one is 295 KiB
+    # shellcheck disable=SC2086
+    "$MOEX_BIN" synth -o "$dir/fuzz_model/qwen35moe-q8_0.gguf" $tiny --arch qwen35moe --preset qwen35-tiny --layers 4 \
+        --type q8_0
     cp "$dir/fuzz_model/builtin-f16.gguf" "$dir/fuzz_tokenizer/"
+    # routing statistics of the smallest model and of the lfm2moe one (moex profile)
+    "$MOEX_BIN" profile -m "$dir/fuzz_model/builtin-f16.gguf" --random-tokens 64 --seq 16 -t 1 -q \
+        -o "$dir/fuzz_stats/builtin.stats" 2> /dev/null
+    "$MOEX_BIN" profile -m "$dir/fuzz_model/lfm2moe-q8_0.gguf" --random-tokens 64 --seq 16 -t 1 -q \
+        -o "$dir/fuzz_stats/lfm2moe.stats" 2> /dev/null
     if [ -f "$oracle/tokenizer/qwen3-vocab.gguf" ]; then
         # shellcheck disable=SC2086
         "$MOEX_BIN" synth -o "$dir/fuzz_tokenizer/qwen3-300.gguf" $tiny --type f16 \

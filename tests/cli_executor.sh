@@ -5,16 +5,10 @@
 set -u
 [ -d "$MOEX_ORACLE" ] || { echo "SKIP: oracle directory $MOEX_ORACLE not found"; exit 77; }
 fail=0
-tmp=${MOEX_TEST_TMP:-/tmp}/cli_executor.$$
-mkdir -p "$tmp"
+. "$(dirname "$0")/shell_lib.sh"
+cli_tmpdir cli_executor
 model=$MOEX_ORACLE/models/qwen3moe-o1-Q4_K_M.gguf
 run() { "$MOEX_BIN" run -m "$model" --tokens 1,2,3,4,5,6,7,8,9,10,11,12 -n 4 --temp 0 --print-ids "$@"; }
-expect() { # description, wanted status, then the command
-    what=$1; want=$2; shift 2
-    "$@" > "$tmp/out" 2> "$tmp/err"; rc=$?
-    if [ "$rc" -ne "$want" ]; then echo "FAIL: $what: exit $rc, wanted $want"; cat "$tmp/err"; fail=1
-    else echo "ok: $what"; fi
-}
 expect "MOEX_DEVICE=0 is an error" 2 env MOEX_DEVICE=0 "$MOEX_BIN" run -m "$model" -n 1
 grep -q "MOEX_DEVICE" "$tmp/err" || { echo "FAIL: message names MOEX_DEVICE"; fail=1; }
 expect "MOEX_HOT_BUDGET=lots is an error" 2 env MOEX_HOT_BUDGET=lots "$MOEX_BIN" run -m "$model" -n 1
@@ -57,5 +51,4 @@ expect "auto" 0 run --device auto
 expect "injected device fault: still an answer" 0 run --device sim --min-m 1 --sim rk3588,fail_submit=1 --profile
 grep -q "device error" "$tmp/err" || { echo "FAIL: fallback not reported"; cat "$tmp/err"; fail=1; }
 [ -s "$tmp/out" ] || { echo "FAIL: no tokens after the fault"; fail=1; }
-rm -rf "$tmp"
 exit $fail

@@ -4,13 +4,9 @@
 # CPU kernels ran and how many bytes of interleaved copies the model made.
 set -u
 fail=0
-tmp=${MOEX_TEST_TMP:-/tmp}/cli_isa.$$
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
-for v in $(env | sed -n 's/^\(MOEX_[A-Z_]*\)=.*/\1/p'); do
-    case $v in MOEX_BIN|MOEX_TEST_TMP|MOEX_SRC|MOEX_ORACLE) ;; *) unset "$v" ;; esac
-done
-export MOEX_CACHE=$tmp/cache
+. "$(dirname "$0")/shell_lib.sh"
+cli_tmpdir cli_isa
+cli_clean_env
 "$MOEX_BIN" synth --preset tiny --type q4_k -o "$tmp/q4k.gguf" -q 2> "$tmp/err" || { echo "FAIL: synth"; cat "$tmp/err"; exit 1; }
 
 # profile_line DESCRIPTION COMMAND...: the "CPU kernels" line of --profile into $line.
@@ -23,25 +19,25 @@ profile_line() {
     line=$(grep 'moex profile: CPU kernels' "$tmp/err")
     [ -n "$line" ] || { echo "FAIL: $what: no CPU kernels line"; fail=1; }
 }
-expect() {
+line_has() { # description, text: the last profile line holds it
     case $line in *"$2"*) echo "ok: $1: $line" ;; *) echo "FAIL: $1: '$line' lacks '$2'"; fail=1 ;; esac
 }
 
 profile_line "default" "$MOEX_BIN"
 default=$line
 profile_line "MOEX_ISA=scalar" env MOEX_ISA=scalar "$MOEX_BIN"
-expect "MOEX_ISA=scalar" "CPU kernels scalar, interleaved weights 0.0 MiB"
+line_has "MOEX_ISA=scalar" "CPU kernels scalar, interleaved weights 0.0 MiB"
 line=; "$MOEX_BIN" run -m "$tmp/q4k.gguf" -p hi -n 2 -t 2 --no-pin --profile --isa scalar > /dev/null 2> "$tmp/err" &&
     line=$(grep 'moex profile: CPU kernels' "$tmp/err")
-expect "--isa scalar" "CPU kernels scalar"
+line_has "--isa scalar" "CPU kernels scalar"
 line=; env MOEX_ISA=bogus "$MOEX_BIN" run -m "$tmp/q4k.gguf" -p hi -n 2 -t 2 --no-pin --profile --isa scalar \
     > /dev/null 2> "$tmp/err" && line=$(grep 'moex profile: CPU kernels' "$tmp/err")
-expect "--isa over a bad MOEX_ISA" "CPU kernels scalar"
+line_has "--isa over a bad MOEX_ISA" "CPU kernels scalar"
 profile_line "MOEX_INTERLEAVE=0" env MOEX_INTERLEAVE=0 "$MOEX_BIN"
-expect "MOEX_INTERLEAVE=0" "interleaved weights 0.0 MiB"
+line_has "MOEX_INTERLEAVE=0" "interleaved weights 0.0 MiB"
 line=; "$MOEX_BIN" run -m "$tmp/q4k.gguf" -p hi -n 2 -t 2 --no-pin --profile --no-interleave > /dev/null 2> "$tmp/err" &&
     line=$(grep 'moex profile: CPU kernels' "$tmp/err")
-expect "--no-interleave" "interleaved weights 0.0 MiB"
+line_has "--no-interleave" "interleaved weights 0.0 MiB"
 case $default in
     *"CPU kernels scalar"*) echo "note: this CPU runs scalar kernels: the interleaved copies cannot be seen" ;;
     *"interleaved weights 0.0 MiB"*) echo "FAIL: default: no interleaved copies with SIMD kernels: $default"; fail=1 ;;

@@ -9,17 +9,8 @@ set -u
 o=$MOEX_ORACLE/lfm2moe-o2
 [ -f "$o/models/lfm2moe-o2-F32.gguf" ] || { echo "SKIP: $o has no models"; exit 77; }
 fail=0
-tmp=${MOEX_TEST_TMP:-/tmp}/cli_lfm2moe.$$
-mkdir -p "$tmp"
-expect() { # description, wanted status, then the command
-    what=$1; want=$2; shift 2
-    "$@" > "$tmp/out" 2> "$tmp/err"; rc=$?
-    if [ "$rc" -ne "$want" ]; then echo "FAIL: $what: exit $rc, wanted $want"; cat "$tmp/err"; fail=1
-    else echo "ok: $what"; fi
-}
-says() { # description, text the last command wrote on stderr
-    grep -qF -- "$2" "$tmp/err" || { echo "FAIL: $1: no '$2' in:"; cat "$tmp/err"; fail=1; }
-}
+. "$(dirname "$0")/shell_lib.sh"
+cli_tmpdir cli_lfm2moe
 same() { # description, file: stdout equals it (trailing newlines aside)
     [ "$(cat "$tmp/out")" = "$(cat "$2")" ] || { echo "FAIL: $1: got '$(cat "$tmp/out")', wanted '$(cat "$2")'"; fail=1; }
 }
@@ -80,5 +71,4 @@ echo "ok: chat"
 # A synthetic lfm2moe model runs.
 expect "synth lfm2moe" 0 "$MOEX_BIN" synth --arch lfm2moe --preset lfm2-tiny -o "$tmp/synth.gguf" -t 2
 expect "run the synthetic model" 0 "$MOEX_BIN" run -m "$tmp/synth.gguf" -p "Hello" -n 8 --temp 0 -t 2
-rm -rf "$tmp"
 exit $fail

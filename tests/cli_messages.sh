@@ -4,15 +4,11 @@
 # command-line defects found by trying moex as a new user). Tiny synth model.
 set -u
 fail=0
-tmp=${MOEX_TEST_TMP:-/tmp}/cli_messages.$$
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/shell_lib.sh"
+cli_tmpdir cli_messages
+cli_clean_env
 "$MOEX_BIN" synth --preset tiny -o "$tmp/tiny.gguf" -q 2> "$tmp/err" || { echo "FAIL: synth tiny"; cat "$tmp/err"; exit 1; }
 m=$tmp/tiny.gguf
-for v in $(env | sed -n 's/^\(MOEX_[A-Z_]*\)=.*/\1/p'); do
-    case $v in MOEX_BIN|MOEX_TEST_TMP|MOEX_SRC|MOEX_ORACLE) ;; *) unset "$v" ;; esac
-done
-export MOEX_CACHE=$tmp/cache
 no() { echo "FAIL: $*"; fail=1; }
 yes() { echo "ok: $*"; }
 

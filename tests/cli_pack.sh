@@ -8,20 +8,11 @@
 set -u
 [ -d "$MOEX_ORACLE" ] || { echo "SKIP: oracle directory $MOEX_ORACLE not found"; exit 77; }
 fail=0
-tmp=${MOEX_TEST_TMP:-/tmp}/cli_pack.$$
-mkdir -p "$tmp"
+. "$(dirname "$0")/shell_lib.sh"
+cli_tmpdir cli_pack
 cp "$MOEX_ORACLE/models/qwen3moe-o1-Q4_K_M.gguf" "$tmp/m.gguf"
 model=$tmp/m.gguf
 run() { "$MOEX_BIN" run -m "$model" --tokens 1,2,3,4,5,6,7,8,9,10,11,12 -n 4 --temp 0 --print-ids -t 2 "$@"; }
-expect() { # description, wanted status, then the command
-    what=$1; want=$2; shift 2
-    "$@" > "$tmp/out" 2> "$tmp/err"; rc=$?
-    if [ "$rc" -ne "$want" ]; then echo "FAIL: $what: exit $rc, wanted $want"; cat "$tmp/err"; fail=1
-    else echo "ok: $what"; fi
-}
-says() { # description, text the last command wrote on stderr
-    grep -qF -- "$2" "$tmp/err" || { echo "FAIL: $1: no '$2' in:"; cat "$tmp/err"; fail=1; }
-}
 same_ids() { # description: stdout equals the live run's
     cmp -s "$tmp/out" "$tmp/live" || { echo "FAIL: $1: tokens differ from the live run"; cat "$tmp/out"; fail=1; }
 }
@@ -138,5 +129,4 @@ else
     expect "a device run with the layout's file" 0 run --device cpu --min-m 1 --pack "$tmp/layout.mxpk"
     says "a device run with the layout's file" "holds no device experts"
 fi
-rm -rf "$tmp"
 exit $fail

@@ -2,7 +2,8 @@
 # The command line is a client of the library like any other: tools/*.c and
 # tools/*.h include only moex.h and tools/' own headers (cmd_serve.c also the
 # server's, src/serve/serve.h, which is built into the tool beside the
-# library). The build enforces it too: the moex target gets include/ only.
+# library), and so does the server itself, src/serve/. The build enforces
+# the tools' part too: the moex target gets include/ only.
 set -u
 src=${MOEX_SRC:?MOEX_SRC is the source directory}
 fail=0
@@ -24,4 +25,18 @@ for f in "$src"/tools/*.c "$src"/tools/*.h; do
 done
 [ "$n" -gt 10 ] || { echo "FAIL: only $n files found under $src/tools"; fail=1; }
 [ $fail -eq 0 ] && echo "ok: the $n files of tools/ include only moex.h and their own headers"
+# The server is the tool's too: src/serve/ includes moex.h and its own headers only.
+ns=0
+for f in "$src"/src/serve/*.c "$src"/src/serve/*.h; do
+    ns=$((ns + 1))
+    for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+        case $h in
+            moex.h) ;;
+            serve/*) [ -f "$src/src/$h" ] || { echo "FAIL: $(basename "$f") includes \"$h\", which is not one of serve's headers"; fail=1; } ;;
+            *) echo "FAIL: src/serve/$(basename "$f") includes \"$h\", a header outside include/ and src/serve/"; fail=1 ;;
+        esac
+    done
+done
+[ "$ns" -ge 4 ] || { echo "FAIL: only $ns files found under $src/src/serve"; fail=1; }
+[ $fail -eq 0 ] && echo "ok: the $ns files of src/serve/ include only moex.h and their own headers"
 exit $fail

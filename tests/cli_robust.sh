@@ -6,16 +6,11 @@
 # the tiny synth model, so the suite takes seconds.
 set -u
 fail=0
-tmp=${MOEX_TEST_TMP:-/tmp}/cli_robust.$$
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/shell_lib.sh"
+cli_tmpdir cli_robust
+cli_clean_env
 "$MOEX_BIN" synth --preset tiny -o "$tmp/tiny.gguf" -q 2> "$tmp/err" || { echo "FAIL: synth tiny"; cat "$tmp/err"; exit 1; }
 m=$tmp/tiny.gguf
-# No MOEX_* from the caller's environment may change what is tested.
-for v in $(env | sed -n 's/^\(MOEX_[A-Z_]*\)=.*/\1/p'); do
-    case $v in MOEX_BIN|MOEX_TEST_TMP|MOEX_SRC|MOEX_ORACLE) ;; *) unset "$v" ;; esac
-done
-export MOEX_CACHE=$tmp/cache # never the user's default model
 
 # bad DESCRIPTION STATUS TEXT... -- COMMAND...: the exit status, and every TEXT in the message.
 bad() {
@@ -54,10 +49,10 @@ long_item=00000000000000000000000000000000000000001 # 41 characters: once the en
 serve=
 "$MOEX_BIN" serve --help | grep -q "without HTTP support" || serve=serve
 
-# Every option that takes a value, as each command's --help lists it: without
-# the value, and with an empty one.
+# Every option that takes a value, as each command's --help lists it (on the
+# lines that begin with an option): without the value, and with an empty one.
 for c in run chat eval tokenize bench info synth profile probe pack $serve; do
-    opts=$("$MOEX_BIN" $c --help | grep -oE -- '--[a-z][a-z0-9-]* [A-Z]' | sed 's/ .$//' | sort -u)
+    opts=$("$MOEX_BIN" $c --help | grep -E '^ +-' | grep -oE -- '--[a-z][a-z0-9-]* [A-Z]' | sed 's/ .$//' | sort -u)
     [ "$c" = info ] || [ -n "$opts" ] || { echo "FAIL: $c --help lists no option with a value"; fail=1; }
     for o in $opts; do
         bad "$c $o without a value" 2 "$o" -- "$MOEX_BIN" $c $o
@@ -73,18 +68,26 @@ for c in run chat eval bench profile pack $serve; do
     bad "$c: empty -m" 2 "-m" "''" -- "$MOEX_BIN" $c -m ""
     bad "$c: -t 0" 2 "--threads" "'0'" -- "$MOEX_BIN" $c "$@" -m "$m" -t 0
     bad "$c: -t many" 2 "--threads" "'many'" -- "$MOEX_BIN" $c "$@" -m "$m" -t many
-    bad "$c: -c 1k" 2 "--ctx" "'1k'" -- "$MOEX_BIN" $c "$@" -m "$m" -c 1k
-    bad "$c: -b -1" 2 "--batch" "'-1'" -- "$MOEX_BIN" $c "$@" -m "$m" -b -1
-    bad "$c: --kv-type q8" 2 "--kv-type" "'q8'" -- "$MOEX_BIN" $c "$@" -m "$m" --kv-type q8
+    if [ "$c" = pack ]; then # no context, no run: their options are not pack's
+        for o in -c -b --kv-type --min-m --no-overlap --adaptive-placement --pack --no-pack --profile --trace; do
+            bad "pack: $o is not one of its options" 2 "unknown option '$o'" -- "$MOEX_BIN" pack -m "$m" --device cpu $o 1
+        done
+    fi
+    if [ "$c" != pack ]; then
+        bad "$c: -c 1k" 2 "--ctx" "'1k'" -- "$MOEX_BIN" $c "$@" -m "$m" -c 1k
+        bad "$c: -b -1" 2 "--batch" "'-1'" -- "$MOEX_BIN" $c "$@" -m "$m" -b -1
+        bad "$c: --kv-type q8" 2 "--kv-type" "'q8'" -- "$MOEX_BIN" $c "$@" -m "$m" --kv-type q8
+    fi
     bad "$c: --device gpu" 2 "--device" "'gpu'" -- "$MOEX_BIN" $c "$@" -m "$m" --device gpu
     bad "$c: --hot-budget lots" 2 "--hot-budget" "'lots'" -- "$MOEX_BIN" $c "$@" -m "$m" --device cpu --hot-budget lots
     bad "$c: --hot-budget 150%" 2 "--hot-budget" "'150'" -- "$MOEX_BIN" $c "$@" -m "$m" --device cpu --hot-budget 150%
     bad "$c: --hot-budget -1G" 2 "--hot-budget" "'-1G'" -- "$MOEX_BIN" $c "$@" -m "$m" --device cpu --hot-budget -1G
-    bad "$c: --min-m 0" 2 "--min-m" "'0'" -- "$MOEX_BIN" $c "$@" -m "$m" --device cpu --min-m 0
+    [ "$c" = pack ] || bad "$c: --min-m 0" 2 "--min-m" "'0'" -- "$MOEX_BIN" $c "$@" -m "$m" --device cpu --min-m 0
     bad "$c: --sim unknown figure" 2 "--sim" "'rk3588,nokey=1'" "unknown figure 'nokey'" -- \
         "$MOEX_BIN" $c "$@" -m "$m" --device sim --sim rk3588,nokey=1
     bad "$c: --sim figure out of range" 2 "--sim" "'cores=-2'" -- "$MOEX_BIN" $c "$@" -m "$m" --device sim --sim cores=-2
-    bad "$c: --pack with --no-pack" 2 "--pack" "--no-pack" -- "$MOEX_BIN" $c "$@" -m "$m" --device cpu --pack "$tmp/p" --no-pack
+    [ "$c" = pack ] ||
+        bad "$c: --pack with --no-pack" 2 "--pack" "--no-pack" -- "$MOEX_BIN" $c "$@" -m "$m" --device cpu --pack "$tmp/p" --no-pack
     bad "$c: unknown option" 2 "'--frobnicate'" -- "$MOEX_BIN" $c "$@" -m "$m" --frobnicate
     # Variables: a value, never mere presence; an option given overrides its variable.
     bad "$c: MOEX_DEVICE=bogus" 2 "MOEX_DEVICE" "'bogus'" -- env MOEX_DEVICE=bogus "$MOEX_BIN" $c "$@" -m "$m"

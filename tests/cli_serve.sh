@@ -5,12 +5,7 @@
 # a client that hangs up frees its slot; every bound and error answers with
 # its status and an OpenAI error body; /health still answers after all of it.
 set -u
-command -v python3 > /dev/null || { echo "SKIP: no python3 for the HTTP client"; exit 77; }
-if "$MOEX_BIN" serve --help | grep -q "without HTTP support"; then
-    echo "SKIP: this moex was built without HTTP support (libmicrohttpd-dev, libcjson-dev)"
-    exit 77
-fi
-tmp=${MOEX_TEST_TMP:-/tmp}/cli_serve.$$
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
-exec python3 "$(dirname "$0")/serve_client.py" "$MOEX_BIN" "$tmp"
+. "$(dirname "$0")/shell_lib.sh"
+cli_serve_needs
+cli_tmpdir cli_serve
+python3 "$(dirname "$0")/serve_client.py" "$MOEX_BIN" "$tmp"

@@ -109,3 +109,35 @@ struct logit_measures compare_logits(const float *ref, const float *ours, int n,
     free(maxdiff);
     return m;
 }
+
+/* Either want (floats) or want64 (doubles). */
+static void diff_scale(const float *got, const float *want, const double *want64, size_t n, double *diff,
+                       double *scale) {
+    *diff = 0;
+    *scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        double w = want ? (double)want[i] : want64[i], e = fabs((double)got[i] - w);
+        if (!(e <= *diff)) *diff = isnan(e) ? INFINITY : e;
+        if (fabs(w) > *scale) *scale = fabs(w);
+    }
+}
+
+double max_abs_diff(const float *a, const float *b, size_t n) {
+    double diff, scale;
+    diff_scale(a, b, NULL, n, &diff, &scale);
+    return diff;
+}
+
+double rel_diff(const float *got, const float *want, size_t n) {
+    double diff, scale;
+    diff_scale(got, want, NULL, n, &diff, &scale);
+    return diff / scale;
+}
+
+double rel_diff_f64(const float *got, const double *want, size_t n) {
+    double diff, scale;
+    diff_scale(got, NULL, want, n, &diff, &scale);
+    return diff / scale;
+}
+
+int32_t test_argmax(const float *v, int n) { return argmax(v, n); }

@@ -3,6 +3,7 @@
 #ifndef MOEX_TEST_HARNESS_H
 #define MOEX_TEST_HARNESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -35,5 +36,14 @@ int read_ids_file(const char *path, int32_t *ids, int max);
  * the largest over positions of max|diff|. */
 struct logit_measures { double argmax_agree, mean_kl, median_maxdiff, max_maxdiff; };
 struct logit_measures compare_logits(const float *ref, const float *ours, int n, int V);
+
+/* The index of the largest of v[0..n) (the first of equals). */
+int32_t test_argmax(const float *v, int n);
+/* max |a - b| over n values; infinite where a difference is NaN. */
+double max_abs_diff(const float *a, const float *b, size_t n);
+/* max |got - want| / max |want| over n values, the same way; want in
+ * floats or in doubles (a reference computed in double). */
+double rel_diff(const float *got, const float *want, size_t n);
+double rel_diff_f64(const float *got, const double *want, size_t n);
 
 #endif

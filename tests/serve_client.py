@@ -187,6 +187,8 @@ s, t = request("POST", "/v1/chat/completions", dict(chat, n=2))
 check(error_of(s, t, 400), "n = 2: 400")
 s, t = request("POST", "/v1/chat/completions", dict(chat, temperature="hot"))
 check(error_of(s, t, 400) and "temperature" in t, "a temperature that is not a number: 400")
+s, t = request("POST", "/v1/chat/completions", dict(chat, seed=-1))
+check(error_of(s, t, 400) and "from 0 to 9007199254740991" in t, "a negative seed: 400, the bound in full (%s)" % t[:120])
 s, t = request("GET", "/v1/nothing")
 check(error_of(s, t, 404), "unknown route: 404")
 s, t = request("GET", "/v1/chat/completions")
@@ -203,6 +205,40 @@ s, t = request("GET", "/v1/models", headers={"X-Pad-%d" % i: "1" for i in range(
 check(error_of(s, t, 431), "more headers than --max-headers: 431")
 s, t = request("GET", "/v1/models")
 check(s == 200 and json.loads(t)["data"][0]["object"] == "model", "/v1/models lists the model")
+
+# Malformed requests below HTTP's level and JSON's: an answer or a closed
+# connection each, never a stuck or dead server.
+def raw_exchange(data, read=True):
+    """What the server answers bytes sent as they are (b"" when it closes)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    try:
+        sock.sendall(data)
+        out = b""
+        while read:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        sock.close()
+
+
+auth = b"Authorization: Bearer " + KEY.encode() + b"\r\n"
+post = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + auth
+raw_cases = [
+    ("garbage bytes", b"\x00\x01\x02 garbage\r\n\r\n", None),
+    ("a request line without a version", b"GET /health\r\n\r\n", b"HTTP/1.1 400"),
+    ("a header line without a colon", b"GET /health HTTP/1.1\r\nHost: x\r\nnot a header\r\n\r\n", b"HTTP/1.1 400"),
+    ("a negative Content-Length", post + b"Content-Length: -5\r\n\r\n{}", b"HTTP/1.1 400"),
+    ("a Content-Length shorter than the body", post + b"Content-Length: 5\r\n\r\n{\"prompt\": \"x\"}", b"HTTP/1.1 400"),
+    ("a malformed chunked body", post + b"Transfer-Encoding: chunked\r\n\r\n5\r\n{\"pro\r\nZZ\r\n0\r\n\r\n", b"HTTP/1.1 400"),
+    ("JSON nested 2000 deep", post + b"Content-Length: 4000\r\n\r\n" + b"[" * 2000 + b"]" * 2000, b"HTTP/1.1 400"),
+    ("a request cut off mid-body", post.replace(b"Connection: close\r\n", b"") + b"Content-Length: 100\r\n\r\n{\"pro", None),
+]
+for what, data, want in raw_cases:
+    got = raw_exchange(data, read=want is not None)
+    check(want is None or got.startswith(want), "%s: %s" % (what, got[:40]))
 
 s, t = request("GET", "/health", key=None)
 check(s == 200 and json.loads(t).get("status") == "ok", "/health still answers, without a key")

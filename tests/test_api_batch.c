@@ -90,6 +90,10 @@ static void check_model(const char *preset) {
         for (int i = 0; i < n_prompt[s]; i++) moex_sampler_accept(smp[s], prompt[s][i]);
     }
     CHECK(moex_eval_batch(c, batch, seqs, n) == 0);
+    struct moex_phase_counters prompt_pre, prompt_dec, pre, dec;
+    moex_context_phase_counters(c, MOEX_PHASE_PREFILL, &prompt_pre);
+    moex_context_phase_counters(c, MOEX_PHASE_DECODE, &prompt_dec);
+    CHECKF(prompt_pre.batches > 0 && prompt_dec.batches == 0, "%s: the prompts counted as decode", preset);
     struct ids got[N_SEQ] = { 0 };
     for (int step = 0; step < N_GEN; step++) {
         n = 0;
@@ -101,6 +105,13 @@ static void check_model(const char *preset) {
         }
         if (step + 1 < N_GEN) CHECK(moex_eval_batch(c, batch, seqs, n) == 0);
     }
+    /* A step of one token per sequence is decode, however many sequences it holds. */
+    moex_context_phase_counters(c, MOEX_PHASE_PREFILL, &pre);
+    moex_context_phase_counters(c, MOEX_PHASE_DECODE, &dec);
+    CHECKF(pre.batches == prompt_pre.batches && pre.rows_cpu + pre.rows_device == prompt_pre.rows_cpu +
+           prompt_pre.rows_device, "%s: batched decode steps counted as prefill", preset);
+    CHECKF(dec.batches > 0 && dec.batches % (N_GEN - 1) == 0 && dec.rows_cpu + dec.rows_device > 0,
+           "%s: %llu decode batches for %d steps", preset, (unsigned long long)dec.batches, N_GEN - 1);
     for (int s = 0; s < N_SEQ; s++) {
         CHECKF(got[s].n == want[s].n && !memcmp(got[s].v, want[s].v, sizeof(int32_t) * (size_t)want[s].n),
                "%s: sequence %d: batched tokens differ from moex_generate alone", preset, s);

@@ -74,17 +74,6 @@ static void reference(const struct inputs *in, double *state, double *out) {
     free(sk);
 }
 
-/* max |a - ref| / max |ref| */
-static double rel_err(const float *a, const double *ref, size_t n) {
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - ref[i]);
-        if (e > diff || isnan(e)) diff = isnan(e) ? INFINITY : e;
-        if (fabs(ref[i]) > scale) scale = fabs(ref[i]);
-    }
-    return diff / scale;
-}
-
 static void check_forms(int n_k, int n_v, int D, int n, float g_min, struct threadpool *pool) {
     struct inputs in = make_inputs(n_k, n_v, D, n, g_min);
     size_t S_n = (size_t)n_v * D * D, O_n = (size_t)n * n_v * D;
@@ -95,7 +84,7 @@ static void check_forms(int n_k, int n_v, int D, int n, float g_min, struct thre
 
     memcpy(state, in.state0, S_n * 4);
     for (int h = 0; h < n_v; h++) delta_net_recurrent(delta_net_kernels(), &in.d, &io, h);
-    double eo = rel_err(out, ref_o, O_n), es = rel_err(state, ref_s, S_n);
+    double eo = rel_diff_f64(out, ref_o, O_n), es = rel_diff_f64(state, ref_s, S_n);
     CHECKF(eo <= 1e-5 && es <= 1e-5, "recurrent n=%d heads %d/%d D=%d: out %.2e state %.2e", n, n_k, n_v, D, eo, es);
 
     const int chunks[] = { 1, 5, 7, 16, DELTA_NET_CHUNK, n };
@@ -104,8 +93,8 @@ static void check_forms(int n_k, int n_v, int D, int n, float g_min, struct thre
         memcpy(state, in.state0, S_n * 4);
         memset(out, 0xff, O_n * 4); /* NaN: every output must be written */
         for (int h = 0; h < n_v; h++) delta_net_chunked(delta_net_kernels(), &in.d, &io, h, chunks[c], scratch);
-        eo = rel_err(out, ref_o, O_n);
-        es = rel_err(state, ref_s, S_n);
+        eo = rel_diff_f64(out, ref_o, O_n);
+        es = rel_diff_f64(state, ref_s, S_n);
         CHECKF(eo <= 1e-5 && es <= 1e-5, "chunked(%d) n=%d heads %d/%d D=%d g>=%.0f: out %.2e state %.2e", chunks[c],
                n, n_k, n_v, D, g_min, eo, es);
         free(scratch);
@@ -124,8 +113,8 @@ static void check_forms(int n_k, int n_v, int D, int n, float g_min, struct thre
                                   in.beta + (size_t)t0 * n_v, state, out + t0 * vv };
         delta_net_run(pool, &in.d, &p, scratch);
     }
-    eo = rel_err(out, ref_o, O_n);
-    es = rel_err(state, ref_s, S_n);
+    eo = rel_diff_f64(out, ref_o, O_n);
+    es = rel_diff_f64(state, ref_s, S_n);
     CHECKF(eo <= 1e-5 && es <= 1e-5, "run in two batches n=%d: out %.2e state %.2e", n, eo, es);
 
     /* A state carried through decode steps equals the batch. */
@@ -135,7 +124,7 @@ static void check_forms(int n_k, int n_v, int D, int n, float g_min, struct thre
                                   in.beta + (size_t)t * n_v, state, out + t * vv };
         delta_net_run(pool, &in.d, &p, scratch);
     }
-    eo = rel_err(out, ref_o, O_n);
+    eo = rel_diff_f64(out, ref_o, O_n);
     CHECKF(eo <= 1e-5, "token by token n=%d: out %.2e", n, eo);
     free(scratch);
     free(state); free(out); free(ref_s); free(ref_o);

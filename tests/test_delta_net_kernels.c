@@ -137,17 +137,6 @@ static void test_gated_norm(const struct delta_net_kernels *ref, const struct de
     }
 }
 
-/* max |a - b| / max |b| */
-static double rel_diff(const float *a, const float *b, size_t n) {
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (e > diff || isnan(e)) diff = isnan(e) ? INFINITY : e;
-        if (fabs(b[i]) > scale) scale = fabs(b[i]);
-    }
-    return diff / scale;
-}
-
 /* One head's recurrent and chunked runs with both kernel sets. */
 static void test_forms(const struct delta_net_kernels *ref, const struct delta_net_kernels *kn, const char *name,
                        int D, int n, int chunk) {

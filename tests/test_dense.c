@@ -4,6 +4,7 @@
  * CPU at decode (the M rule) and when not resident; the backbone counted in
  * the budget before the experts, and no budget exceeded over many budgets
  * with one and two IOMMU domains. Uses the oracle models. */
+#include "exec_run.h"
 #include "harness.h"
 
 #include "core/error.h"
@@ -76,7 +77,7 @@ static void test_reference(struct model *m, const char *device) {
         want[i] = malloc(sizeof(float) * ROWS * w[i]->rows);
         reference(w[i], x, ROWS, want[i]);
     }
-    moe_executor_begin_batch(e, ROWS);
+    moe_executor_begin_batch(e, MOE_PREFILL);
     CHECKF(moe_executor_dense(e, 3, w, y, x, ROWS) == 0, "%s: q, k, v left to the CPU", device);
     CHECKF(moe_executor_dense(e, 1, &w[3], &y[3], x, ROWS) == 0, "%s: the lm head left to the CPU", device);
     for (int i = 0; i < 4; i++)
@@ -88,13 +89,13 @@ static void test_reference(struct model *m, const char *device) {
     CHECK(moe_executor_dense_counters(e, MOE_PREFILL, DENSE_LM_HEAD)->jobs > 1); /* the vocabulary in chunks */
     /* With min M 2, one row (decode) never reaches the device, resident or not. */
     e->min_m = 2;
-    moe_executor_begin_batch(e, 1);
+    moe_executor_begin_batch(e, MOE_DECODE);
     CHECK(moe_executor_dense(e, 3, w, y, x, 1) == 7);
     const struct moe_dense_counters *d = moe_executor_dense_counters(e, MOE_DECODE, DENSE_ATTN_K);
     CHECK(d->rows_cpu == 1 && d->rows_device == 0 && d->submissions == 0);
     /* A matrix the executor was not told about is the caller's. */
     const struct matrix *unknown = &m->token_embd;
-    moe_executor_begin_batch(e, ROWS);
+    moe_executor_begin_batch(e, MOE_PREFILL);
     CHECK(moe_executor_dense(e, 1, &unknown, &y[3], x, ROWS) == 1);
     /* ... also first in a group: the others still run on the device */
     const struct matrix *mixed[2] = { unknown, w[0] };
@@ -132,47 +133,17 @@ static void test_partial(struct model *m) {
     float *x = malloc(sizeof(float) * 16 * K), *y[3];
     fill(x, (size_t)16 * K, 3);
     for (int i = 0; i < 3; i++) y[i] = malloc(sizeof(float) * 16 * w[i]->rows);
-    moe_executor_begin_batch(e, 16);
+    moe_executor_begin_batch(e, MOE_PREFILL);
     CHECK(e && moe_executor_dense(e, 3, w, y, x, 16) == 6);
     for (int i = 0; i < 3; i++) free(y[i]);
     free(x);
     moe_executor_free(e);
 }
 
-struct run {
-    float *logits;
-    uint64_t dense_dev[MOE_PHASES][DENSE_KINDS], dense_cpu[MOE_PHASES][DENSE_KINDS];
-    uint64_t resident, window_used, backbone;
-    int slots;
-    bool ok;
-};
-
 /* Prefill of n ids (every position's logits), then 4 decode steps. */
-static struct run run_model(struct model *m, const struct moe_exec_options *o, const int32_t *ids, int n) {
-    struct run r;
-    memset(&r, 0, sizeof r);
-    struct context_params cp = { 128, 64, KV_F16, pool, o, NULL };
-    struct context *c = context_new(m, &cp);
-    if (!c) { fprintf(stderr, "context: %s\n", moex_error()); return r; }
-    int V = m->hp.n_vocab;
-    r.logits = malloc(sizeof(float) * (size_t)n * V);
-    r.ok = context_eval(c, ids, n, r.logits, true) == 0;
-    for (int s = 0; s < 4 && r.ok; s++) r.ok = context_eval(c, &ids[s], 1, NULL, false) == 0;
-    struct moe_executor *e = context_executor(c);
-    for (int p = 0; p < MOE_PHASES; p++)
-        for (int k = 0; k < DENSE_KINDS; k++) {
-            const struct moe_dense_counters *d = moe_executor_dense_counters(e, (enum moe_phase)p, (enum dense_kind)k);
-            r.dense_dev[p][k] = d->rows_device;
-            r.dense_cpu[p][k] = d->rows_cpu;
-        }
-    r.resident = moe_executor_resident_bytes(e);
-    r.backbone = moe_executor_backbone_bytes(e);
-    struct sim *s = e->dev ? dev_sim(e->dev) : NULL;
-    r.window_used = s ? sim_window_used(s) : 0;
-    int pinned;
-    moe_executor_slots(e, &pinned, &r.slots);
-    context_free(c);
-    return r;
+static struct exec_run run_model(struct model *m, const struct moe_exec_options *o, const int32_t *ids, int n) {
+    struct exec_run_params p = { .pool = pool, .n_ctx = 128, .n_batch = 64, .kv_type = KV_F16, .steps = 4 };
+    return exec_run(m, o, &p, ids, n);
 }
 
 /* 3. A whole model: at prefill every described kind on the device, at
@@ -182,7 +153,7 @@ static void test_model(const char *path, const int32_t *ids, int n, const enum d
     CHECKF(m != NULL, "%s: %s", path, moex_error());
     if (!m) return;
     struct moe_exec_options o = { .device = "sim", .hot_fraction = 1, .pinned_share = -1 };
-    struct run sim = run_model(m, &o, ids, n);
+    struct exec_run sim = run_model(m, &o, ids, n);
     CHECK(sim.ok && sim.backbone > 0);
     for (int i = 0; i < n_kinds; i++) {
         enum dense_kind k = kinds[i];
@@ -200,7 +171,7 @@ static void test_model(const char *path, const int32_t *ids, int n, const enum d
     static const char *others[] = { "cpu", "amx" };
     for (int d = 0; d < 2; d++) {
         o.device = others[d];
-        struct run r = run_model(m, &o, ids, n);
+        struct exec_run r = run_model(m, &o, ids, n);
         if (r.ok && r.backbone == 0) {
             printf("%s: %s not available here\n", path, others[d]);
         } else {
@@ -232,7 +203,7 @@ static void test_budgets(struct model *m, const int32_t *ids, int n) {
             struct moe_exec_options b = { .device = "sim", .hot_budget = total * (uint64_t)i / 40, .min_m = 1,
                                           .pinned_share = -1, .sim_figures = figures[f] };
             if (i == 0) b.hot_budget = 1;
-            struct run r = run_model(m, &b, ids, n);
+            struct exec_run r = run_model(m, &b, ids, n);
             CHECKF(r.ok && r.resident <= b.hot_budget && r.window_used <= b.hot_budget,
                    "%s, budget %llu: resident %llu, window %llu", figures[f], (unsigned long long)b.hot_budget,
                    (unsigned long long)r.resident, (unsigned long long)r.window_used);

@@ -1,6 +1,7 @@
 /* The expert executor with devices: placement, the M rule, counters that
  * move, budgets that hold, bit-exact backends, and fallback on device faults.
  * Uses the oracle Q4_K_M model (8 experts, top-2) and a tiny synth model. */
+#include "exec_run.h"
 #include "harness.h"
 
 #include "core/error.h"
@@ -18,60 +19,10 @@ static struct threadpool *pool;
 static int32_t ids[64];
 static int n_ids;
 
-struct run {
-    float *logits;        /* (n_ids, n_vocab) */
-    int32_t greedy[8];
-    struct moe_phase_counters pre, dec;
-    uint64_t resident, staging, backbone;
-    uint64_t dense_device[MOE_PHASES], dense_cpu[MOE_PHASES], dense_fallbacks; /* token rows, all kinds */
-    int pinned, slots;
-    char note[512];
-    bool ok;
-};
-
 /* Evaluates the ids as one batch (prefill), then 8 greedy decode steps. */
-static struct run run_model(struct model *m, const struct moe_exec_options *o) {
-    struct run r;
-    memset(&r, 0, sizeof r);
-    struct context_params cp = { 128, 64, KV_F16, pool, o, NULL };
-    struct context *c = context_new(m, &cp);
-    if (!c) { fprintf(stderr, "context: %s\n", moex_error()); return r; }
-    int V = m->hp.n_vocab;
-    r.logits = malloc(sizeof(float) * (size_t)n_ids * V);
-    float *last = malloc(sizeof(float) * V);
-    r.ok = context_eval(c, ids, n_ids, r.logits, true) == 0;
-    int32_t tok = 0;
-    for (int i = 0, best = 0; i < V; i++) if (r.logits[(size_t)(n_ids - 1) * V + i] > r.logits[(size_t)(n_ids - 1) * V + best]) tok = best = i;
-    for (int s = 0; s < 8 && r.ok; s++) {
-        r.greedy[s] = tok;
-        r.ok = context_eval(c, &tok, 1, last, false) == 0;
-        tok = 0;
-        for (int i = 1; i < V; i++) if (last[i] > last[tok]) tok = i;
-    }
-    struct moe_executor *e = context_executor(c);
-    r.pre = *moe_executor_counters(e, MOE_PREFILL);
-    r.dec = *moe_executor_counters(e, MOE_DECODE);
-    r.resident = moe_executor_resident_bytes(e);
-    r.staging = moe_executor_staging_bytes(e);
-    r.backbone = moe_executor_backbone_bytes(e);
-    for (int p = 0; p < MOE_PHASES; p++)
-        for (int k = 0; k < DENSE_KINDS; k++) {
-            const struct moe_dense_counters *d = moe_executor_dense_counters(e, (enum moe_phase)p, (enum dense_kind)k);
-            r.dense_device[p] += d->rows_device;
-            r.dense_cpu[p] += d->rows_cpu;
-            r.dense_fallbacks += d->fallbacks;
-        }
-    moe_executor_slots(e, &r.pinned, &r.slots);
-    snprintf(r.note, sizeof r.note, "%s", moe_executor_note(e));
-    free(last);
-    context_free(c);
-    return r;
-}
-
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double d = 0;
-    for (size_t i = 0; i < n; i++) if (fabs(a[i] - b[i]) > d) d = fabs(a[i] - b[i]);
-    return d;
+static struct exec_run run_model(struct model *m, const struct moe_exec_options *o) {
+    struct exec_run_params p = { .pool = pool, .n_ctx = 128, .n_batch = 64, .kv_type = KV_F16, .steps = 8 };
+    return exec_run(m, o, &p, ids, n_ids);
 }
 
 int main(void) {
@@ -91,7 +42,7 @@ int main(void) {
     size_t n_logits = (size_t)n_ids * m->hp.n_vocab;
 
     struct moe_exec_options cpu_only = { 0 };
-    struct run base = run_model(m, &cpu_only);
+    struct exec_run base = run_model(m, &cpu_only);
     CHECK(base.ok && base.pre.rows_device == 0 && base.pre.rows_cpu == (uint64_t)(64 * 2 * 2));
     CHECK(base.pre.modelled_ns == base.pre.wall_ns && base.dec.modelled_ns == base.dec.wall_ns);
 
@@ -99,7 +50,7 @@ int main(void) {
      *    bit for bit; with every expert resident and min M 1, all rows go to
      *    the device. */
     struct moe_exec_options o = { .device = "cpu", .hot_fraction = 1.0, .min_m = 1, .pinned_share = -1 };
-    struct run ref = run_model(m, &o);
+    struct exec_run ref = run_model(m, &o);
     CHECK(ref.ok && ref.pinned == 16 && ref.slots == 16);
     CHECK(ref.pre.rows_device == 256 && ref.pre.rows_cpu == 0);
     CHECK(ref.dec.rows_device == 8 * 2 * 2 && ref.dec.rows_cpu == 0);
@@ -120,7 +71,7 @@ int main(void) {
     CHECK(ref.dec.hits + ref.dec.misses == 32 &&
           ref.dec.hit_bytes + ref.dec.miss_bytes == 16 * (layer_bytes[0] + layer_bytes[1]));
     o.device = "sim";
-    struct run sim = run_model(m, &o);
+    struct exec_run sim = run_model(m, &o);
     CHECK(sim.ok && sim.pre.rows_device == 256);
     CHECKF(memcmp(ref.logits, sim.logits, sizeof(float) * n_logits) == 0, "sim vs cpu: max diff %g",
            max_abs_diff(ref.logits, sim.logits, n_logits));
@@ -149,7 +100,7 @@ int main(void) {
     /* 2. The M rule: with the device's own min M (8 on the NPU model), decode
      *    (one row) never reaches the device, resident or not. */
     o.min_m = 0;
-    struct run rule = run_model(m, &o);
+    struct exec_run rule = run_model(m, &o);
     CHECK(rule.ok && rule.dec.rows_device == 0 && rule.dec.submissions == 0 && rule.dec.hits == 0);
     CHECK(rule.pre.rows_device > 0);
 
@@ -171,7 +122,7 @@ int main(void) {
         CHECK(bytes >= staging + all * (uint64_t)i / 8 && bytes < staging + all * (uint64_t)i / 8 + 4 * 4096);
         struct moe_exec_options b = { .device = "sim", .hot_budget = bytes + (i == 3 ? 4096 : 0), .min_m = 1,
                                       .pinned_share = -1 };
-        struct run r = run_model(m, &b);
+        struct exec_run r = run_model(m, &b);
         CHECKF(r.ok && r.resident <= b.hot_budget, "budget %llu: resident %llu", (unsigned long long)b.hot_budget,
                (unsigned long long)r.resident);
         CHECK(r.slots == 16 * i / 8);
@@ -189,9 +140,9 @@ int main(void) {
         struct moe_exec_options b = { .device = "sim", .hot_budget = staging + all * (uint64_t)(i % 8) / 8, .min_m = 1,
                                       .pinned_share = -1, .sim_figures = pack_costs[i / 8] };
         pool = one;
-        struct run slow = run_model(m, &b);
+        struct exec_run slow = run_model(m, &b);
         pool = two;
-        struct run fast = run_model(m, &b);
+        struct exec_run fast = run_model(m, &b);
         CHECKF(slow.ok && fast.ok && slow.pre.admissions == fast.pre.admissions &&
                    slow.pre.evictions == fast.pre.evictions && slow.pre.rows_device == fast.pre.rows_device &&
                    slow.dec.rows_device == fast.dec.rows_device,
@@ -208,7 +159,7 @@ int main(void) {
      * this machine's speed: 40 us a row pays a pack (~155 us) back after 4. */
     struct moe_exec_options small = { .device = "sim", .hot_budget = staging + all / 8, .min_m = 1, .pinned_share = -1,
                                       .cpu_row_ns = 40000 };
-    struct run churn = run_model(m, &small);
+    struct exec_run churn = run_model(m, &small);
     printf("2 slots: prefill admissions %llu evictions %llu, decode hits %llu misses %llu admissions %llu\n",
            (unsigned long long)churn.pre.admissions, (unsigned long long)churn.pre.evictions,
            (unsigned long long)churn.dec.hits, (unsigned long long)churn.dec.misses,
@@ -230,7 +181,7 @@ int main(void) {
      * per MAC, the pack) turns every admission of this run down. */
     struct moe_exec_options cost = small;
     cost.hot_budget = staging + all / 2;
-    struct run base_cost = run_model(m, &cost);
+    struct exec_run base_cost = run_model(m, &cost);
     CHECKF(base_cost.ok && base_cost.pre.admissions > 0, "baseline admissions %llu",
            (unsigned long long)base_cost.pre.admissions);
     free(base_cost.logits);
@@ -238,7 +189,7 @@ int main(void) {
                                    "rk3588,core_gmacs=0.00001", "rk3588,pack_ns_per_value=1e5" };
     for (int t = 0; t < 5; t++) {
         cost.sim_figures = terms[t];
-        struct run r = run_model(m, &cost);
+        struct exec_run r = run_model(m, &cost);
         CHECKF(r.ok && r.pre.admissions == 0 && r.pre.rows_device == 0, "%s: %llu admissions, %llu rows on the device",
                terms[t], (unsigned long long)r.pre.admissions, (unsigned long long)r.pre.rows_device);
         free(r.logits);
@@ -247,7 +198,7 @@ int main(void) {
      * (nothing to admit) their cost moves nothing, the M rule decides. */
     struct moe_exec_options resident = { .device = "sim", .hot_fraction = 1.0, .min_m = 1, .pinned_share = -1,
                                          .sim_figures = "rk3588,submit_us=1e6" };
-    struct run res = run_model(m, &resident);
+    struct exec_run res = run_model(m, &resident);
     CHECK(res.ok && res.pre.rows_device == 256);
     free(res.logits);
 
@@ -255,9 +206,9 @@ int main(void) {
      *    for the rest of the run, once, and the output is still complete. */
     o.sim_figures = "rk3588,fail_submit=2";
     o.min_m = 1;
-    struct run fault = run_model(m, &o);
+    struct exec_run fault = run_model(m, &o);
     CHECK(fault.ok && fault.pre.fallbacks + fault.dense_fallbacks == 1 && fault.dec.fallbacks == 0);
-    CHECK(fault.dec.rows_device == 0 && fault.dense_device[MOE_DECODE] == 0);
+    CHECK(fault.dec.rows_device == 0 && exec_run_dense_dev(&fault, MOE_DECODE) == 0);
     CHECK(fault.dec.rows_device == 0 && fault.dec.rows_cpu == 32);
     /* D4: the note carries the device's reason, set on the device thread. */
     CHECKF(strstr(fault.note, "device error") && strstr(fault.note, "submission 2 failed (injected fault)"), "note: %s",
@@ -268,7 +219,7 @@ int main(void) {
     free(fault.logits);
     /* A failing slot allocation is no error either: everything on the CPU. */
     o.sim_figures = "rk3588,fail_alloc=1";
-    struct run noalloc = run_model(m, &o);
+    struct exec_run noalloc = run_model(m, &o);
     CHECK(noalloc.ok && noalloc.pre.rows_device == 0 && noalloc.note[0]);
     CHECK(memcmp(noalloc.logits, base.logits, sizeof(float) * n_logits) == 0);
     free(noalloc.logits);
@@ -276,7 +227,7 @@ int main(void) {
     /* 5. Overlap on or off: the same numbers. */
     o.sim_figures = NULL;
     o.no_overlap = true;
-    struct run serial = run_model(m, &o);
+    struct exec_run serial = run_model(m, &o);
     CHECK(serial.ok && memcmp(serial.logits, sim.logits, sizeof(float) * n_logits) == 0);
     free(serial.logits);
 
@@ -287,7 +238,7 @@ int main(void) {
     o.hot_budget = staging + all / 4;
     o.hot_fraction = 0;
     o.cpu_row_ns = 40000; /* admissions pay at this model's tiny shapes only with a slow CPU */
-    struct run traced = run_model(m, &o);
+    struct exec_run traced = run_model(m, &o);
     char path[4096];
     snprintf(path, sizeof path, "%s/trace.json", test_tmpdir());
     CHECK(traced.ok && trace_write(t, path) == 0);

@@ -5,6 +5,7 @@
  * checksum is XXH64. Uses the oracle models (F32 ... Q8_0) and tiny synth
  * models. */
 #include "dev_host.h"
+#include "exec_run.h"
 #include "harness.h"
 
 #include "core/atomic_file.h"
@@ -48,46 +49,13 @@ static int write_file(const char *path, const void *data, size_t n) {
 
 /* ---------------------------------------------------------------- runs */
 
-struct run {
-    float *logits;                 /* (N_IDS, n_vocab) */
-    int32_t greedy[4];
-    struct moe_phase_counters pre;
-    struct moe_pack_report report;
-    bool ok;
-};
-
 /* One prefill batch, then 4 greedy decode steps. */
-static struct run run_model(struct model *m, const struct moe_exec_options *o) {
-    struct run r;
-    memset(&r, 0, sizeof r);
-    struct context_params cp = { .n_ctx = 64, .n_batch = 32, .kv_type = KV_F32, .pool = pool, .experts = o };
-    struct context *c = context_new(m, &cp);
-    if (!c) {
-        fprintf(stderr, "context: %s\n", moex_error());
-        return r;
-    }
-    int V = m->hp.n_vocab;
-    r.logits = calloc((size_t)N_IDS * V, sizeof(float));
-    float *last = malloc(sizeof(float) * V);
-    r.ok = r.logits && last && context_eval(c, ids, N_IDS, r.logits, true) == 0;
-    const float *l = r.logits + (size_t)(N_IDS - 1) * V;
-    for (int s = 0; s < 4 && r.ok; s++) {
-        int32_t tok = 0;
-        for (int i = 1; i < V; i++) if (l[i] > l[tok]) tok = i;
-        r.greedy[s] = tok;
-        r.ok = context_eval(c, &tok, 1, last, false) == 0;
-        l = last;
-    }
-    struct moe_executor *e = context_executor(c);
-    r.pre = *moe_executor_counters(e, MOE_PREFILL);
-    r.report = *moe_executor_pack_report(e);
-    r.report.path = NULL; /* owned by the executor */
-    free(last);
-    context_free(c);
-    return r;
+static struct exec_run run_model(struct model *m, const struct moe_exec_options *o) {
+    struct exec_run_params p = { .pool = pool, .n_ctx = 64, .n_batch = 32, .kv_type = KV_F32, .steps = 4 };
+    return exec_run(m, o, &p, ids, N_IDS);
 }
 
-static bool same_run(const struct model *m, const struct run *a, const struct run *b) {
+static bool same_run(const struct model *m, const struct exec_run *a, const struct exec_run *b) {
     return a->ok && b->ok && memcmp(a->logits, b->logits, sizeof(float) * (size_t)N_IDS * m->hp.n_vocab) == 0 &&
            memcmp(a->greedy, b->greedy, sizeof a->greedy) == 0;
 }
@@ -190,7 +158,7 @@ static void round_trip(struct model *m, const char *label, const char *device) {
     packfile_close(pf);
 
     struct moe_exec_options live = dev_options(device, 1.0, NULL), from_file = dev_options(device, 1.0, path);
-    struct run a = run_model(m, &live), b = run_model(m, &from_file);
+    struct exec_run a = run_model(m, &live), b = run_model(m, &from_file);
     CHECKF(same_run(m, &a, &b), "%s, %s: a run from the pack file differs from a live one", label, device);
     int n_experts = hp->n_layers * hp->n_expert;
     CHECKF(b.report.status == PACKFILE_OK && b.report.plan_used && b.report.experts_loaded == n_experts &&
@@ -357,7 +325,7 @@ static void test_refusals(void) {
     CHECK(file && size > PF_HEADER_BYTES);
     if (!file) { model_free(m); return; }
     CHECK(check_like_a_run(m, good) == PACKFILE_OK);
-    struct run base = run_model(m, &o);
+    struct exec_run base = run_model(m, &o);
     CHECK(base.ok);
 
     uint64_t plan_at = pf_get64(file + PF_H_SECTIONS + 8), index_at = pf_get64(file + PF_H_SECTIONS + 32 + 8);
@@ -406,7 +374,7 @@ static void test_refusals(void) {
         seen_status[-rc]++;
         /* A run with the file: refused, the same numbers as without it. */
         struct moe_exec_options with = cpu_options(1.0, path);
-        struct run r = run_model(m, &with);
+        struct exec_run r = run_model(m, &with);
         CHECKF(r.report.status == c->d.status && strstr(r.report.message, c->d.message), "%s: run reports %d: %s",
                c->d.what, r.report.status, r.report.message);
         CHECKF(same_run(m, &base, &r), "%s: a run with the refused file computes other numbers", c->d.what);
@@ -429,7 +397,7 @@ static void test_refusals(void) {
         int rc = check_like_a_run(q8, good);
         CHECKF(rc == PACKFILE_E_MODEL && strstr(moex_error(), "packed from another model"), "%d: %s", rc, moex_error());
         struct moe_exec_options with = cpu_options(1.0, good);
-        struct run a = run_model(q8, &o), b = run_model(q8, &with);
+        struct exec_run a = run_model(q8, &o), b = run_model(q8, &with);
         CHECK(b.report.status == PACKFILE_E_MODEL && same_run(q8, &a, &b));
         free(a.logits);
         free(b.logits);
@@ -450,7 +418,7 @@ static void test_refusals(void) {
         CHECK(check_like_a_run(s2, tmp("seed1.mxpk")) == PACKFILE_E_MODEL &&
               strstr(moex_error(), "packed from another model file"));
         struct moe_exec_options with = cpu_options(1.0, tmp("seed1.mxpk"));
-        struct run a = run_model(s2, &o), b = run_model(s2, &with);
+        struct exec_run a = run_model(s2, &o), b = run_model(s2, &with);
         CHECK(b.report.status == PACKFILE_E_MODEL && same_run(s2, &a, &b));
         free(a.logits);
         free(b.logits);
@@ -515,7 +483,7 @@ static void test_admissions_load(void) {
     /* A slow CPU (by decree) makes prefill admit experts. */
     struct moe_exec_options live = cpu_options(0.5, NULL), from_file = cpu_options(0.5, path);
     live.cpu_row_ns = from_file.cpu_row_ns = 1e9;
-    struct run a = run_model(m, &live), b = run_model(m, &from_file);
+    struct exec_run a = run_model(m, &live), b = run_model(m, &from_file);
     CHECK(same_run(m, &a, &b));
     CHECKF(b.report.status == PACKFILE_OK && !b.report.plan_used && strstr(b.report.message, "planned anew"), "%s",
            b.report.message);

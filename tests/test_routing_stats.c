@@ -151,7 +151,7 @@ static void test_file(void) {
     }
     /* Broken files: truncated, extended, wrong magic, wrong version, absurd
      * sizes, a reserved field set, a negative (top byte 0xff) or NaN weight
-     * sum, more first-half rows than rows. */
+     * sum, more first-half rows than rows, more rows than tokens x top-k. */
     size_t size;
     unsigned char *data = read_whole_file(path, &size);
     CHECK(data != NULL);
@@ -163,6 +163,8 @@ static void test_file(void) {
             { 2, 12, 0, "layers" }, { 2, 16, 0xff, "experts" }, { 2, 44, 1, "reserved" },
             { 2, names + 16 * le + 7, 0xff, "negative weight sum" }, { 2, names + 8 * le + 7, 0x7f, "first half" },
             { 3, names + 16 * le, 0, "NaN weight sum" },
+            /* rows past n_tokens x top_k (fuzz_stats: counts whose sum wrapped 64 bits) */
+            { 2, names + 7, 0x7f, "rows over tokens x top-k" }, { 2, names + 8 * 15 + 7, 0x01, "rows over, last expert" },
         };
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
             FILE *f = fopen(bad, "wb");

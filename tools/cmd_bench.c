@@ -27,7 +27,8 @@ static void help(FILE *out) {
             "decoded token reads, times t/s), that as a share of the machine's read\n"
             "bandwidth measured before and after the tests (all threads, widest loads,\n"
             "best of several passes), and the process's peak resident memory.\n");
-    session_opts_help(out);
+    session_opts_help_with(out, &(struct session_help){ .groups = SESSION_ALL, .ctx_default = "the longest test",
+                                                        .batch_default = "the longest test, at most 512" });
 }
 
 static void model_label(const struct moex_model_info *m, char *out, size_t cap) {

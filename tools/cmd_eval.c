@@ -17,7 +17,8 @@ static void help(FILE *out) {
             "  --tokens LIST       comma-separated token ids\n"
             "  --tokens-file FILE  token ids separated by spaces, commas or newlines (- for standard input)\n"
             "  --logits OUT        output file\n");
-    session_opts_help(out);
+    session_opts_help_with(out, &(struct session_help){ .groups = SESSION_ALL, .ctx_default = "the number of ids",
+                                                        .batch_default = "the number of ids: one batch" });
 }
 
 /* Ids separated by whitespace or commas, each checked as --tokens's are.

@@ -12,7 +12,8 @@ static void help(FILE *out) {
             "usage: moex info [--all] [FILE.gguf...]\n"
             "Prints the header, architecture hyper-parameters, metadata (long arrays and\n"
             "strings abbreviated unless --all), a tensor table and totals. Without a file,\n"
-            "describes the built-in default model (%s, made on first use).\n",
+            "describes the built-in default model (%s, made on first use).\n\n"
+            "      --all           every metadata array and string in full\n",
             default_model_path());
 }
 

@@ -28,12 +28,13 @@ static void help(FILE *out) {
             "      --all           every expert, whatever the plan pins (the plan is kept)\n"
             "  -q, --quiet         no progress bar and no summary\n"
             "Shared options (-t sets the packing threads):\n");
-    session_opts_help_device_required(out);
+    session_opts_help_with(out, &(struct session_help){ .groups = 0, .device_required = true });
 }
 
 int cmd_pack(int argc, char **argv) {
     struct session_opts o;
     session_opts_defaults(&o);
+    o.groups = 0; /* no context, no run: the options of one are unknown here */
     const char *out_path = NULL;
     bool all = false, quiet = false;
     for (int i = 1; i < argc; i++) {

@@ -21,7 +21,8 @@ static void help(FILE *out) {
             "      --random-tokens N  evaluate N random tokens instead (uniform over normal tokens;\n"
             "                      the default, with N = 4096)\n"
             "  -o, --output FILE   the statistics file\n"
-            "      --seq N         tokens per sequence; longer lines are cut (default 512)\n"
+            "      --seq N         tokens per sequence; longer lines are cut (default 512, or the\n"
+            "                      context when it is shorter)\n"
             "      --seed N        seed of the random tokens (default 1)\n"
             "  -q, --quiet         no progress bar and no summary table\n");
     session_opts_help(out);

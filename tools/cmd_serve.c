@@ -42,7 +42,7 @@ static void help(FILE *out) {
             SERVE_DEFAULT_MAX_BODY, SERVE_DEFAULT_MAX_PROMPT_TOKENS, SERVE_DEFAULT_MAX_TOKENS,
             SERVE_DEFAULT_MAX_HEADER_BYTES, SERVE_DEFAULT_MAX_HEADERS, SERVE_DEFAULT_MAX_CONNECTIONS,
             SERVE_DEFAULT_IDLE_TIMEOUT_S, SERVE_DEFAULT_TOTAL_TIMEOUT_S);
-    session_opts_help(out);
+    session_opts_help_with(out, &(struct session_help){ .groups = SESSION_CONTEXT | SESSION_RUNTIME });
 }
 
 static int parse_serve(struct serve_options *o, int argc, char **argv, int *i) {
@@ -91,6 +91,7 @@ int cmd_serve(int argc, char **argv) {
     struct session_opts so;
     struct serve_options o;
     session_opts_defaults(&so);
+    so.groups = SESSION_CONTEXT | SESSION_RUNTIME; /* no --profile or --trace: a server has no end to report at */
     serve_options_default(&o);
     for (int i = 1; i < argc; i++) {
         int r = session_opts_parse(&so, argc, argv, &i);
@@ -101,8 +102,8 @@ int cmd_serve(int argc, char **argv) {
         return cli_usage("serve", "unknown option '%s'", argv[i]);
     }
     if (session_opts_finish(&so)) return 2;
-    if (serve_check_options(&o)) return cli_fail("%s", moex_last_error()), 2;
-    if (so.profile || so.trace_path) fprintf(stderr, "moex: note: --profile and --trace change nothing with serve\n");
+    char why[512];
+    if (serve_check_options(&o, why, sizeof why)) return cli_fail("%s", why), 2;
     struct moex_model_params mp;
     session_model_params(&so, &mp);
     session_context_params(&so, &o.ctx);
@@ -121,9 +122,9 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
-    struct server *s = serve_start(m, &o);
+    struct server *s = serve_start(m, &o, why, sizeof why);
     if (!s) {
-        cli_fail("serve: %s", moex_last_error());
+        cli_fail("serve: %s", why);
         moex_model_free(m);
         return 1;
     }

@@ -32,7 +32,7 @@ static void help(FILE *out) {
             "  --vocab-from FILE     copy the tokenizer from another GGUF (with --vocab N: its\n"
             "                        first entries plus its special tokens)\n"
             "  --name TEXT           general.name\n"
-            "  -t, --threads N       threads (default: one per core)\n"
+            "  -t, --threads N       threads (default: physical cores)\n"
             "  -q, --quiet           no progress bar\n\n"
             "presets: tiny   2 layers, dim 256, 8 experts top-2, vocab 512 (f16)\n"
             "         small  6 layers, dim 512, 32 experts top-4, built-in vocab (q4_k_m)\n"

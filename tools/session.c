@@ -76,6 +76,7 @@ static void note_unused(const struct session_opts *o) {
 
 int session_opts_defaults(struct session_opts *o) {
     memset(o, 0, sizeof *o);
+    o->groups = SESSION_ALL;
     o->pin = true;
     o->experts.device = "none";
     o->experts.hot_fraction = 1.0;
@@ -130,14 +131,14 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--threads", v, 1, 256, &n)) return -1;
         o->threads = (int)n;
-    } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+    } else if ((o->groups & SESSION_CONTEXT) && (!strcmp(a, "-c") || !strcmp(a, "--ctx"))) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--ctx", v, 1, 1 << 20, &n)) return -1;
         o->n_ctx = (int)n;
         o->given |= SESSION_GIVEN_CTX;
-    } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
+    } else if ((o->groups & SESSION_CONTEXT) && (!strcmp(a, "-b") || !strcmp(a, "--batch"))) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--batch", v, 1, 1 << 16, &n)) return -1;
         o->n_batch = (int)n;
-    } else if (!strcmp(a, "--kv-type")) {
+    } else if ((o->groups & SESSION_CONTEXT) && (!strcmp(a, "--kv-type"))) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         if (!strcmp(v, "f16")) o->kv_f32 = false;
         else if (!strcmp(v, "f32")) o->kv_f32 = true;
@@ -156,7 +157,7 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--hot-budget")) {
         if (!(v = cli_value(argc, argv, i)) || parse_budget("--hot-budget", v, o)) return -1;
         o->given |= SESSION_GIVEN_BUDGET;
-    } else if (!strcmp(a, "--min-m")) {
+    } else if ((o->groups & SESSION_RUNTIME) && (!strcmp(a, "--min-m"))) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--min-m", v, 1, 1 << 20, &n)) return -1;
         o->experts.min_m = (int)n;
         o->given |= SESSION_GIVEN_MIN_M;
@@ -164,30 +165,30 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         o->experts.stats_path = v;
         o->given |= SESSION_GIVEN_STATS;
-    } else if (!strcmp(a, "--no-overlap")) {
+    } else if ((o->groups & SESSION_RUNTIME) && (!strcmp(a, "--no-overlap"))) {
         o->experts.no_overlap = true;
         o->given |= SESSION_GIVEN_OVERLAP;
     } else if (!strcmp(a, "--no-backbone")) {
         o->experts.no_backbone = true;
         o->given |= SESSION_GIVEN_BACKBONE;
-    } else if (!strcmp(a, "--adaptive-placement")) {
+    } else if ((o->groups & SESSION_RUNTIME) && (!strcmp(a, "--adaptive-placement"))) {
         o->experts.adaptive = true;
         o->given |= SESSION_GIVEN_ADAPTIVE;
     } else if (!strcmp(a, "--sim")) {
         if (!(v = cli_value(argc, argv, i)) || cli_check_sim("--sim", v, v)) return -1;
         o->experts.sim_figures = v;
         o->given |= SESSION_GIVEN_SIM;
-    } else if (!strcmp(a, "--pack")) {
+    } else if ((o->groups & SESSION_RUNTIME) && (!strcmp(a, "--pack"))) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         o->experts.pack_path = v;
         o->experts.no_pack = false;
         o->given |= SESSION_GIVEN_PACK;
-    } else if (!strcmp(a, "--no-pack")) {
+    } else if ((o->groups & SESSION_RUNTIME) && (!strcmp(a, "--no-pack"))) {
         o->experts.no_pack = true;
         o->given |= SESSION_GIVEN_NO_PACK;
-    } else if (!strcmp(a, "--profile")) {
+    } else if ((o->groups & SESSION_REPORTS) && (!strcmp(a, "--profile"))) {
         o->profile = true;
-    } else if (!strcmp(a, "--trace")) {
+    } else if ((o->groups & SESSION_REPORTS) && (!strcmp(a, "--trace"))) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         o->trace_path = v;
     } else {
@@ -196,53 +197,67 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
     return 1;
 }
 
-static void help(FILE *out, bool device_required) {
+void session_opts_help_with(FILE *out, const struct session_help *h) {
+    unsigned g = h->groups;
     fprintf(out,
             "  -m, --model FILE    GGUF model (default: the built-in small model, made on first use\n"
             "                      in %s)\n"
-            "  -t, --threads N     worker threads (default: physical cores)\n"
-            "  -c, --ctx N         context length in tokens (default: min(4096, trained))\n"
-            "  -b, --batch N       most tokens per forward pass (default: 512)\n"
-            "      --kv-type T     KV cache type: f16 (default) or f32\n"
+            "  -t, --threads N     worker threads (default: physical cores)\n",
+            default_model_path());
+    if (g & SESSION_CONTEXT)
+        fprintf(out,
+                "  -c, --ctx N         context length in tokens (default: %s)\n"
+                "  -b, --batch N       most tokens per forward pass (default: %s)\n"
+                "      --kv-type T     KV cache type: f16 (default) or f32\n",
+                h->ctx_default ? h->ctx_default : "min(4096, trained)", h->batch_default ? h->batch_default : "512");
+    fprintf(out,
             "      --device D      where hot experts and the backbone (attention projections, shared\n"
             "                      experts, dense FFN layers, lm head) run: cpu (int8 reference), amx,\n"
             "                      sim (RK3588 NPU model), auto (amx where present)%s [MOEX_DEVICE]\n"
             "      --hot-budget S  device bytes: 6G, 512M (the staging buffers first, then the\n"
             "                      backbone, then experts), or 40%% of all experts (the staging and\n"
-            "                      the whole backbone on top; default 100%%) [MOEX_HOT_BUDGET]\n"
-            "      --min-m N       rows from which an expert or a resident dense matmul goes to the\n"
-            "                      device (default: the device's figure) [MOEX_MIN_M]\n"
-            "      --stats FILE    routing statistics (moex profile) for the pinned experts [MOEX_STATS]\n"
-            "      --no-overlap    run device and CPU experts one after the other [MOEX_OVERLAP=0]\n"
+            "                      the whole backbone on top; default 100%%) [MOEX_HOT_BUDGET]\n",
+            h->device_required ? "; required, or none (the\n                      CPU's interleaved layout only)"
+                               : ", none (default: none = all\n                      on the CPU's quantized kernels)");
+    if (g & SESSION_RUNTIME)
+        fprintf(out,
+                "      --min-m N       rows from which an expert or a resident dense matmul goes to the\n"
+                "                      device (default: the device's figure) [MOEX_MIN_M]\n");
+    fprintf(out, "      --stats FILE    routing statistics (moex profile) for the pinned experts [MOEX_STATS]\n");
+    if (g & SESSION_RUNTIME)
+        fprintf(out, "      --no-overlap    run device and CPU experts one after the other [MOEX_OVERLAP=0]\n");
+    fprintf(out,
             "      --no-backbone   keep the dense matmuls on the CPU: the budget is the staging's and\n"
-            "                      the experts' only [MOEX_BACKBONE=0]\n"
-            "      --adaptive-placement\n"
-            "                      admit experts by the CPU times measured in this run instead of a\n"
-            "                      fixed cost model (logits may then differ run to run)\n"
-            "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n"
-            "      --pack FILE     fill the device's experts, and the CPU's interleaved layout, from this\n"
-            "                      pack file (moex pack) instead of packing them (default: MODEL.mxpk next\n"
-            "                      to the model, when it exists);\n"
-            "                      a file made for another model, device or version is refused and\n"
-            "                      the experts are packed live [MOEX_PACK]\n"
-            "      --no-pack       pack experts live, ignoring pack files [MOEX_PACK=0]\n"
-            "      --profile       print placement counters per phase at the end: experts, then\n"
-            "                      each kind of dense matmul (rows on the device and the CPU)\n"
-            "      --trace FILE    write a Chrome trace-event timeline (opens in Perfetto)\n"
+            "                      the experts' only [MOEX_BACKBONE=0]\n");
+    if (g & SESSION_RUNTIME)
+        fprintf(out,
+                "      --adaptive-placement\n"
+                "                      admit experts by the CPU times measured in this run instead of a\n"
+                "                      fixed cost model (logits may then differ run to run)\n");
+    fprintf(out, "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n");
+    if (g & SESSION_RUNTIME)
+        fprintf(out,
+                "      --pack FILE     fill the device's experts, and the CPU's interleaved layout, from this\n"
+                "                      pack file (moex pack) instead of packing them (default: MODEL.mxpk next\n"
+                "                      to the model, when it exists);\n"
+                "                      a file made for another model, device or version is refused and\n"
+                "                      the experts are packed live [MOEX_PACK]\n"
+                "      --no-pack       pack experts live, ignoring pack files [MOEX_PACK=0]\n");
+    if (g & SESSION_REPORTS)
+        fprintf(out,
+                "      --profile       print placement counters per phase at the end: experts, then\n"
+                "                      each kind of dense matmul (rows on the device and the CPU)\n"
+                "      --trace FILE    write a Chrome trace-event timeline (opens in Perfetto)\n");
+    fprintf(out,
             "      --no-pin        do not pin worker threads to CPUs (pinned by default: an unpinned\n"
             "                      pool migrates and costs ~25 us per parallel step instead of ~2)\n"
             "      --isa I         the most the CPU kernels may use: scalar, avx2, avx512 or neon\n"
             "                      (default: the best this CPU has) [MOEX_ISA]\n"
             "      --no-interleave keep the file's row layout: no interleaved copies of the Q4_K/Q6_K\n"
-            "                      weights for this CPU's kernels [MOEX_INTERLEAVE=0]\n",
-            default_model_path(),
-            device_required ? "; required"
-                            : ", none (default: none = all\n                      on the CPU's quantized kernels)");
+            "                      weights for this CPU's kernels [MOEX_INTERLEAVE=0]\n");
 }
 
-void session_opts_help(FILE *out) { help(out, false); }
-
-void session_opts_help_device_required(FILE *out) { help(out, true); }
+void session_opts_help(FILE *out) { session_opts_help_with(out, &(struct session_help){ .groups = SESSION_ALL }); }
 
 const char *default_model_path(void) {
     static char path[4096];

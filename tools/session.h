@@ -25,7 +25,27 @@ enum {
     SESSION_GIVEN_BACKBONE = 1 << 11,
 };
 
+/* The shared options a command takes besides the model, threads, kernels
+ * and device ones (-m, -t, --no-pin, --isa, --no-interleave, --device,
+ * --hot-budget, --stats, --no-backbone, --sim): its help lists only those,
+ * and its parser knows only those. */
+enum {
+    SESSION_CONTEXT = 1 << 0,        /* -c, -b, --kv-type */
+    SESSION_RUNTIME = 1 << 1,        /* --min-m, --no-overlap, --adaptive-placement, --pack, --no-pack */
+    SESSION_REPORTS = 1 << 2,        /* --profile, --trace */
+    SESSION_ALL = SESSION_CONTEXT | SESSION_RUNTIME | SESSION_REPORTS,
+};
+
+/* How a command's help describes the shared options. */
+struct session_help {
+    unsigned groups;                 /* SESSION_* */
+    const char *ctx_default;         /* -c's default in words; NULL: the library's (min(4096, trained)) */
+    const char *batch_default;       /* -b's; NULL: the library's (512) */
+    bool device_required;
+};
+
 struct session_opts {
+    unsigned groups;                 /* SESSION_*: the ones session_opts_parse takes (defaults: all) */
     const char *model_path;  /* NULL: the built-in default model */
     int threads;             /* 0: physical cores */
     int n_ctx, n_batch;
@@ -59,9 +79,10 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i);
  * MOEX_OVERLAP, MOEX_SIM, MOEX_PACK, MOEX_INTERLEAVE) and MOEX_ISA, parsed
  * strictly; applies --isa (over MOEX_ISA); and the options that exclude each other: -1 after printing an error (exit 2). */
 int session_opts_finish(struct session_opts *o);
-/* The help lines of the shared options; for a command that needs a device. */
+/* The help lines of the shared options: all of them with the library's
+ * defaults; those h says. */
 void session_opts_help(FILE *out);
-void session_opts_help_device_required(FILE *out);
+void session_opts_help_with(FILE *out, const struct session_help *h);
 /* The library's parameters for these options (strings point into o). */
 void session_model_params(const struct session_opts *o, struct moex_model_params *mp);
 void session_context_params(const struct session_opts *o, struct moex_context_params *cp);

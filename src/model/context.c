@@ -258,7 +258,9 @@ static int eval_pass(struct context *c, const int32_t *tokens, struct batch_run 
     c->n_past = runs[0].pos0;
     c->layers = c->seqs[runs[0].seq].layers;
     int64_t t0 = time_ns(), counted = timed_ops(&c->times);
-    moe_executor_begin_batch(c->exec, n);
+    /* One new token per sequence is a decode step, however many sequences
+     * share the pass; any run of more is a prompt's. */
+    moe_executor_begin_batch(c->exec, n == n_runs ? MOE_DECODE : MOE_PREFILL);
     int rc = c->m->arch->forward(c, tokens, n, logits, all_logits);
     if (rc) {
         /* A pass that stopped half way may have moved recurrent state. */

@@ -306,6 +306,23 @@ static int check_products(const struct model *m) {
            model_product(m, "expert_count x expert_feed_forward_length", hp->n_expert, hp->n_ff_exp, INT32_MAX, &p);
 }
 
+/* Every layer has tensors: a block_count past the file's last layer is
+ * refused before anything is allocated per layer (a damaged count once
+ * made the loader allocate gigabytes for 8 million layers first). */
+static int check_layers_present(const struct model *m) {
+    int last = -1;
+    for (uint64_t i = 0; i < m->file->n_tensors; i++) {
+        int layer;
+        if (sscanf(m->file->tensors[i].name, "blk.%d.", &layer) == 1 && layer > last) last = layer;
+    }
+    if (m->hp.n_layers >= 1 && m->hp.n_layers <= last + 1) return 0;
+    if (last < 0)
+        return moex_errorf("%s: the model has %d layers ('%s.block_count') but the file has no layer tensors (blk.N.*)",
+                           m->file->path, m->hp.n_layers, m->arch->name);
+    return moex_errorf("%s: the model has %d layers ('%s.block_count') but the file's layer tensors end at blk.%d",
+                       m->file->path, m->hp.n_layers, m->arch->name, last);
+}
+
 /* Layers beyond block_count in the file mean the count is wrong. */
 static int check_block_count(const struct model *m) {
     char key[160];
@@ -334,7 +351,7 @@ static int load_arch(struct model *m) {
         return -1;
     }
     free(name);
-    if (m->arch->load_hparams(m) || check_products(m)) return -1;
+    if (m->arch->load_hparams(m) || check_products(m) || check_layers_present(m)) return -1;
     m->state = calloc((size_t)m->hp.n_layers, sizeof *m->state);
     if (!m->state) return moex_errorf("out of memory");
     for (int l = 0; l < m->hp.n_layers; l++) m->arch->layer_state(m, l, &m->state[l]);

@@ -796,8 +796,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
     struct expert_layer L = { &W->gate, &W->up, &W->down, e->n_expert, e->n_ff, e->n_embd };
     int64_t t_start = time_ns();
     e->running = true;
-    e->phase = n_tokens > 1 ? MOE_PREFILL : MOE_DECODE;
-    struct moe_phase_counters *c = &e->counters[e->phase];
+    struct moe_phase_counters *c = &e->counters[e->phase]; /* the phase moe_executor_begin_batch set */
     c->batches++;
     int n_pairs = n_tokens * e->top_k;
     moe_group(s, n_tokens, e->top_k, ids);
@@ -948,6 +947,8 @@ void moe_executor_print(const struct moe_executor *e, FILE *out) {
                 (unsigned long long)c->fallbacks, hit_rows, hit_bytes, c->device_ns / 1e6, c->pack_ns / 1e6,
                 c->load_ns / 1e6, c->cpu_ns / 1e6, c->wall_ns / 1e6, overlap / 1e6);
     }
+    fprintf(out, "moex profile: decode: passes of one new token per sequence (a batched step of several "
+                 "sequences too); prefill: the rest\n");
     fprintf(out, "moex profile: rows: routed (token, expert) pairs; jobs: matrices; packs, loads, hits, misses, "
                  "admits, evicts: experts (three matrices each); hit rows / hit bytes: hits' share of the experts "
                  "with rows >= min M, weighted by rows / by the experts' GGUF bytes\n");

@@ -102,8 +102,10 @@ void moe_executor_reset_counters(struct moe_executor *e);
 enum { MOE_DENSE_GROUP_MAX = 8 };
 unsigned moe_executor_dense(struct moe_executor *e, int k, const struct matrix *const *w, float *const *y,
                             const float *x, int n);
-/* The batch about to be evaluated: n_tokens > 1 is prefill, for all its matmuls. */
-void moe_executor_begin_batch(struct moe_executor *e, int n_tokens);
+/* The phase of the batch about to be evaluated, for all its matmuls and
+ * expert layers: decode when it adds one token to each of its sequences (a
+ * batched decode step of several sequences included), else prefill. */
+void moe_executor_begin_batch(struct moe_executor *e, enum moe_phase phase);
 
 struct moe_dense_counters {
     uint64_t matmuls_device, matmuls_cpu;

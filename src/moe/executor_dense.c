@@ -112,8 +112,8 @@ static int find(const struct dense_exec *x, const struct matrix *w) {
     return hit ? hit->id : -1;
 }
 
-void moe_executor_begin_batch(struct moe_executor *e, int n_tokens) {
-    if (e) e->phase = n_tokens > 1 ? MOE_PREFILL : MOE_DECODE;
+void moe_executor_begin_batch(struct moe_executor *e, enum moe_phase phase) {
+    if (e) e->phase = phase;
 }
 
 /* Rows of one pass: as many as the staging holds for inputs of K and

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,22 @@ struct routing_stats *routing_stats_read(const char *path) {
                         s->counts_first[k] > s->counts[k] ? "more first-half rows than rows" : "bad weight sum");
             goto fail;
         }
+    /* A layer routes each token to at most top_k experts, so its rows are at
+     * most n_tokens x top_k: larger counts are damage (and their sum could
+     * wrap, turning shares and entropies into nonsense). */
+    uint64_t most;
+    if (__builtin_mul_overflow(h.n_tokens, (uint64_t)h.top_k, &most)) most = UINT64_MAX;
+    for (size_t l = 0; l < L; l++) {
+        uint64_t rows = 0;
+        bool wrapped = false;
+        for (uint32_t e = 0; e < h.n_expert && !wrapped; e++)
+            wrapped = __builtin_add_overflow(rows, s->counts[l * h.n_expert + e], &rows);
+        if (wrapped || rows > most) {
+            moex_errorf("%s: layer %zu: more rows than %llu tokens x top-%u", path, l,
+                        (unsigned long long)h.n_tokens, h.top_k);
+            goto fail;
+        }
+    }
     free(name);
     fclose(f);
     return s;

@@ -1,12 +1,17 @@
 /* moex serve: an OpenAI-compatible HTTP server over the public API
  * (libmicrohttpd for HTTP, cJSON for JSON). One thread per connection
- * parses and answers; the scheduler (serve_sched.h) generates. */
+ * parses and answers; the scheduler (serve_sched.h) generates. It is the
+ * command line's, built into moex beside the library: like tools/ it uses
+ * moex.h and its own headers only (tests/cli_public_api.sh), so its errors
+ * come back in buffers of its own, not moex_last_error(). */
 #ifndef MOEX_SERVE_H
 #define MOEX_SERVE_H
 
 #include "moex.h"
 
 #include <stddef.h>
+#include <stdint.h>
+#include <time.h>
 
 /* Each bound has its default here and a flag in moex serve --help. */
 struct serve_limits {
@@ -40,12 +45,24 @@ struct serve_options {
 };
 
 void serve_options_default(struct serve_options *o);
-/* What can be checked before a model loads (the address); -1 with moex_last_error(). */
-int serve_check_options(const struct serve_options *o);
+/* Monotonic time in nanoseconds (deadlines, the scheduler's clocks). */
+static inline int64_t serve_time_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+#if defined(__GNUC__)
+#define SERVE_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define SERVE_PRINTF(a, b)
+#endif
+/* What can be checked before a model loads (the address); -1 with the
+ * reason in why[0..size). */
+int serve_check_options(const struct serve_options *o, char *why, size_t size);
 
 struct server;
-/* Makes the slots, binds and starts serving. NULL with moex_last_error(). */
-struct server *serve_start(moex_model *m, const struct serve_options *o);
+/* Makes the slots, binds and starts serving. NULL with the reason in why. */
+struct server *serve_start(moex_model *m, const struct serve_options *o, char *why, size_t size);
 int serve_port(const struct server *s);
 /* The context length of each slot. */
 int serve_n_ctx(const struct server *s);

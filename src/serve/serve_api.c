@@ -27,8 +27,9 @@ static int get_number(const cJSON *root, const char *name, double lo, double hi,
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsNumber(v)) return refuse(e, name, NULL, "'%s' must be a number", name);
     double d = v->valuedouble;
-    if (!(d >= lo && d <= hi) || (integral && d != floor(d)))
-        return refuse(e, name, NULL, "'%s' must be %s from %g to %g", name, integral ? "an integer" : "a number", lo, hi);
+    if (integral && !(d >= lo && d <= hi && d == floor(d))) /* integers in full: 2^53 - 1, not 9.0072e+15 */
+        return refuse(e, name, NULL, "'%s' must be an integer from %.0f to %.0f", name, lo, hi);
+    if (!(d >= lo && d <= hi)) return refuse(e, name, NULL, "'%s' must be a number from %g to %g", name, lo, hi);
     *given = true;
     *out = d;
     return 0;

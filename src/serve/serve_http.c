@@ -6,9 +6,6 @@
 #include "serve/serve_api.h"
 #include "serve/serve_sched.h"
 
-#include "core/error.h"
-#include "core/timer.h"
-
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
@@ -72,7 +69,7 @@ static enum MHD_Result send_body(struct server *s, struct MHD_Connection *c, int
 }
 
 static enum MHD_Result send_error(struct server *s, struct MHD_Connection *c, int status, const char *code,
-                                  const char *fmt, ...) MOEX_PRINTF(5, 6);
+                                  const char *fmt, ...) SERVE_PRINTF(5, 6);
 static enum MHD_Result send_error(struct server *s, struct MHD_Connection *c, int status, const char *code,
                                   const char *fmt, ...) {
     struct api_error e = { .status = status, .code = code };
@@ -206,7 +203,7 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
         return send_body(s, c, e.status, "application/json", api_error_json(&e));
     }
     j->fd = client_fd(c);
-    if (s->o.limits.total_timeout_s > 0) j->deadline_ns = time_ns() + (int64_t)s->o.limits.total_timeout_s * 1000000000;
+    if (s->o.limits.total_timeout_s > 0) j->deadline_ns = serve_time_ns() + (int64_t)s->o.limits.total_timeout_s * 1000000000;
     sched_submit(s->sched, j);
     pthread_mutex_t *mu = sched_mutex(s->sched);
     if (req.stream) {
@@ -251,7 +248,7 @@ struct text {
     size_t cap, len;
 };
 
-static void put(struct text *t, const char *fmt, ...) MOEX_PRINTF(2, 3);
+static void put(struct text *t, const char *fmt, ...) SERVE_PRINTF(2, 3);
 static void put(struct text *t, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -398,29 +395,29 @@ static void connection_event(void *cls, struct MHD_Connection *c, void **socket_
     atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
-static int listen_address(const struct serve_options *o, struct sockaddr_in *addr) {
+static int listen_address(const struct serve_options *o, struct sockaddr_in *addr, char *why, size_t size) {
     *addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)o->port) };
     const char *host = !strcmp(o->host, "localhost") ? "127.0.0.1" : o->host;
-    if (inet_pton(AF_INET, host, &addr->sin_addr) != 1)
-        return moex_errorf("--host: invalid value '%s' (expected an IPv4 address)", o->host);
-    return 0;
+    if (inet_pton(AF_INET, host, &addr->sin_addr) == 1) return 0;
+    snprintf(why, size, "--host: invalid value '%s' (expected an IPv4 address)", o->host);
+    return -1;
 }
 
-int serve_check_options(const struct serve_options *o) {
+int serve_check_options(const struct serve_options *o, char *why, size_t size) {
     struct sockaddr_in addr;
-    return listen_address(o, &addr);
+    return listen_address(o, &addr, why, size);
 }
 
-struct server *serve_start(moex_model *m, const struct serve_options *o) {
+struct server *serve_start(moex_model *m, const struct serve_options *o, char *why, size_t size) {
     struct sockaddr_in addr;
-    if (listen_address(o, &addr)) return NULL;
+    if (listen_address(o, &addr, why, size)) return NULL;
     struct server *s = calloc(1, sizeof *s);
-    if (!s) return moex_errorf("out of memory"), NULL;
+    if (!s) return snprintf(why, size, "out of memory"), NULL;
     s->model = m;
     s->o = *o;
     if (!s->o.model_id) s->o.model_id = moex_model_name(m);
     s->started = (long)time(NULL);
-    if (!(s->sched = sched_new(m, o->parallel, &o->ctx))) { free(s); return NULL; }
+    if (!(s->sched = sched_new(m, o->parallel, &o->ctx, why, size))) { free(s); return NULL; }
     s->n_ctx = sched_n_ctx(s->sched);
     size_t pool = 2 * o->limits.max_header_bytes + 16384;
     /* MHD's own hard cap sits above --max-connections, so that the ones over it get a JSON 503 */
@@ -435,7 +432,8 @@ struct server *serve_start(moex_model *m, const struct serve_options *o) {
     if (!s->daemon) {
         sched_free(s->sched);
         free(s);
-        return moex_errorf("cannot listen on %s:%d (in use, or not an address of this machine)", o->host, o->port), NULL;
+        snprintf(why, size, "cannot listen on %s:%d (in use, or not an address of this machine)", o->host, o->port);
+        return NULL;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : o->port;

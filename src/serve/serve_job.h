@@ -22,7 +22,7 @@ struct serve_job {
     int max_tokens;
     char *stop[SERVE_MAX_STOP];        /* owned */
     int n_stop;
-    int64_t deadline_ns;               /* time_ns() after which generation ends; 0: none */
+    int64_t deadline_ns;               /* serve_time_ns() after which generation ends; 0: none */
     int fd;                            /* the client's socket, watched for a hang-up; -1: none */
 
     /* shared with the scheduler */

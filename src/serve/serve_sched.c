@@ -1,6 +1,6 @@
 #include "serve/serve_sched.h"
 
-#include "core/timer.h"
+#include "serve/serve.h"
 
 #include <poll.h>
 #include <stdio.h>
@@ -185,7 +185,7 @@ static void drop_gone(struct scheduler *s) {
         if (!j) continue;
         bool gone = j->cancelled || client_gone(j->fd);
         if (gone) j->cancelled = true;
-        bool late = j->deadline_ns && time_ns() > j->deadline_ns;
+        bool late = j->deadline_ns && serve_time_ns() > j->deadline_ns;
         if (gone || late) finish_job(s, sl, "length", NULL);
     }
 }
@@ -296,9 +296,9 @@ static double thread_cpu_s(void) {
 static void step(struct scheduler *s) {
     int prefill, n = build_batch(s, &prefill);
     if (n == 0) return;
-    double t0 = time_s(), c0 = thread_cpu_s();
+    double t0 = serve_time_ns() * 1e-9, c0 = thread_cpu_s();
     int rc = moex_eval_batch(s->ctx, s->batch, s->batch_seq, n);
-    double dt = time_s() - t0, dc = thread_cpu_s() - c0;
+    double dt = serve_time_ns() * 1e-9 - t0, dc = thread_cpu_s() - c0;
     pthread_mutex_lock(&s->mu);
     /* The pass's time, shared by prompt and decode rows by count. */
     s->stats.prompt_s += dt * prefill / n;
@@ -351,8 +351,9 @@ static void *run(void *arg) {
     return NULL;
 }
 
-struct scheduler *sched_new(moex_model *m, int n_slots, const struct moex_context_params *cp) {
+struct scheduler *sched_new(moex_model *m, int n_slots, const struct moex_context_params *cp, char *why, size_t size) {
     struct scheduler *s = calloc(1, sizeof *s);
+    snprintf(why, size, "out of memory");
     if (!s) return NULL;
     s->model = m;
     s->n_slots = n_slots;
@@ -368,8 +369,15 @@ struct scheduler *sched_new(moex_model *m, int n_slots, const struct moex_contex
         s->slots[i].seq = i;
         s->slots[i].next = -1;
     }
-    if (!(s->ctx = moex_context_new_seqs(m, cp, n_slots))) goto fail;
-    if (pthread_create(&s->thread, NULL, run, s) != 0) goto fail;
+    if (!(s->ctx = moex_context_new_seqs(m, cp, n_slots))) {
+        snprintf(why, size, "%s", moex_last_error());
+        goto fail;
+    }
+    if (pthread_create(&s->thread, NULL, run, s) != 0) {
+        snprintf(why, size, "cannot start the scheduler's thread");
+        goto fail;
+    }
+    why[0] = 0;
     s->started = true;
     return s;
 fail:

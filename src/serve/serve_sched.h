@@ -17,8 +17,8 @@
 
 struct scheduler;
 
-/* NULL with moex_last_error() when a context cannot be made. */
-struct scheduler *sched_new(moex_model *m, int n_slots, const struct moex_context_params *cp);
+/* NULL with the reason in why[0..size) (a context that cannot be made, out of memory). */
+struct scheduler *sched_new(moex_model *m, int n_slots, const struct moex_context_params *cp, char *why, size_t size);
 /* Stops the thread: jobs running or queued end with an error. */
 void sched_stop(struct scheduler *s);
 /* Stops (when not yet) and frees. */
