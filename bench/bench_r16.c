@@ -6,7 +6,14 @@
  * per second). Best of 10 runs each, the two kernels alternating. Prints a
  * markdown table (see bench/r16.md).
  *
- * usage: bench_r16 [decode matrix MiB, default 96] [isa name: only that one] */
+ * With "m" as the first argument it sweeps M instead, on the selected ISA's
+ * r16 kernels only: an expert's matrix hot in the caches, and cold (128
+ * experts one after the other, called in items of ITEM_ROWS weight rows as
+ * the expert driver calls it), G multiply-adds per second of the thread's
+ * CPU time.
+ *
+ * usage: bench_r16 [decode matrix MiB, default 96] [isa name: only that one]
+ *        bench_r16 m [isa name] */
 #include "core/cpu.h"
 #include "core/timer.h"
 #include "quant/quant.h"
@@ -75,9 +82,48 @@ static void bench_set(enum qtype t, const struct kernel_set *k, double mib, cons
     free(w); free(p); free(out);
 }
 
+enum { N_EXPERTS = 128, ITEM_ROWS = 32 };
+
+/* This thread's CPU time: the host is shared, and time other processes
+ * take from this core is not the kernel's. */
+static int64_t cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* GMAC/s of the r16 kernel at M rows: hot (one expert, best of RUNS) and
+ * cold (every expert once per pass, in items, best of 3 passes). */
+static void sweep_m(enum qtype t, const char *isa, gemm_tile_fn r16, const char *act, size_t ab) {
+    const size_t rb = quant_row_size(t, N), eb = rb * EXPERT_ROWS;
+    unsigned char *w = make_rows(t, EXPERT_ROWS);
+    unsigned char *p = aligned_alloc(4096, (eb * N_EXPERTS + 4095) / 4096 * 4096);
+    for (int e = 0; e < N_EXPERTS; e++) quant_r16_pack(t, w, rb, EXPERT_ROWS, N, p + eb * e);
+    float *out = malloc(sizeof(float) * EXPERT_ROWS * 64);
+    const int ms[] = { 1, 4, 8, 16, 24, 32, 40, 48, 64 };
+    for (int mi = 0; mi < (int)(sizeof ms / sizeof ms[0]); mi++) {
+        const int M = ms[mi];
+        double hot = 0, cold = 0;
+        for (int run = 0; run < RUNS; run++) {
+            int64_t t0 = cpu_ns();
+            r16(N, p, rb, EXPERT_ROWS, act, ab, M, out, EXPERT_ROWS);
+            double g = (double)N * EXPERT_ROWS * M / (double)(cpu_ns() - t0);
+            if (g > hot) hot = g;
+        }
+        for (int pass = 0; pass < 3; pass++) {
+            int64_t t0 = cpu_ns();
+            for (int e = 0; e < N_EXPERTS; e++)
+                for (int r = 0; r < EXPERT_ROWS; r += ITEM_ROWS)
+                    r16(N, p + eb * e + (size_t)r * rb, rb, ITEM_ROWS, act, ab, M, out + r, EXPERT_ROWS);
+            double g = (double)N * EXPERT_ROWS * M * N_EXPERTS / (double)(cpu_ns() - t0);
+            if (g > cold) cold = g;
+        }
+        printf("| %s | %s | %d | %.1f | %.1f |\n", quant_type_name(t), isa, M, hot, cold);
+    }
+    free(w); free(p); free(out);
+}
+
 int main(int argc, char **argv) {
-    const double mib = argc > 1 ? atof(argv[1]) : 96;
-    const char *only = argc > 2 ? argv[2] : NULL;
     const size_t ab = quant_row_size(QT_Q8_K, N);
     char *act = malloc(ab * 64);
     float x[N];
@@ -85,6 +131,22 @@ int main(int argc, char **argv) {
         for (int i = 0; i < N; i++) x[i] = (float)((i * 13 + c * 5) % 29 - 14) * 0.1f;
         quant_quantize_act(QT_Q8_K, x, act + (size_t)c * ab, N);
     }
+    if (argc > 1 && !strcmp(argv[1], "m")) {
+        printf("%s, 1 thread, %dx%d\n\n| type | kernels | M | hot GMAC/s | cold, items of %d rows, GMAC/s |\n|---|---|---:|---:|---:|\n",
+               cpu_features_string(), EXPERT_ROWS, N, ITEM_ROWS);
+        const enum qtype types[] = { QT_Q4_K, QT_Q6_K };
+        for (int ti = 0; ti < 2; ti++)
+            for (int isa = ISA_COUNT - 1; isa > ISA_SCALAR; isa--) {
+                const gemm_tile_fn r16 = quant_r16_kernel(types[ti], (enum isa)isa);
+                if (!r16 || (argc > 2 && strcmp(argv[2], isa_name((enum isa)isa)))) continue;
+                sweep_m(types[ti], isa_name((enum isa)isa), r16, act, ab);
+                break;
+            }
+        free(act);
+        return 0;
+    }
+    const double mib = argc > 1 ? atof(argv[1]) : 96;
+    const char *only = argc > 2 ? argv[2] : NULL;
     printf("%s, 1 thread, best of %d\n\n", cpu_features_string(), RUNS);
     printf("| type | kernels | test | plain rows | r16 | r16 / plain |\n|---|---|---|---:|---:|---:|\n");
     const enum qtype types[] = { QT_Q4_K, QT_Q6_K };

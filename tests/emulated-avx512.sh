@@ -12,7 +12,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-emu}
 oracle=${MOEX_ORACLE:-$src/../shared/oracle}
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOEX_EMULATE_AVX512=ON -DMOEX_WERROR=ON >/dev/null
-tests="test_quant_kernels test_quant_r16 test_quant_oracle test_attn_kernels test_delta_net_kernels test_oracle_logits test_oracle_qwen35moe"
+tests="test_quant_kernels test_quant_r16 test_quant_r16_widths test_quant_f32_gemm test_silu_mul test_quant_oracle test_attn_kernels test_delta_net_kernels test_oracle_logits test_oracle_qwen35moe"
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $tests
 fail=0
 for t in $tests; do

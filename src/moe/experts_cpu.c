@@ -3,7 +3,6 @@
 #include "core/spin.h"
 #include "core/threadpool.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,12 @@
 enum { ITEM_ROWS = 32 };
 /* Tokens per quantizing item of the gate/up job (prefill). */
 enum { QUANT_ITEM_TOKENS = 8 };
+/* Items a thread claims at a time. The pool's chunks (an eighth of the
+ * items with 2 threads: ~16 experts' gate/up) let a thread that ran out of
+ * gate/up items wait for the hidden rows of experts whose gate/up items the
+ * other thread still had to run (up to 12% of the job at pp512); claims of a
+ * few items leave it those items to run instead. */
+enum { CLAIM_ITEMS = 2 };
 
 struct expert_item { int expert, row0, rows; };
 
@@ -94,13 +99,13 @@ void moe_scratch_free(struct moe_scratch *s) {
 
 /* The experts' one job: (prefill) quantizing the tokens and copying them
  * to their pairs, QUANT_ITEM_TOKENS tokens a claim off next_q, which every
- * thread drains before its first expert item (the pool's chunks of the
- * expert items are too coarse to share that out); then the gate/up items,
- * then the down items. A gate/up item waits for its expert's tokens only;
- * the last gate/up item of an expert to finish quantizes its hidden rows
- * (items_left), and a down item waits for its expert's. The pool hands out
- * items in order, so the lowest unfinished item that was taken waits for
- * nothing unfinished, and quantizing waits for nothing: no deadlock. */
+ * thread drains before its first expert item; then the gate/up items, then
+ * the down items, CLAIM_ITEMS a claim off next_item. A gate/up item waits
+ * for its expert's tokens only; the last gate/up item of an expert to finish
+ * quantizes its hidden rows (items_left), and a down item waits for its
+ * expert's. Items are claimed in order, so the lowest unfinished item that
+ * was taken waits for nothing unfinished, and quantizing waits for nothing:
+ * no deadlock. */
 struct stage_job {
     const struct expert_layer *layer;
     struct moe_scratch *s;
@@ -108,8 +113,9 @@ struct stage_job {
     size_t x_stride, h_stride;
     enum qtype x_act, down_act;
     const float *x;             /* (n_tokens, n_embd) to quantize in the job, or NULL: done */
-    int q_items, n_gate_up;
+    int q_items, n_gate_up, n_items;
     _Atomic int next_q;         /* the next quantizing claim */
+    _Atomic int next_item;      /* the next item claim */
 };
 
 /* Token t's row of x quantized, and copied to its pairs on the CPU. */
@@ -147,7 +153,7 @@ static void gate_up_item(const struct stage_job *j, const struct expert_item *it
     matrix_tile(L->up, wrow, rows, act, j->x_stride, n, u, (size_t)L->n_ff);
     for (int r = 0; r < n; r++) {
         float *gr = g + (size_t)r * L->n_ff, *ur = u + (size_t)r * L->n_ff;
-        for (int i = 0; i < rows; i++) gr[i] = gr[i] / (1.0f + expf(-gr[i])) * ur[i];
+        silu_mul_row(gr, ur, rows);
     }
     if (atomic_fetch_sub_explicit(&s->items_left[e], 1, memory_order_acq_rel) == 1) {
         quantize_hidden(j, p0, n);
@@ -167,8 +173,9 @@ static void down_item(const struct stage_job *j, const struct expert_item *item)
                 j->h_stride, n, s->down_out + (size_t)p0 * L->n_embd + item->row0, (size_t)L->n_embd);
 }
 
-static void stage_items(void *arg, int64_t begin, int64_t end, int thread_index) {
+static void stage_items(void *arg, int thread_index, int n_threads) {
     (void)thread_index;
+    (void)n_threads;
     struct stage_job *j = arg;
     struct moe_scratch *s = j->s;
     for (int q; j->x && (q = atomic_fetch_add_explicit(&j->next_q, 1, memory_order_relaxed)) < j->q_items;) {
@@ -178,10 +185,11 @@ static void stage_items(void *arg, int64_t begin, int64_t end, int thread_index)
             atomic_store_explicit(&s->token_ready[t], 1, memory_order_release);
         }
     }
-    for (int64_t it = begin; it < end; it++) {
-        if (it < j->n_gate_up) gate_up_item(j, &s->items[it]);
-        else down_item(j, &s->items[it]);
-    }
+    for (int begin; (begin = atomic_fetch_add_explicit(&j->next_item, CLAIM_ITEMS, memory_order_relaxed)) < j->n_items;)
+        for (int it = begin; it < begin + CLAIM_ITEMS && it < j->n_items; it++) {
+            if (it < j->n_gate_up) gate_up_item(j, &s->items[it]);
+            else down_item(j, &s->items[it]);
+        }
 }
 
 /* Work items of n_rows rows of each expert with rows (on the CPU), from
@@ -242,7 +250,7 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
     if (!s->n_cpu_pairs) return;
     enum qtype x_act = quant_traits(L->gate->type)->vec_dot_type, down_act = quant_traits(L->down->type)->vec_dot_type;
     struct stage_job job = { L, s, s->n_cpu_pairs, quant_row_size(x_act, L->n_embd), quant_row_size(down_act, L->n_ff),
-                             x_act, down_act, NULL, 0, 0, 0 };
+                             x_act, down_act, NULL, 0, 0, 0, 0, 0 };
     /* Each token quantized once, and copied to its pairs: in the gate/up
      * job for several tokens on several threads, else before it. */
     if (threadpool_size(pool) > 1 && s->n_tokens > 4) {
@@ -255,8 +263,8 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
         job.x = NULL;
     }
     job.n_gate_up = make_items(s, 0, L->n_ff, on_cpu, s->items_left);
-    int n_items = make_items(s, (int)job.n_gate_up, L->n_embd, on_cpu, NULL);
-    threadpool_parallel_for(pool, n_items, 1, stage_items, &job);
+    job.n_items = make_items(s, (int)job.n_gate_up, L->n_embd, on_cpu, NULL);
+    threadpool_run(pool, stage_items, &job);
 }
 
 void moe_combine(const struct moe_scratch *s, const float *weights, float *out) {

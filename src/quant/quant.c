@@ -54,6 +54,7 @@ static struct qtype_traits traits[QT_MAX];
 static struct qtype_kernels best[QT_MAX];
 static fp16_to_f32_row_fn best_fp16_to_f32_row = fp16_to_f32_row_scalar;
 static f32_to_fp16_row_fn best_f32_to_fp16_row = f32_to_fp16_row_scalar;
+static silu_mul_row_fn best_silu_mul_row = silu_mul_row_scalar;
 static enum isa active_isa = ISA_SCALAR;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -160,16 +161,17 @@ void quant_init(enum isa max_isa) {
             traits[t].gemm_r16 = isa_tables[isa].gemm_r16_avxvnni[t];
         traits[t].supported = best[t].vec_dot != NULL;
     }
-    best_fp16_to_f32_row = fp16_to_f32_row_scalar;
-    best_f32_to_fp16_row = f32_to_fp16_row_scalar;
-    for (enum isa i = isa;; i = isa_parent(i)) {
-        if (isa_tables[i].fp16_to_f32_row) { best_fp16_to_f32_row = isa_tables[i].fp16_to_f32_row; break; }
-        if (i == ISA_SCALAR) break;
+    /* row kernels: the chosen ISA's, else its parents' */
+#define PICK_ROW(member, best_fn, scalar_fn)                                  \
+    best_fn = scalar_fn;                                                     \
+    for (enum isa i = isa;; i = isa_parent(i)) {                             \
+        if (isa_tables[i].member) { best_fn = isa_tables[i].member; break; } \
+        if (i == ISA_SCALAR) break;                                          \
     }
-    for (enum isa i = isa;; i = isa_parent(i)) {
-        if (isa_tables[i].f32_to_fp16_row) { best_f32_to_fp16_row = isa_tables[i].f32_to_fp16_row; break; }
-        if (i == ISA_SCALAR) break;
-    }
+    PICK_ROW(fp16_to_f32_row, best_fp16_to_f32_row, fp16_to_f32_row_scalar)
+    PICK_ROW(f32_to_fp16_row, best_f32_to_fp16_row, f32_to_fp16_row_scalar)
+    PICK_ROW(silu_mul_row, best_silu_mul_row, silu_mul_row_scalar)
+#undef PICK_ROW
     active_isa = isa;
     __atomic_store_n(&initialized, 1, __ATOMIC_RELEASE);
 }
@@ -230,4 +232,9 @@ void fp16_to_f32_row(const uint16_t *src, float *dst, int64_t n) {
 void f32_to_fp16_row(const float *src, uint16_t *dst, int64_t n) {
     ensure_init();
     best_f32_to_fp16_row(src, dst, n);
+}
+
+void silu_mul_row(float *g, const float *u, int64_t n) {
+    ensure_init();
+    best_silu_mul_row(g, u, n);
 }

@@ -120,5 +120,8 @@ float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
 void fp16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
 void f32_to_fp16_row(const float *src, uint16_t *dst, int64_t n);
+/* g[i] = silu(g[i]) * u[i] = g[i] / (1 + expf(-g[i])) * u[i], the same bits
+ * as that expression with glibc's expf on every ISA's kernel. */
+void silu_mul_row(float *g, const float *u, int64_t n);
 
 #endif

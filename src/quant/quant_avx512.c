@@ -406,6 +406,134 @@ static inline __m256i b32_fifth_bits(const uint8_t qh[4]) {
 
 #include "quant/quant_b32_x86.h"
 
+/* ---------------------------------------------------------------- F32 (the routers) */
+
+/* The AVX2 dot product's sums exactly (its four 8-float accumulators, the
+ * same additions at the end), for blocks of F32_ROWS weight rows x
+ * F32_ACTS activation rows: one zmm holds two of those accumulators, so
+ * each load serves several dot products. */
+enum { F32_ROWS = 4, F32_ACTS = 2, F32_STEP = 32 };
+
+static inline __attribute__((always_inline)) void f32_block(const int R, const int C, int n, const float *w,
+                                                            size_t w_stride, const float *a, size_t a_stride,
+                                                            float *out, size_t out_stride) {
+    __m512 acc[F32_ROWS][F32_ACTS][2];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c][0] = acc[r][c][1] = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += F32_STEP) {
+        __m512 x[F32_ROWS][2];
+        for (int r = 0; r < R; r++) {
+            x[r][0] = _mm512_loadu_ps(w + r * w_stride + i);
+            x[r][1] = _mm512_loadu_ps(w + r * w_stride + i + 16);
+        }
+        for (int c = 0; c < C; c++) {
+            const __m512 y0 = _mm512_loadu_ps(a + c * a_stride + i), y1 = _mm512_loadu_ps(a + c * a_stride + i + 16);
+            for (int r = 0; r < R; r++) {
+                acc[r][c][0] = _mm512_fmadd_ps(x[r][0], y0, acc[r][c][0]);
+                acc[r][c][1] = _mm512_fmadd_ps(x[r][1], y1, acc[r][c][1]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            const __m256 a0 = _mm512_castps512_ps256(acc[r][c][0]);
+            const __m256 a1 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c][0]), 1));
+            const __m256 a2 = _mm512_castps512_ps256(acc[r][c][1]);
+            const __m256 a3 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c][1]), 1));
+            out[(size_t)c * out_stride + r] = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        }
+}
+
+static void gemm_f32(int n, const void *w, size_t w_stride, int n_w_rows, const void *a, size_t a_stride, int n_a_rows,
+                     float *out, size_t out_stride) {
+    const vec_dot_fn dot = quant_kernels(QT_F32, ISA_AVX2)->vec_dot;
+    if (n % F32_STEP || w_stride % sizeof(float) || a_stride % sizeof(float)) { /* its tail loops: one at a time */
+        for (int c = 0; c < n_a_rows; c++)
+            for (int r = 0; r < n_w_rows; r++)
+                dot(n, &out[(size_t)c * out_stride + r], (const char *)w + r * w_stride, (const char *)a + c * a_stride);
+        return;
+    }
+    const size_t ws = w_stride / sizeof(float), as = a_stride / sizeof(float);
+    for (int c0 = 0; c0 < n_a_rows; c0 += F32_ACTS)
+        for (int r0 = 0; r0 < n_w_rows; r0 += F32_ROWS) {
+            const float *wb = (const float *)w + r0 * ws, *ab = (const float *)a + c0 * as;
+            float *ob = out + (size_t)c0 * out_stride + r0;
+            const int R = n_w_rows - r0 < F32_ROWS ? n_w_rows - r0 : F32_ROWS;
+            if (n_a_rows - c0 >= F32_ACTS) {
+                switch (R) { /* constant shapes: the accumulators stay in registers */
+                case 1: f32_block(1, F32_ACTS, n, wb, ws, ab, as, ob, out_stride); break;
+                case 2: f32_block(2, F32_ACTS, n, wb, ws, ab, as, ob, out_stride); break;
+                case 3: f32_block(3, F32_ACTS, n, wb, ws, ab, as, ob, out_stride); break;
+                default: f32_block(F32_ROWS, F32_ACTS, n, wb, ws, ab, as, ob, out_stride); break;
+                }
+            } else {
+                switch (R) {
+                case 1: f32_block(1, 1, n, wb, ws, ab, as, ob, out_stride); break;
+                case 2: f32_block(2, 1, n, wb, ws, ab, as, ob, out_stride); break;
+                case 3: f32_block(3, 1, n, wb, ws, ab, as, ob, out_stride); break;
+                default: f32_block(F32_ROWS, 1, n, wb, ws, ab, as, ob, out_stride); break;
+                }
+            }
+        }
+}
+
+/* ---------------------------------------------------------------- silu(g) * u */
+
+/* expf as glibc computes it (since 2.28, the FMA build every AVX-512 CPU
+ * gets): x * 32/ln2 = k + r in double, 2^(k/32) from a table of 2^(i/32)
+ * with k/32's integer part added to the exponent, times a cubic in r,
+ * rounded to float once; for |x| < 88, where it needs no special case.
+ * EXP_TAB[i] is the bits of 2^(i/32) less i << 47 (so that adding k << 47
+ * gives the bits of 2^(k/32)). */
+static const uint64_t EXP_TAB[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+
+static inline __m512d bits_pd(uint64_t b) { return _mm512_castsi512_pd(_mm512_set1_epi64((long long)b)); }
+
+static inline __m256 expf8(__m256 x) {
+    const __m512d inv_ln2_32 = bits_pd(0x40471547652b82fe), shift = bits_pd(0x4338000000000000);
+    const __m512d c0 = bits_pd(0x3ebc6af84b912394), c1 = bits_pd(0x3f2ebfce50fac4f3);
+    const __m512d c2 = bits_pd(0x3f962e42ff0c52d6), one = _mm512_set1_pd(1.0);
+    const __m512i t_lo = _mm512_loadu_si512(EXP_TAB), t_mid = _mm512_loadu_si512(EXP_TAB + 8);
+    const __m512i t_hi1 = _mm512_loadu_si512(EXP_TAB + 16), t_hi2 = _mm512_loadu_si512(EXP_TAB + 24);
+    const __m512d xd = _mm512_cvtps_pd(x);
+    __m512d kd = _mm512_fmadd_pd(inv_ln2_32, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, shift);
+    const __m512d r = _mm512_fmsub_pd(inv_ln2_32, xd, kd);
+    /* the table entry of k mod 32: bit 4 picks the half, bits 0-3 the entry */
+    const __m512i lo = _mm512_permutex2var_epi64(t_lo, ki, t_mid), hi = _mm512_permutex2var_epi64(t_hi1, ki, t_hi2);
+    const __mmask8 upper = _mm512_test_epi64_mask(ki, _mm512_set1_epi64(16));
+    const __m512i t = _mm512_add_epi64(_mm512_mask_blend_epi64(upper, lo, hi), _mm512_slli_epi64(ki, 47));
+    const __m512d z = _mm512_fmadd_pd(r, c0, c1), r2 = _mm512_mul_pd(r, r);
+    __m512d y = _mm512_fmadd_pd(r, c2, one);
+    y = _mm512_fmadd_pd(z, r2, y);
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, _mm512_castsi512_pd(t)));
+}
+
+static void silu_mul_row_avx512(float *g, const float *u, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f), limit = _mm256_set1_ps(88.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 gv = _mm256_loadu_ps(g + i), x = _mm256_xor_ps(gv, sign);
+        /* |x| >= 88 or NaN: overflow, underflow and NaN as libm has them */
+        if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, x), limit, _CMP_NLT_UQ))) {
+            silu_mul_row_scalar(g + i, u + i, 8);
+            continue;
+        }
+        const __m256 e = expf8(x);
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+    }
+    silu_mul_row_scalar(g + i, u + i, n - i);
+}
+
 void quant_fill_avx512(struct quant_isa_table *t) {
     struct qtype_kernels *k = t->k;
     k[QT_Q8_0] = (struct qtype_kernels){vec_dot_q8_0_q8_0, gemm_q8_0, NULL, NULL};
@@ -415,4 +543,6 @@ void quant_fill_avx512(struct quant_isa_table *t) {
     k[QT_Q5_K] = (struct qtype_kernels){vec_dot_q5_K_q8_K, gemm_q5_K, NULL, NULL};
     k[QT_Q6_K] = (struct qtype_kernels){vec_dot_q6_K_q8_K, gemm_q6_K, NULL, NULL};
     b32_fill(k);
+    t->silu_mul_row = silu_mul_row_avx512;
+    k[QT_F32].gemm_tile = gemm_f32; /* vec_dot: AVX2's, whose sums these are */
 }

@@ -8,6 +8,7 @@
 
 typedef void (*fp16_to_f32_row_fn)(const uint16_t *src, float *dst, int64_t n);
 typedef void (*f32_to_fp16_row_fn)(const float *src, uint16_t *dst, int64_t n);
+typedef void (*silu_mul_row_fn)(float *g, const float *u, int64_t n);
 
 /* What one ISA provides. Members left NULL fall back to the next lower ISA
  * that has them (AVX-512 -> AVX2 -> scalar, NEON -> scalar). */
@@ -18,6 +19,7 @@ struct quant_isa_table {
                                              that have it when the cap is above avx2 */
     fp16_to_f32_row_fn fp16_to_f32_row;
     f32_to_fp16_row_fn f32_to_fp16_row;
+    silu_mul_row_fn silu_mul_row;
 };
 
 void quant_fill_scalar(struct quant_isa_table *t);
@@ -52,6 +54,7 @@ void quantize_row_q5_K_ref(const float *src, void *dst, int64_t n);
 void quantize_row_q6_K_ref(const float *src, void *dst, int64_t n);
 void fp16_to_f32_row_scalar(const uint16_t *src, float *dst, int64_t n);
 void f32_to_fp16_row_scalar(const float *src, uint16_t *dst, int64_t n);
+void silu_mul_row_scalar(float *g, const float *u, int64_t n);
 
 /* Q4_K and Q6_K on rows interleaved by 16 (quant_r16.c, quant_r16_avx512.c,
  * quant_r16_avx2.c, quant_r16_avxvnni.c, quant_r16_neon.c). */

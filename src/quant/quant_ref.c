@@ -555,4 +555,9 @@ void quant_fill_scalar(struct quant_isa_table *t) {
     k[QT_Q8_K] = (struct qtype_kernels){NULL, NULL, quantize_row_q8_K_ref, dequantize_row_q8_K};
     t->fp16_to_f32_row = fp16_to_f32_row_scalar;
     t->f32_to_fp16_row = f32_to_fp16_row_scalar;
+    t->silu_mul_row = silu_mul_row_scalar;
+}
+
+void silu_mul_row_scalar(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }

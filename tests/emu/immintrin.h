@@ -30,4 +30,23 @@ static inline simde__m512 moex_emu_mm512_cvtepi32_ps(simde__m512i a) {
 #define _mm512_cvtepi32_ps(a) moex_emu_mm512_cvtepi32_ps(a)
 #endif
 
+#if !defined(_mm512_cvtps_pd)
+/* Also missing there: float to double (exact) and double to float (to
+ * nearest even, as VCVTPD2PS under the default MXCSR), lane by lane. */
+static inline simde__m512d moex_emu_mm512_cvtps_pd(simde__m256 a) {
+    simde__m256_private a_ = simde__m256_to_private(a);
+    simde__m512d_private r_;
+    for (size_t i = 0; i < sizeof r_.f64 / sizeof r_.f64[0]; i++) r_.f64[i] = (simde_float64)a_.f32[i];
+    return simde__m512d_from_private(r_);
+}
+static inline simde__m256 moex_emu_mm512_cvtpd_ps(simde__m512d a) {
+    simde__m512d_private a_ = simde__m512d_to_private(a);
+    simde__m256_private r_;
+    for (size_t i = 0; i < sizeof a_.f64 / sizeof a_.f64[0]; i++) r_.f32[i] = (simde_float32)a_.f64[i];
+    return simde__m256_from_private(r_);
+}
+#define _mm512_cvtps_pd(a) moex_emu_mm512_cvtps_pd(a)
+#define _mm512_cvtpd_ps(a) moex_emu_mm512_cvtpd_ps(a)
+#endif
+
 #endif
