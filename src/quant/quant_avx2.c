@@ -11,6 +11,7 @@
  * 4 weight rows x 2 activation rows register block over it: per 32 values
  * and (row, column) pair that is one maddubs, one madd and one add. */
 #include "quant/quant_impl.h"
+#include "quant/quant_silu_x86.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -652,6 +653,34 @@ QUANT_GEMM_FROM_VEC_DOT(gemm_f16, vec_dot_f16)
 QUANT_GEMM_FROM_VEC_DOT(gemm_bf16, vec_dot_bf16)
 QUANT_GEMM_FROM_VEC_DOT(gemm_f32, vec_dot_f32)
 
+/* ---------------------------------------------------------------- silu(g) * u */
+
+static inline __m256d bits_pd(uint64_t b) { return _mm256_castsi256_pd(_mm256_set1_epi64x((long long)b)); }
+
+/* expf of 4 floats, glibc's steps in double (quant_impl.h), the table read
+ * by a gather */
+static inline __m128 expf4(__m128 x) {
+    const __m256d inv_ln2_32 = bits_pd(QUANT_EXPF_INV_LN2_32), shift = bits_pd(QUANT_EXPF_SHIFT);
+    const __m256d xd = _mm256_cvtps_pd(x);
+    __m256d kd = _mm256_fmadd_pd(inv_ln2_32, xd, shift);
+    const __m256i ki = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, shift);
+    const __m256d r = _mm256_fmsub_pd(inv_ln2_32, xd, kd);
+    const __m256i idx = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+    __m256i t = _mm256_i64gather_epi64((const long long *)quant_expf_tab, idx, 8);
+    t = _mm256_add_epi64(t, _mm256_slli_epi64(ki, 47));
+    const __m256d z = _mm256_fmadd_pd(r, bits_pd(QUANT_EXPF_C0), bits_pd(QUANT_EXPF_C1)), r2 = _mm256_mul_pd(r, r);
+    __m256d y = _mm256_fmadd_pd(r, bits_pd(QUANT_EXPF_C2), _mm256_set1_pd(1.0));
+    y = _mm256_fmadd_pd(z, r2, y);
+    return _mm256_cvtpd_ps(_mm256_mul_pd(y, _mm256_castsi256_pd(t)));
+}
+
+static inline __m256 expf8(__m256 x) {
+    return _mm256_set_m128(expf4(_mm256_extractf128_ps(x, 1)), expf4(_mm256_castps256_ps128(x)));
+}
+
+static void silu_mul_row_avx2(float *g, const float *u, int64_t n) { silu_mul_row_x86(g, u, n, expf8); }
+
 void quant_fill_avx2(struct quant_isa_table *t) {
     struct qtype_kernels *k = t->k;
     k[QT_F32] = (struct qtype_kernels){vec_dot_f32, gemm_f32, NULL, NULL};
@@ -670,4 +699,5 @@ void quant_fill_avx2(struct quant_isa_table *t) {
     t->gemm_r16_avxvnni[QT_Q6_K] = gemm_q6_K_r16_avxvnni;
     t->fp16_to_f32_row = f16_to_f32_row;
     t->f32_to_fp16_row = f32_to_f16_row;
+    t->silu_mul_row = silu_mul_row_avx2;
 }

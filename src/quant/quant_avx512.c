@@ -8,6 +8,7 @@
  *  - with 32 vector registers the gemm tile's register block is 4 weight
  *    rows x 4 activation rows instead of 4 x 2. */
 #include "quant/quant_impl.h"
+#include "quant/quant_silu_x86.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -479,30 +480,15 @@ static void gemm_f32(int n, const void *w, size_t w_stride, int n_w_rows, const 
 
 /* ---------------------------------------------------------------- silu(g) * u */
 
-/* expf as glibc computes it (since 2.28, the FMA build every AVX-512 CPU
- * gets): x * 32/ln2 = k + r in double, 2^(k/32) from a table of 2^(i/32)
- * with k/32's integer part added to the exponent, times a cubic in r,
- * rounded to float once; for |x| < 88, where it needs no special case.
- * EXP_TAB[i] is the bits of 2^(i/32) less i << 47 (so that adding k << 47
- * gives the bits of 2^(k/32)). */
-static const uint64_t EXP_TAB[32] = {
-    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
-    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
-    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
-    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
-    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
-    0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
-};
-
+/* expf as glibc computes it: quant_impl.h (QUANT_EXPF_*, quant_expf_tab). */
 static inline __m512d bits_pd(uint64_t b) { return _mm512_castsi512_pd(_mm512_set1_epi64((long long)b)); }
 
 static inline __m256 expf8(__m256 x) {
-    const __m512d inv_ln2_32 = bits_pd(0x40471547652b82fe), shift = bits_pd(0x4338000000000000);
-    const __m512d c0 = bits_pd(0x3ebc6af84b912394), c1 = bits_pd(0x3f2ebfce50fac4f3);
-    const __m512d c2 = bits_pd(0x3f962e42ff0c52d6), one = _mm512_set1_pd(1.0);
-    const __m512i t_lo = _mm512_loadu_si512(EXP_TAB), t_mid = _mm512_loadu_si512(EXP_TAB + 8);
-    const __m512i t_hi1 = _mm512_loadu_si512(EXP_TAB + 16), t_hi2 = _mm512_loadu_si512(EXP_TAB + 24);
+    const __m512d inv_ln2_32 = bits_pd(QUANT_EXPF_INV_LN2_32), shift = bits_pd(QUANT_EXPF_SHIFT);
+    const __m512d c0 = bits_pd(QUANT_EXPF_C0), c1 = bits_pd(QUANT_EXPF_C1);
+    const __m512d c2 = bits_pd(QUANT_EXPF_C2), one = _mm512_set1_pd(1.0);
+    const __m512i t_lo = _mm512_loadu_si512(quant_expf_tab), t_mid = _mm512_loadu_si512(quant_expf_tab + 8);
+    const __m512i t_hi1 = _mm512_loadu_si512(quant_expf_tab + 16), t_hi2 = _mm512_loadu_si512(quant_expf_tab + 24);
     const __m512d xd = _mm512_cvtps_pd(x);
     __m512d kd = _mm512_fmadd_pd(inv_ln2_32, xd, shift);
     const __m512i ki = _mm512_castpd_si512(kd);
@@ -518,21 +504,7 @@ static inline __m256 expf8(__m256 x) {
     return _mm512_cvtpd_ps(_mm512_mul_pd(y, _mm512_castsi512_pd(t)));
 }
 
-static void silu_mul_row_avx512(float *g, const float *u, int64_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f), limit = _mm256_set1_ps(88.0f);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 gv = _mm256_loadu_ps(g + i), x = _mm256_xor_ps(gv, sign);
-        /* |x| >= 88 or NaN: overflow, underflow and NaN as libm has them */
-        if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, x), limit, _CMP_NLT_UQ))) {
-            silu_mul_row_scalar(g + i, u + i, 8);
-            continue;
-        }
-        const __m256 e = expf8(x);
-        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
-    }
-    silu_mul_row_scalar(g + i, u + i, n - i);
-}
+static void silu_mul_row_avx512(float *g, const float *u, int64_t n) { silu_mul_row_x86(g, u, n, expf8); }
 
 void quant_fill_avx512(struct quant_isa_table *t) {
     struct qtype_kernels *k = t->k;

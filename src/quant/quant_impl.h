@@ -55,6 +55,19 @@ void quantize_row_q6_K_ref(const float *src, void *dst, int64_t n);
 void fp16_to_f32_row_scalar(const uint16_t *src, float *dst, int64_t n);
 void f32_to_fp16_row_scalar(const float *src, uint16_t *dst, int64_t n);
 void silu_mul_row_scalar(float *g, const float *u, int64_t n);
+/* expf as glibc computes it (since 2.28, the FMA build every AVX2 + FMA
+ * CPU gets): x * 32/ln2 = k + r in double, 2^(k/32) from a table of 2^(i/32)
+ * with k/32's integer part added to the exponent, times a cubic in r,
+ * rounded to float once; for |x| < 88, where it needs no special case.
+ * quant_expf_tab[i] is the bits of 2^(i/32) less i << 47 (so that adding
+ * k << 47 gives the bits of 2^(k/32)). The SIMD silu_mul_row kernels compute it lane by lane with these, so that
+ * they give silu_mul_row_scalar's bits. */
+#define QUANT_EXPF_INV_LN2_32 0x40471547652b82feull /* 32 / ln 2 */
+#define QUANT_EXPF_SHIFT 0x4338000000000000ull      /* 1.5 * 2^52: rounds to an integer */
+#define QUANT_EXPF_C0 0x3ebc6af84b912394ull
+#define QUANT_EXPF_C1 0x3f2ebfce50fac4f3ull
+#define QUANT_EXPF_C2 0x3f962e42ff0c52d6ull
+extern const uint64_t quant_expf_tab[32];
 
 /* Q4_K and Q6_K on rows interleaved by 16 (quant_r16.c, quant_r16_avx512.c,
  * quant_r16_avx2.c, quant_r16_avxvnni.c, quant_r16_neon.c). */
