@@ -24,6 +24,10 @@ int main(void) {
             struct threadpool *pool = threadpool_new(threads, pin);
             CHECK(pool != NULL);
             CHECK(threadpool_size(pool) == threads);
+            /* about four chunks per thread, never under the grain or 1 */
+            CHECK(threadpool_chunk(pool, 100, 1) == (100 + threads * 4 - 1) / (threads * 4));
+            CHECK(threadpool_chunk(pool, 100, 50) == 50);
+            CHECK(threadpool_chunk(pool, 0, 0) == 1);
             for (int rep = 0; rep < 60; rep++) {
                 struct sum_ctx c;
                 memset(&c, 0, sizeof c);

@@ -155,16 +155,21 @@ static void range_worker(void *arg, int index, int n_threads) {
     }
 }
 
+int64_t threadpool_chunk(const struct threadpool *pool, int64_t n, int64_t grain) {
+    /* About four chunks per thread balances uneven work without much
+     * contention on the counter. */
+    int threads = threadpool_size(pool);
+    int64_t chunk = (n + threads * 4 - 1) / (threads * 4);
+    return chunk < grain ? grain : chunk < 1 ? 1 : chunk;
+}
+
 void threadpool_parallel_for(struct threadpool *pool, int64_t n, int64_t grain,
                              threadpool_range_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     int threads = threadpool_size(pool);
     if (threads == 1 || n <= grain) { fn(ctx, 0, n, 0); return; }
-    /* About four chunks per thread balances uneven work without much
-     * contention on the counter. */
-    int64_t chunk = (n + threads * 4 - 1) / (threads * 4);
-    if (chunk < grain) chunk = grain;
+    int64_t chunk = threadpool_chunk(pool, n, grain);
     struct range_job job = { .fn = fn, .ctx = ctx, .n = n, .chunk = chunk };
     atomic_init(&job.next, 0);
     threadpool_run(pool, range_worker, &job);

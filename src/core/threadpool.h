@@ -23,6 +23,9 @@ void threadpool_run(struct threadpool *pool, threadpool_fn fn, void *ctx);
 /* Splits [0, n) into chunks of at least `grain` items handed out dynamically;
  * fn(ctx, begin, end, thread_index) for each chunk. pool may be NULL (serial). */
 typedef void (*threadpool_range_fn)(void *ctx, int64_t begin, int64_t end, int thread_index);
+/* The items of n a thread of threadpool_parallel_for takes at a time (at
+ * least grain, at least 1), for jobs that hand out their own items. */
+int64_t threadpool_chunk(const struct threadpool *pool, int64_t n, int64_t grain);
 void threadpool_parallel_for(struct threadpool *pool, int64_t n, int64_t grain,
                              threadpool_range_fn fn, void *ctx);
 

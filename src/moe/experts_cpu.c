@@ -267,9 +267,7 @@ void moe_compute_cpu(struct threadpool *pool, const struct expert_layer *L, stru
     }
     job.n_gate_up = make_items(s, 0, L->n_ff, on_cpu, s->items_left);
     job.n_items = make_items(s, (int)job.n_gate_up, L->n_embd, on_cpu, NULL);
-    int threads = threadpool_size(pool);
-    job.claim = s->n_tokens > 4 ? CLAIM_ITEMS : (job.n_items + threads * 4 - 1) / (threads * 4);
-    if (job.claim < 1) job.claim = 1;
+    job.claim = s->n_tokens > 4 ? CLAIM_ITEMS : (int)threadpool_chunk(pool, job.n_items, 1);
     threadpool_run(pool, stage_items, &job);
 }
 
