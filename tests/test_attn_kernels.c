@@ -75,9 +75,23 @@ static void test_softmax(const struct attn_kernels *ref, const struct attn_kerne
                         max0[i] = max1[i] = carried ? uniform() * 3.0f : -INFINITY;
                         sum0[i] = sum1[i] = carried ? 1.0f + uniform() * 0.5f : 0.0f;
                     }
+                    /* The stats alone: the same ISA's max, sum and alpha, s untouched. */
+                    static float s2[KEYS * COLS];
+                    float max2[COLS], sum2[COLS], a2[COLS];
+                    memcpy(s2, s0, sizeof(float) * (size_t)keys * mp);
+                    memcpy(max2, max1, sizeof max2);
+                    memcpy(sum2, sum1, sizeof sum2);
+                    ak->stats(s2, keys, mp, 0.125f, masks[mi][0], masks[mi][1], max2, sum2, a2);
+                    int stats_wrote = memcmp(s2, s1, sizeof(float) * (size_t)keys * mp) != 0;
                     ref->softmax(s0, keys, mp, 0.125f, masks[mi][0], masks[mi][1], max0, sum0, a0);
                     ak->softmax(s1, keys, mp, 0.125f, masks[mi][0], masks[mi][1], max1, sum1, a1);
-                    int off = 0, hidden = 0;
+                    int off = 0, hidden = 0, stats_off = 0;
+                    for (int i = 0; i < mp; i++)
+                        stats_off += memcmp(&max1[i], &max2[i], 4) || memcmp(&sum1[i], &sum2[i], 4) ||
+                                     memcmp(&a1[i], &a2[i], 4);
+                    CHECKF(stats_off == 0 && !stats_wrote,
+                           "%s stats mask (%d,%d) carried=%d mp=%d keys=%d: %d columns off softmax's, wrote s %d", name,
+                           masks[mi][0], masks[mi][1], carried, mp, keys, stats_off, stats_wrote);
                     for (int j = 0; j < keys; j++)
                         for (int i = 0; i < mp; i++) {
                             const float p0 = s0[j * mp + i], p1 = s1[j * mp + i];
@@ -425,8 +439,50 @@ static void test_prepared(struct threadpool *pool) {
             }
 }
 
+/* AVX-512's softmax, stats and weights (16 lanes, 8 at the end) against
+ * AVX2's (8 lanes) bit for bit: the same operations lane for lane. */
+static void test_same_bits(const struct attn_kernels *a, const struct attn_kernels *b) {
+    enum { KEYS = 64, COLS = 72 };
+    static float s[4][KEYS * COLS];
+    float max[4][COLS], sum[4][COLS], al[4][COLS];
+    const int masks[][2] = { { -1000, 1 }, { 0, 1 }, { -16, 2 }, { -40, 8 }, { 5, 3 }, { 13, 1 } };
+    int off = 0;
+    for (int mi = 0; mi < 6; mi++)
+        for (int mp = 8; mp <= COLS; mp += 8)
+            for (int keys = 1; keys <= KEYS; keys += 9) {
+                fill(s[0], (size_t)keys * mp, 40.0f);
+                for (int i = 0; i < mp; i++) {
+                    max[0][i] = i % 3 ? uniform() * 3.0f : -INFINITY;
+                    sum[0][i] = 1.0f + uniform();
+                }
+                for (int k = 1; k < 4; k++) {
+                    memcpy(s[k], s[0], sizeof s[0]);
+                    memcpy(max[k], max[0], sizeof max[0]);
+                    memcpy(sum[k], sum[0], sizeof sum[0]);
+                }
+                a->softmax(s[0], keys, mp, 0.125f, masks[mi][0], masks[mi][1], max[0], sum[0], al[0]);
+                b->softmax(s[1], keys, mp, 0.125f, masks[mi][0], masks[mi][1], max[1], sum[1], al[1]);
+                a->stats(s[2], keys, mp, 0.125f, masks[mi][0], masks[mi][1], max[2], sum[2], al[2]);
+                b->stats(s[3], keys, mp, 0.125f, masks[mi][0], masks[mi][1], max[3], sum[3], al[3]);
+                off += memcmp(s[0], s[1], sizeof(float) * (size_t)keys * mp) != 0;
+                off += memcmp(s[2], s[3], sizeof(float) * (size_t)keys * mp) != 0;
+                for (int k = 0; k < 4; k += 2)
+                    off += memcmp(max[k], max[k + 1], sizeof(float) * mp) || memcmp(sum[k], sum[k + 1], sizeof(float) * mp) ||
+                           memcmp(al[k], al[k + 1], sizeof(float) * mp);
+                for (int i = 0; i < mp; i++) sum[0][i] = 1.0f / sum[0][i];
+                memcpy(s[1], s[2], sizeof s[2]);
+                a->weights(s[2], keys, mp, 0.125f, masks[mi][0], masks[mi][1], max[0], sum[0]);
+                b->weights(s[1], keys, mp, 0.125f, masks[mi][0], masks[mi][1], max[0], sum[0]);
+                off += memcmp(s[1], s[2], sizeof(float) * (size_t)keys * mp) != 0;
+            }
+    CHECKF(off == 0, "avx512 softmax/stats/weights against avx2's: %d cases differ", off);
+}
+
 int main(void) {
     const struct attn_kernels *ref = attn_kernels_isa(ISA_SCALAR);
+    test_softmax(ref, ref, "scalar"); /* the scalar stats against the scalar softmax */
+    if (attn_kernels_isa(ISA_AVX2) && attn_kernels_isa(ISA_AVX512))
+        test_same_bits(attn_kernels_isa(ISA_AVX512), attn_kernels_isa(ISA_AVX2));
     for (int i = 0; i < 3; i++) {
         const struct attn_kernels *ak = attn_kernels_isa(isas[i]);
         if (!ak) continue;

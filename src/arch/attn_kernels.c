@@ -15,19 +15,21 @@ static void scores(const float *qt, int mp, int hd, const float *k, int n_keys, 
         }
 }
 
-static void softmax(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
-                    float *alpha) {
+/* With write 0 (the stats), s stays as it was. */
+static void softmax_body(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                         float *alpha, int write) {
     for (int i = 0; i < mp; i++) {
         float m = max[i];
         for (int j = 0; j < n_keys; j++) {
             float v = s[(size_t)j * mp + i] * scale;
-            s[(size_t)j * mp + i] = v;
+            if (write) s[(size_t)j * mp + i] = v;
             if (i >= masked0 + j * step && v > m) m = v;
         }
         float block = 0;
         for (int j = 0; j < n_keys; j++) {
-            float p = i >= masked0 + j * step ? expf(s[(size_t)j * mp + i] - m) : 0.0f;
-            s[(size_t)j * mp + i] = p;
+            const float v = write ? s[(size_t)j * mp + i] : s[(size_t)j * mp + i] * scale;
+            float p = i >= masked0 + j * step ? expf(v - m) : 0.0f;
+            if (write) s[(size_t)j * mp + i] = p;
             block += p;
         }
         float a = m == -INFINITY ? 1.0f : expf(max[i] - m);
@@ -35,6 +37,16 @@ static void softmax(float *s, int n_keys, int mp, float scale, int masked0, int 
         sum[i] = sum[i] * a + block;
         max[i] = m;
     }
+}
+
+static void softmax(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                    float *alpha) {
+    softmax_body(s, n_keys, mp, scale, masked0, step, max, sum, alpha, 1);
+}
+
+static void stats(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                  float *alpha) {
+    softmax_body(s, n_keys, mp, scale, masked0, step, max, sum, alpha, 0);
 }
 
 static void weights(float *s, int n_keys, int mp, float scale, int masked0, int step, const float *max,
@@ -57,7 +69,7 @@ static void accumulate(const float *s, int mp, int n_keys, const float *v, int h
         }
 }
 
-static const struct attn_kernels scalar = { 1, scores, softmax, weights, accumulate };
+static const struct attn_kernels scalar = { 1, scores, softmax, stats, weights, accumulate };
 
 const struct attn_kernels *attn_kernels_isa(enum isa isa) {
     if (isa == ISA_SCALAR) return &scalar;

@@ -21,6 +21,10 @@ struct attn_kernels {
      * is visible yet), sum = sum*alpha + the block's weights, max = max'. */
     void (*softmax)(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
                     float *alpha);
+    /* softmax's max, sum and alpha, bit for bit, leaving s as it was (the
+     * first of two passes over an f16 cache needs only those). */
+    void (*stats)(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                  float *alpha);
     /* The second pass over an f16 cache, once max and sum are final: s ->
      * the normalised weights exp(scale*s - max) * inv_sum, each rounded to
      * f16, of the visible entries (0 for the others, masks as above). */

@@ -54,4 +54,4 @@ static void accumulate(const float *s, int mp, int n_keys, const float *v, int h
         }
 }
 
-const struct attn_kernels attn_kernels_avx2 = { 8, scores, attn_softmax8, attn_weights8, accumulate };
+const struct attn_kernels attn_kernels_avx2 = { 8, scores, attn_softmax8, attn_stats8, attn_weights8, accumulate };

@@ -1,6 +1,8 @@
 /* AVX-512 attention kernels: with 32 registers the score tile is 8 keys by
  * 32 query columns and the output tile 4 rows by 64 dims (16 accumulators
- * each); 8-column panels and the softmax run on the 256-bit code. */
+ * each); the softmax and the f16 weights run 16 columns per vector, lane
+ * for lane the 256-bit code's operations (so the same bits), and 8-column
+ * remainders on that code. */
 #include "arch/attn_kernels.h"
 #include "arch/attn_kernels_x86.h"
 
@@ -60,4 +62,90 @@ static void accumulate(const float *s, int mp, int n_keys, const float *v, int h
     }
 }
 
-const struct attn_kernels attn_kernels_avx512 = { 8, scores, attn_softmax8, attn_weights8, accumulate };
+/* attn_exp_neg, 16 lanes. */
+ATTN_INLINE __m512 exp_neg16(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+}
+
+/* Columns of row j that it shows (col >= masked0 + j*step), of the 16 from c0. */
+ATTN_INLINE __mmask16 seen16(int c0, int masked0, int j, int step) {
+    const __m512i col = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(c0));
+    return _mm512_cmpgt_epi32_mask(col, _mm512_set1_epi32(masked0 + j * step - 1));
+}
+
+ATTN_INLINE void softmax16(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                           float *alpha, const int write) {
+    const __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    int c0 = 0;
+    for (; c0 + 16 <= mp; c0 += 16) {
+        const int open = c0 >= masked0 + (n_keys - 1) * step; /* no row hides any of these columns */
+        const __m512 old = _mm512_loadu_ps(max + c0);
+        __m512 m = old;
+        for (int j = 0; j < n_keys; j++) {
+            float *sj = s + (size_t)j * mp + c0;
+            __m512 v = _mm512_mul_ps(_mm512_loadu_ps(sj), sc);
+            if (write) _mm512_storeu_ps(sj, v);
+            if (!open) v = _mm512_mask_blend_ps(seen16(c0, masked0, j, step), ninf, v);
+            m = _mm512_max_ps(m, v);
+        }
+        __m512 block = _mm512_setzero_ps();
+        for (int j = 0; j < n_keys; j++) {
+            float *sj = s + (size_t)j * mp + c0;
+            const __m512 sv = _mm512_loadu_ps(sj);
+            __m512 p = exp_neg16(_mm512_sub_ps(write ? sv : _mm512_mul_ps(sv, sc), m));
+            if (!open) p = _mm512_maskz_mov_ps(seen16(c0, masked0, j, step), p);
+            if (write) _mm512_storeu_ps(sj, p);
+            block = _mm512_add_ps(block, p);
+        }
+        const __mmask16 none = _mm512_cmp_ps_mask(m, ninf, _CMP_EQ_OQ);
+        const __m512 a = _mm512_mask_blend_ps(none, exp_neg16(_mm512_sub_ps(old, m)), _mm512_set1_ps(1.0f));
+        _mm512_storeu_ps(alpha + c0, a);
+        _mm512_storeu_ps(sum + c0, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(sum + c0), a), block));
+        _mm512_storeu_ps(max + c0, m);
+    }
+    attn_softmax8_body(s, n_keys, mp, scale, masked0, step, max, sum, alpha, c0, write);
+}
+
+static void softmax(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                    float *alpha) {
+    softmax16(s, n_keys, mp, scale, masked0, step, max, sum, alpha, 1);
+}
+
+static void stats(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                  float *alpha) {
+    softmax16(s, n_keys, mp, scale, masked0, step, max, sum, alpha, 0);
+}
+
+static void weights(float *s, int n_keys, int mp, float scale, int masked0, int step, const float *max,
+                    const float *inv_sum) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    int c0 = 0;
+    for (; c0 + 16 <= mp; c0 += 16) {
+        const int open = c0 >= masked0 + (n_keys - 1) * step;
+        const __m512 m = _mm512_loadu_ps(max + c0), inv = _mm512_loadu_ps(inv_sum + c0);
+        for (int j = 0; j < n_keys; j++) {
+            float *sj = s + (size_t)j * mp + c0;
+            __m512 p = _mm512_mul_ps(exp_neg16(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(sj), sc), m)), inv);
+            p = _mm512_cvtph_ps(_mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            if (!open) p = _mm512_maskz_mov_ps(seen16(c0, masked0, j, step), p);
+            _mm512_storeu_ps(sj, p);
+        }
+    }
+    attn_weights8_body(s, n_keys, mp, scale, masked0, step, max, inv_sum, c0);
+}
+
+const struct attn_kernels attn_kernels_avx512 = { 8, scores, softmax, stats, weights, accumulate };

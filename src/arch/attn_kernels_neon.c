@@ -47,8 +47,9 @@ static void scores(const float *qt, int mp, int hd, const float *k, int n_keys, 
     }
 }
 
-static void softmax(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
-                    float *alpha) {
+/* With write 0 (the stats), s stays as it was. */
+NEON_INLINE void softmax_body(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                              float *alpha, const int write) {
     const float32x4_t ninf = vdupq_n_f32(-INFINITY);
     const int32_t lanes[4] = { 0, 1, 2, 3 };
     const int32x4_t lane = vld1q_s32(lanes);
@@ -60,18 +61,19 @@ static void softmax(float *s, int n_keys, int mp, float scale, int masked0, int 
         for (int j = 0; j < n_keys; j++) {
             float *sj = s + (size_t)j * mp + c0;
             float32x4_t v = vmulq_n_f32(vld1q_f32(sj), scale);
-            vst1q_f32(sj, v);
+            if (write) vst1q_f32(sj, v);
             if (!open) v = vbslq_f32(vcgeq_s32(col, vdupq_n_s32(masked0 + j * step)), v, ninf);
             m = vmaxq_f32(m, v);
         }
         float32x4_t block = vdupq_n_f32(0);
         for (int j = 0; j < n_keys; j++) {
             float *sj = s + (size_t)j * mp + c0;
-            float32x4_t p = exp_neg(vsubq_f32(vld1q_f32(sj), m));
+            const float32x4_t sv = vld1q_f32(sj);
+            float32x4_t p = exp_neg(vsubq_f32(write ? sv : vmulq_n_f32(sv, scale), m));
             if (!open)
                 p = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(p),
                                                     vcgeq_s32(col, vdupq_n_s32(masked0 + j * step))));
-            vst1q_f32(sj, p);
+            if (write) vst1q_f32(sj, p);
             block = vaddq_f32(block, p);
         }
         const float32x4_t a = vbslq_f32(vceqq_f32(m, ninf), vdupq_n_f32(1.0f), exp_neg(vsubq_f32(old, m)));
@@ -79,6 +81,16 @@ static void softmax(float *s, int n_keys, int mp, float scale, int masked0, int 
         vst1q_f32(sum + c0, vaddq_f32(vmulq_f32(vld1q_f32(sum + c0), a), block));
         vst1q_f32(max + c0, m);
     }
+}
+
+static void softmax(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                    float *alpha) {
+    softmax_body(s, n_keys, mp, scale, masked0, step, max, sum, alpha, 1);
+}
+
+static void stats(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
+                  float *alpha) {
+    softmax_body(s, n_keys, mp, scale, masked0, step, max, sum, alpha, 0);
 }
 
 static void weights(float *s, int n_keys, int mp, float scale, int masked0, int step, const float *max,
@@ -122,4 +134,4 @@ static void accumulate(const float *s, int mp, int n_keys, const float *v, int h
         }
 }
 
-const struct attn_kernels attn_kernels_neon = { 4, scores, softmax, weights, accumulate };
+const struct attn_kernels attn_kernels_neon = { 4, scores, softmax, stats, weights, accumulate };

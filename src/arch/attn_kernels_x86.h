@@ -42,12 +42,13 @@ ATTN_INLINE void attn_scores_panel8(const float *qt, int mp, int hd, const float
     for (int r = 0; r < 8; r++) _mm256_storeu_ps(s + (size_t)r * mp + c0, acc[r]);
 }
 
-/* The online softmax of attn_kernels.h, 8 columns per vector. */
-static void attn_softmax8(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max, float *sum,
-                          float *alpha) {
+/* The online softmax of attn_kernels.h, 8 columns per vector, columns
+ * c_begin..mp-1; with write 0 (its stats) s stays as it was. */
+ATTN_INLINE void attn_softmax8_body(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max,
+                                    float *sum, float *alpha, int c_begin, const int write) {
     const __m256 sc = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int c0 = 0; c0 < mp; c0 += 8) {
+    for (int c0 = c_begin; c0 < mp; c0 += 8) {
         const __m256i col = _mm256_add_epi32(lane, _mm256_set1_epi32(c0));
         /* no row of the block hides any of these columns */
         const int open = c0 >= masked0 + (n_keys - 1) * step;
@@ -56,7 +57,7 @@ static void attn_softmax8(float *s, int n_keys, int mp, float scale, int masked0
         for (int j = 0; j < n_keys; j++) {
             float *sj = s + (size_t)j * mp + c0;
             __m256 v = _mm256_mul_ps(_mm256_loadu_ps(sj), sc);
-            _mm256_storeu_ps(sj, v);
+            if (write) _mm256_storeu_ps(sj, v);
             if (!open) {
                 const __m256i seen = _mm256_cmpgt_epi32(col, _mm256_set1_epi32(masked0 + j * step - 1));
                 v = _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(seen));
@@ -66,12 +67,13 @@ static void attn_softmax8(float *s, int n_keys, int mp, float scale, int masked0
         __m256 block = _mm256_setzero_ps();
         for (int j = 0; j < n_keys; j++) {
             float *sj = s + (size_t)j * mp + c0;
-            __m256 p = attn_exp_neg(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
+            const __m256 sv = _mm256_loadu_ps(sj);
+            __m256 p = attn_exp_neg(_mm256_sub_ps(write ? sv : _mm256_mul_ps(sv, sc), m));
             if (!open) {
                 const __m256i seen = _mm256_cmpgt_epi32(col, _mm256_set1_epi32(masked0 + j * step - 1));
                 p = _mm256_and_ps(p, _mm256_castsi256_ps(seen));
             }
-            _mm256_storeu_ps(sj, p);
+            if (write) _mm256_storeu_ps(sj, p);
             block = _mm256_add_ps(block, p);
         }
         const __m256 none = _mm256_cmp_ps(m, ninf, _CMP_EQ_OQ);
@@ -82,12 +84,22 @@ static void attn_softmax8(float *s, int n_keys, int mp, float scale, int masked0
     }
 }
 
-/* The f16 weights of attn_kernels.h, 8 columns per vector. */
-static void attn_weights8(float *s, int n_keys, int mp, float scale, int masked0, int step, const float *max,
-                          const float *inv_sum) {
+static inline void attn_softmax8(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max,
+                                 float *sum, float *alpha) {
+    attn_softmax8_body(s, n_keys, mp, scale, masked0, step, max, sum, alpha, 0, 1);
+}
+
+static inline void attn_stats8(float *s, int n_keys, int mp, float scale, int masked0, int step, float *max,
+                               float *sum, float *alpha) {
+    attn_softmax8_body(s, n_keys, mp, scale, masked0, step, max, sum, alpha, 0, 0);
+}
+
+/* The f16 weights of attn_kernels.h, 8 columns per vector, columns c_begin..mp-1. */
+ATTN_INLINE void attn_weights8_body(float *s, int n_keys, int mp, float scale, int masked0, int step,
+                                    const float *max, const float *inv_sum, int c_begin) {
     const __m256 sc = _mm256_set1_ps(scale);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int c0 = 0; c0 < mp; c0 += 8) {
+    for (int c0 = c_begin; c0 < mp; c0 += 8) {
         const __m256i col = _mm256_add_epi32(lane, _mm256_set1_epi32(c0));
         const int open = c0 >= masked0 + (n_keys - 1) * step;
         const __m256 m = _mm256_loadu_ps(max + c0), inv = _mm256_loadu_ps(inv_sum + c0);
@@ -102,6 +114,11 @@ static void attn_weights8(float *s, int n_keys, int mp, float scale, int masked0
             _mm256_storeu_ps(sj, p);
         }
     }
+}
+
+static inline void attn_weights8(float *s, int n_keys, int mp, float scale, int masked0, int step,
+                                 const float *max, const float *inv_sum) {
+    attn_weights8_body(s, n_keys, mp, scale, masked0, step, max, inv_sum, 0);
 }
 
 #endif

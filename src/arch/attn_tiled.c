@@ -157,15 +157,17 @@ static void attend(const struct attn_tiles *t, const struct attn_kernels *ak, co
         for (int k0 = 0; k0 < end; k0 += KEY_BLOCK) {
             const int nk = end - k0 < KEY_BLOCK ? end - k0 : KEY_BLOCK, nk8 = round_up(nk, 8);
             const int masked0 = (k0 - first) * group;
-            float *s = ts->s, *kept = ts->kept + (size_t)k0 * mp;
-            if (pass == 1 && end <= t->kept_keys) s = kept;
-            else {
+            /* Two passes keep the first one's scores where they fit: its
+             * stats leave them as they are for the second. */
+            const int keep = passes == 2 && end <= t->kept_keys;
+            float *s = keep ? ts->kept + (size_t)k0 * mp : ts->s;
+            if (pass == 0 || !keep) {
                 load_rows(r, r->k, k0, nk, off, hd, hd, ts->k);
                 memset(ts->k + (size_t)nk * hd, 0, sizeof(float) * (size_t)(nk8 - nk) * hd);
                 ak->scores(ts->qt, mp, hd, ts->k, nk8, s);
-                if (passes == 2 && end <= t->kept_keys) memcpy(kept, s, sizeof(float) * (size_t)nk * mp);
             }
-            if (pass == 0) ak->softmax(s, nk, mp, scale, masked0, group, ts->max, ts->sum, ts->alpha);
+            if (pass == 0 && passes == 2) ak->stats(s, nk, mp, scale, masked0, group, ts->max, ts->sum, ts->alpha);
+            else if (pass == 0) ak->softmax(s, nk, mp, scale, masked0, group, ts->max, ts->sum, ts->alpha);
             else ak->weights(s, nk, mp, scale, masked0, group, ts->max, ts->sum);
             if (pass == passes - 1) {
                 load_rows(r, r->v, k0, nk, off, hd, hdp, ts->v);
