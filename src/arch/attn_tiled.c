@@ -7,6 +7,8 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,8 +30,12 @@ struct attn_tiles {
     int threads;
     size_t per_thread; /* floats of one thread's tiles */
     float *mem;       /* (threads, per_thread) */
-    _Atomic int *ready; /* (max_ready) per (run, block of tokens, KV head): keys todo, being stored, stored */
+    _Atomic int *ready; /* (max_ready) per run: per KV head its older keys, then per (block of tokens,
+                           KV head) its new ones: todo, being stored, stored */
     int max_ready;
+    float *shadow;      /* (shadow_floats) per run that several blocks of tokens share, per KV head:
+                           its keys (positions, head_dim) then its values (positions, hdp), as floats */
+    size_t shadow_floats;
 };
 
 enum { KEYS_TODO, KEYS_STORING, KEYS_STORED };
@@ -90,6 +96,7 @@ struct attn_tiles *attn_tiles_new(int n_head, int n_head_kv, int head_dim, int n
 void attn_tiles_free(struct attn_tiles *t) {
     if (!t) return;
     free(t->ready);
+    free(t->shadow);
     free(t->mem);
     free(t);
 }
@@ -133,9 +140,11 @@ static void load_queries(const struct attn_tiles *t, const struct attn_run *r, i
  * With an f16 cache, as llama.cpp computes over one, the queries are
  * rounded to f16 and the weights normalised before they are rounded to
  * f16, which takes the final maximum and sum: a first pass finds them, a
- * second one applies the weights (the oracle's F16 greedy run needs it). */
+ * second one applies the weights (the oracle's F16 greedy run needs it).
+ * shadow_k and shadow_v, when set, are head g's keys and values of the
+ * run's cache already as floats (positions head_dim and hdp apart). */
 static void attend(const struct attn_tiles *t, const struct attn_kernels *ak, const struct attn_run *r, int g, int t0,
-                   int nt, const struct tile_set *ts) {
+                   int nt, const struct tile_set *ts, const float *shadow_k, const float *shadow_v) {
     const int hd = t->head_dim, hdp = t->hdp, group = t->group;
     const int m = nt * group, mp = round_up(m, ak->lanes);
     const int passes = r->kv_elem == 2 ? 2 : 1;
@@ -161,7 +170,9 @@ static void attend(const struct attn_tiles *t, const struct attn_kernels *ak, co
              * stats leave them as they are for the second. */
             const int keep = passes == 2 && end <= t->kept_keys;
             float *s = keep ? ts->kept + (size_t)k0 * mp : ts->s;
-            if (pass == 0 || !keep) {
+            if ((pass == 0 || !keep) && shadow_k) /* rows nk..nk8: later keys or zeros, their scores unread */
+                ak->scores(ts->qt, mp, hd, shadow_k + (size_t)k0 * hd, nk8, s);
+            else if (pass == 0 || !keep) {
                 load_rows(r, r->k, k0, nk, off, hd, hd, ts->k);
                 memset(ts->k + (size_t)nk * hd, 0, sizeof(float) * (size_t)(nk8 - nk) * hd);
                 ak->scores(ts->qt, mp, hd, ts->k, nk8, s);
@@ -170,8 +181,9 @@ static void attend(const struct attn_tiles *t, const struct attn_kernels *ak, co
             else if (pass == 0) ak->softmax(s, nk, mp, scale, masked0, group, ts->max, ts->sum, ts->alpha);
             else ak->weights(s, nk, mp, scale, masked0, group, ts->max, ts->sum);
             if (pass == passes - 1) {
-                load_rows(r, r->v, k0, nk, off, hd, hdp, ts->v);
-                ak->accumulate(s, mp, nk, ts->v, hdp, ts->alpha, ts->o);
+                const float *v = shadow_v ? shadow_v + (size_t)k0 * hdp : ts->v;
+                if (!shadow_v) load_rows(r, r->v, k0, nk, off, hd, hdp, ts->v);
+                ak->accumulate(s, mp, nk, v, hdp, ts->alpha, ts->o);
             }
         }
     }
@@ -191,26 +203,72 @@ struct tiled_job {
     int n_runs, tokens; /* tokens per item */
     const struct attn_prepare *prep;
     int first_ready[ATTN_RUNS_MAX + 1]; /* the runs' first entry in t->ready */
+    /* A run whose blocks of tokens share its keys gets them as floats once
+     * (t->shadow), not once per item: its first float there, or SIZE_MAX,
+     * and its positions (rows per KV head, with room past the last). */
+    size_t shadow_at[ATTN_RUNS_MAX];
+    int shadow_rows[ATTN_RUNS_MAX];
 };
 
 static int blocks_of(const struct attn_run *r, int tokens) { return (r->n + tokens - 1) / tokens; }
 
-/* Keys and values of blocks 0..b of run ri, KV head g, in the cache: the
- * first item to need a block stores it, the others wait for it. Nobody
- * waits while holding a block, so the items cannot deadlock. */
+static bool shadowed(const struct tiled_job *j, int ri) { return ri < ATTN_RUNS_MAX && j->shadow_at[ri] != SIZE_MAX; }
+
+/* Run ri's shadow keys of KV head g, or NULL; its values follow them. */
+static float *shadow_of(const struct tiled_job *j, int ri, int g) {
+    if (!shadowed(j, ri)) return NULL;
+    const size_t rows = (size_t)j->shadow_rows[ri];
+    return j->t->shadow + j->shadow_at[ri] + (size_t)g * rows * (size_t)(j->t->head_dim + j->t->hdp);
+}
+
+/* Positions p0..p1-1 of run ri, KV head g, from the cache into its shadow. */
+static void to_shadow(const struct tiled_job *j, int ri, int g, int p0, int p1) {
+    const struct attn_run *r = &j->runs[ri];
+    const int hd = j->t->head_dim, hdp = j->t->hdp;
+    float *k = shadow_of(j, ri, g), *v = k + (size_t)j->shadow_rows[ri] * hd;
+    const size_t off = (size_t)g * hd;
+    load_rows(r, r->k, p0, p1 - p0, off, hd, hd, k + (size_t)p0 * hd);
+    load_rows(r, r->v, p0, p1 - p0, off, hd, hdp, v + (size_t)p0 * hdp);
+}
+
+/* Does what a flag stands for, once: the first item to need it does it,
+ * the others wait for it. Nobody waits while holding one, and an item
+ * takes its run's flags in order, so the items cannot deadlock. */
+static bool claim(_Atomic int *state) {
+    int todo = KEYS_TODO;
+    if (atomic_compare_exchange_strong_explicit(state, &todo, KEYS_STORING, memory_order_acquire, memory_order_acquire))
+        return true;
+    unsigned spins = 0;
+    while (atomic_load_explicit(state, memory_order_acquire) != KEYS_STORED) spin_pause(&spins);
+    return false;
+}
+
+static void done(_Atomic int *state) { atomic_store_explicit(state, KEYS_STORED, memory_order_release); }
+
+/* Keys and values of blocks 0..b of run ri, KV head g, in the cache (and
+ * with the cache's older positions in the run's shadow, when it has one). */
 static void need_keys(const struct tiled_job *j, int ri, int b, int g) {
     const struct attn_run *r = &j->runs[ri];
+    _Atomic int *flags = &j->t->ready[j->first_ready[ri]];
+    const int n_kv = j->t->n_head_kv;
+    if (shadowed(j, ri) && claim(&flags[g])) {
+        const int old_end = j->prep ? r->pos0 : r->pos0 + r->n, hd = j->t->head_dim, hdp = j->t->hdp;
+        to_shadow(j, ri, g, 0, old_end);
+        /* past the last position: zeros, for the scores of a block's padding rows */
+        float *k = shadow_of(j, ri, g), *v = k + (size_t)j->shadow_rows[ri] * hd;
+        const size_t end = (size_t)(r->pos0 + r->n), pad = (size_t)j->shadow_rows[ri] - end;
+        memset(k + end * hd, 0, sizeof(float) * pad * hd);
+        memset(v + end * hdp, 0, sizeof(float) * pad * hdp);
+        done(&flags[g]);
+    }
+    if (!j->prep) return;
     for (int bb = 0; bb <= b; bb++) {
-        _Atomic int *state = &j->t->ready[j->first_ready[ri] + bb * j->t->n_head_kv + g];
-        int todo = KEYS_TODO;
-        if (atomic_compare_exchange_strong_explicit(state, &todo, KEYS_STORING, memory_order_acquire,
-                                                    memory_order_acquire)) {
+        _Atomic int *state = &flags[n_kv + bb * n_kv + g];
+        if (claim(state)) {
             const int t0 = bb * j->tokens, nt = r->n - t0 < j->tokens ? r->n - t0 : j->tokens;
             j->prep->keys(j->prep->ctx, ri, g, t0, nt);
-            atomic_store_explicit(state, KEYS_STORED, memory_order_release);
-        } else {
-            unsigned spins = 0;
-            while (atomic_load_explicit(state, memory_order_acquire) != KEYS_STORED) spin_pause(&spins);
+            if (shadowed(j, ri)) to_shadow(j, ri, g, r->pos0 + t0, r->pos0 + t0 + nt);
+            done(state);
         }
     }
 }
@@ -233,20 +291,19 @@ static void tiled_items(void *arg, int64_t begin, int64_t end, int thread_index)
         const struct attn_run *r = &j->runs[ri];
         const int b = blocks - 1 - (int)(local / t->n_head_kv), g = (int)(local % t->n_head_kv);
         const int t0 = b * j->tokens, nt = r->n - t0 < j->tokens ? r->n - t0 : j->tokens;
-        if (j->prep) {
-            j->prep->queries(j->prep->ctx, ri, g, t0, nt);
-            need_keys(j, ri, b, g);
-        }
-        attend(t, j->ak, r, g, t0, nt, &ts);
+        if (j->prep) j->prep->queries(j->prep->ctx, ri, g, t0, nt);
+        if (j->prep || shadowed(j, ri)) need_keys(j, ri, b, g);
+        float *sk = shadow_of(j, ri, g);
+        attend(t, j->ak, r, g, t0, nt, &ts, sk, sk ? sk + (size_t)j->shadow_rows[ri] * t->head_dim : NULL);
     }
 }
 
-/* Room for one readiness flag per (run, block of tokens, KV head); false
- * when out of memory. */
+/* Room for the readiness flags: per run and KV head, and per (run, block
+ * of tokens, KV head); false when out of memory. */
 static bool ready_flags(struct attn_tiles *t, struct tiled_job *job) {
     job->first_ready[0] = 0;
     for (int i = 0; i < job->n_runs; i++)
-        job->first_ready[i + 1] = job->first_ready[i] + blocks_of(&job->runs[i], job->tokens) * t->n_head_kv;
+        job->first_ready[i + 1] = job->first_ready[i] + (1 + blocks_of(&job->runs[i], job->tokens)) * t->n_head_kv;
     int need = job->first_ready[job->n_runs];
     if (need > t->max_ready) {
         _Atomic int *grown = malloc(sizeof *grown * (size_t)need);
@@ -259,9 +316,37 @@ static bool ready_flags(struct attn_tiles *t, struct tiled_job *job) {
     return true;
 }
 
+/* A shadow for each run of several blocks of tokens (their items would
+ * each convert the same keys), within SHADOW_MAX_BYTES; false when none. */
+enum { SHADOW_MAX_BYTES = 256 << 20 };
+static bool shadows(struct attn_tiles *t, struct tiled_job *job) {
+    size_t need = 0;
+    for (int i = 0; i < job->n_runs; i++) {
+        job->shadow_at[i] = SIZE_MAX;
+        const struct attn_run *r = &job->runs[i];
+        if (blocks_of(r, job->tokens) < 2) continue;
+        job->shadow_rows[i] = round_up(r->pos0 + r->n, KEY_BLOCK) + 8; /* a block's padding rows past the end */
+        job->shadow_at[i] = need;
+        need += (size_t)job->shadow_rows[i] * t->n_head_kv * (size_t)(t->head_dim + t->hdp);
+    }
+    if (need == 0) return false;
+    if (need > t->shadow_floats) {
+        float *grown = need <= SHADOW_MAX_BYTES / sizeof(float) ? aligned_alloc(64, need * sizeof(float)) : NULL;
+        if (!grown) {
+            for (int i = 0; i < job->n_runs; i++) job->shadow_at[i] = SIZE_MAX;
+            return false;
+        }
+        free(t->shadow);
+        t->shadow = grown;
+        t->shadow_floats = need;
+    }
+    return true;
+}
+
 void attn_tiled_prepared(struct threadpool *pool, const struct attn_kernels *ak, struct attn_tiles *t,
                          const struct attn_run *runs, int n_runs, const struct attn_prepare *prep) {
-    struct tiled_job job = { t, ak ? ak : attn_kernels(), runs, n_runs, t->max_tokens, prep, { 0 } };
+    struct tiled_job job = { .t = t, .ak = ak ? ak : attn_kernels(), .runs = runs, .n_runs = n_runs,
+                             .tokens = t->max_tokens, .prep = prep };
     int threads = pool ? threadpool_size(pool) : 1;
     if (threads > t->threads) { /* more threads than tiles: serial */
         pool = NULL;
@@ -276,14 +361,18 @@ void attn_tiled_prepared(struct threadpool *pool, const struct attn_kernels *ak,
         if (job.tokens == 1 || items >= 2 * threads) break;
         job.tokens = (job.tokens + 1) / 2;
     }
-    if (prep && (n_runs > ATTN_RUNS_MAX || !ready_flags(t, &job))) {
-        /* No room to track the blocks: ready everything first, in order. */
-        for (int ri = 0; ri < n_runs; ri++)
-            for (int g = 0; g < t->n_head_kv; g++) {
-                prep->queries(prep->ctx, ri, g, 0, runs[ri].n);
-                prep->keys(prep->ctx, ri, g, 0, runs[ri].n);
-            }
-        job.prep = NULL;
+    for (int i = 0; i < ATTN_RUNS_MAX; i++) job.shadow_at[i] = SIZE_MAX;
+    const bool fits = n_runs <= ATTN_RUNS_MAX, shadowed = fits && shadows(t, &job);
+    if ((prep || shadowed) && !(fits && ready_flags(t, &job))) {
+        for (int i = 0; i < ATTN_RUNS_MAX; i++) job.shadow_at[i] = SIZE_MAX;
+        if (prep) { /* no room to track the blocks: ready everything first, in order */
+            for (int ri = 0; ri < n_runs; ri++)
+                for (int g = 0; g < t->n_head_kv; g++) {
+                    prep->queries(prep->ctx, ri, g, 0, runs[ri].n);
+                    prep->keys(prep->ctx, ri, g, 0, runs[ri].n);
+                }
+            job.prep = NULL;
+        }
     }
     threadpool_parallel_for(pool, items, 1, tiled_items, &job);
 }
