@@ -1,5 +1,6 @@
 #include "arch/block_moe.h"
 
+#include "core/threadpool.h"
 #include "core/timer.h"
 #include "model/context_impl.h"
 #include "model/model_load.h"
@@ -98,12 +99,66 @@ void moe_route(const struct moe_router *r, int E, int K, float *logits, int n, i
     }
 }
 
+/* A prompt's router, split by tokens: an item quantizes its tokens' rows
+ * (F32 weights read them as they are), takes their logits against every
+ * expert's row and routes them, so no thread waits for another's rows and
+ * the routing runs on every thread. ROUTE_ROWS expert rows at a time stay
+ * in L2 while the item's tokens pass them. Decode and short batches keep
+ * the matmul split by rows, which shares the weight stream. */
+enum { ROUTE_TOKENS = 16, ROUTE_ROWS = 32, ROUTE_SPLIT_MIN = 64 };
+
+struct route_job {
+    const struct moe_router *r;
+    const float *x;
+    char *xq;          /* (n, act_stride) the quantized rows, or NULL: F32 reads x */
+    size_t act_stride;
+    int E, K, n;
+    float *probs;
+    int32_t *ids;
+    float *weights;
+};
+
+static void route_items(void *arg, int64_t begin, int64_t end, int thread_index) {
+    (void)thread_index;
+    const struct route_job *j = arg;
+    const struct matrix *w = &j->r->gate_inp;
+    const enum qtype act = quant_traits(w->type)->vec_dot_type;
+    for (int64_t item = begin; item < end; item++) {
+        const int t0 = (int)item * ROUTE_TOKENS, nt = j->n - t0 < ROUTE_TOKENS ? j->n - t0 : ROUTE_TOKENS;
+        const char *a = (const char *)(j->x + (size_t)t0 * w->cols);
+        if (j->xq) {
+            for (int t = t0; t < t0 + nt; t++)
+                quant_quantize_act(act, j->x + (size_t)t * w->cols, j->xq + (size_t)t * j->act_stride, w->cols);
+            a = j->xq + (size_t)t0 * j->act_stride;
+        }
+        float *p = j->probs + (size_t)t0 * j->E;
+        for (int r0 = 0; r0 < j->E; r0 += ROUTE_ROWS)
+            matrix_tile(w, r0, j->E - r0 < ROUTE_ROWS ? j->E - r0 : ROUTE_ROWS, a, j->act_stride, nt, p + r0,
+                        (size_t)j->E);
+        moe_route(j->r, j->E, j->K, p, nt, j->ids + (size_t)t0 * j->K, j->weights + (size_t)t0 * j->K);
+    }
+}
+
+static void route(struct context *c, const struct moe_router *r, const struct moe_layer_desc *d,
+                  struct moe_block_scratch *s, const float *xn, int n) {
+    const struct matrix *w = &r->gate_inp;
+    if (n < ROUTE_SPLIT_MIN || threadpool_size(c->pool) < 2) {
+        matmul(c->pool, w, xn, n, s->probs, c->act);
+        moe_route(r, d->n_expert, d->n_used, s->probs, n, s->ids, s->weights);
+        return;
+    }
+    const enum qtype act = quant_traits(w->type)->vec_dot_type;
+    const bool as_is = act == QT_F32 && w->type == QT_F32;
+    struct route_job job = { r, xn, as_is ? NULL : c->act, as_is ? (size_t)w->cols * sizeof(float) : quant_row_size(act, w->cols),
+                             d->n_expert, d->n_used, n, s->probs, s->ids, s->weights };
+    threadpool_parallel_for(c->pool, (n + ROUTE_TOKENS - 1) / ROUTE_TOKENS, 1, route_items, &job);
+}
+
 void moe_ffn(struct context *c, const struct moe_router *r, int moe_layer, struct moe_block_scratch *s, const float *xn,
              int n, float *out) {
     const struct moe_layer_desc *d = &c->m->moe.layers[moe_layer];
     int64_t t0 = time_ns();
-    matmul(c->pool, &r->gate_inp, xn, n, s->probs, c->act);
-    moe_route(r, d->n_expert, d->n_used, s->probs, n, s->ids, s->weights);
+    route(c, r, d, s, xn, n);
     if (c->on_route) c->on_route(c->route_user, moe_layer, n, d->n_used, s->ids, s->weights);
     int64_t t1 = time_ns();
     moe_executor_run(c->exec, moe_layer, s->experts, xn, n, s->ids, s->weights, out);

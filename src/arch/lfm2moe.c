@@ -228,7 +228,7 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     attn_rope_prepare_runs(ws->attn, &ws->shape, c);
     for (int l = 0; l < hp->n_layers; l++) {
         const struct lfm2moe_layer *L = &w->layers[l];
-        rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);
+        if (l == 0) residual_norm_rows(c->pool, c->x, NULL, L->attn_norm, c->xn, n, D, hp->rms_eps);
         if (L->n_head_kv) {
             attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, c->tmp);
         } else {
@@ -236,8 +236,7 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
             shortconv_layer(c, &L->conv, ws, l, n);
             c->times.shortconv += time_ns() - t1;
         }
-        add_residual(c->x, c->tmp, (int64_t)n * D);
-        rms_norm_rows(c->x, L->ffn_norm, c->xn, n, D, hp->rms_eps);
+        residual_norm_rows(c->pool, c->x, c->tmp, L->ffn_norm, c->xn, n, D, hp->rms_eps);
         if (L->moe_layer < 0) {
             int64_t t1 = time_ns();
             ffn_swiglu(c, &L->ffn, ws->ffn, c->xn, n, c->tmp);
@@ -245,7 +244,9 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
         } else {
             moe_ffn(c, &L->router, L->moe_layer, ws->moe, c->xn, n, c->tmp);
         }
-        add_residual(c->x, c->tmp, (int64_t)n * D);
+        /* the residual, and the next layer's norm */
+        const float *next_norm = l + 1 < hp->n_layers ? w->layers[l + 1].attn_norm : NULL;
+        residual_norm_rows(c->pool, c->x, c->tmp, next_norm, c->xn, n, D, hp->rms_eps);
     }
     output_head(c, m->output_norm, &m->output, n, logits, all_logits);
     return 0;

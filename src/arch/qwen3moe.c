@@ -115,12 +115,13 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     attn_rope_prepare_runs(ws->attn, &ws->shape, c);
     for (int l = 0; l < hp->n_layers; l++) {
         const struct qwen3moe_layer *L = &layers[l];
-        rms_norm_rows(c->x, L->attn_norm, c->xn, n, D, hp->rms_eps);
+        if (l == 0) residual_norm_rows(c->pool, c->x, NULL, L->attn_norm, c->xn, n, D, hp->rms_eps);
         attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, c->tmp);
-        add_residual(c->x, c->tmp, (int64_t)n * D);
-        rms_norm_rows(c->x, L->ffn_norm, c->xn, n, D, hp->rms_eps);
+        residual_norm_rows(c->pool, c->x, c->tmp, L->ffn_norm, c->xn, n, D, hp->rms_eps);
         moe_ffn(c, &L->router, l, ws->moe, c->xn, n, c->tmp);
-        add_residual(c->x, c->tmp, (int64_t)n * D);
+        /* the residual, and the next layer's norm */
+        const float *next_norm = l + 1 < hp->n_layers ? layers[l + 1].attn_norm : NULL;
+        residual_norm_rows(c->pool, c->x, c->tmp, next_norm, c->xn, n, D, hp->rms_eps);
     }
     output_head(c, m->output_norm, &m->output, n, logits, all_logits);
     return 0;
