@@ -420,7 +420,7 @@ static void test_prepared(struct threadpool *pool) {
                     memset((char *)p[r].v + fresh * elem, 0xff, fresh_n * elem);
                     for (int k = 0; k < 2; k++) pr.calls[r][k] = calloc((size_t)p[r].n * p[r].n_kv, sizeof(_Atomic int));
                 }
-                struct attn_prepare prep = { prep_q, prep_kv, &pr };
+                struct attn_prepare prep = { .queries = prep_q, .keys = prep_kv, .ctx = &pr };
                 attn_tiled_prepared(threaded ? pool : NULL, NULL, t, got_runs, 2, &prep);
                 for (int r = 0; r < 2; r++) {
                     size_t outn = (size_t)p[r].n * p[r].n_head * p[r].hd;

@@ -202,6 +202,7 @@ struct tiled_job {
     const struct attn_run *runs;
     int n_runs, tokens; /* tokens per item */
     const struct attn_prepare *prep;
+    const struct attn_prepare *done; /* its outputs hook, or NULL */
     int first_ready[ATTN_RUNS_MAX + 1]; /* the runs' first entry in t->ready */
     /* A run whose blocks of tokens share its keys gets them as floats once
      * (t->shadow), not once per item: its first float there, or SIZE_MAX,
@@ -295,6 +296,7 @@ static void tiled_items(void *arg, int64_t begin, int64_t end, int thread_index)
         if (j->prep || shadowed(j, ri)) need_keys(j, ri, b, g);
         float *sk = shadow_of(j, ri, g);
         attend(t, j->ak, r, g, t0, nt, &ts, sk, sk ? sk + (size_t)j->shadow_rows[ri] * t->head_dim : NULL);
+        if (j->done) j->done->outputs(j->done->ctx, ri, g, t0, nt);
     }
 }
 
@@ -346,7 +348,7 @@ static bool shadows(struct attn_tiles *t, struct tiled_job *job) {
 void attn_tiled_prepared(struct threadpool *pool, const struct attn_kernels *ak, struct attn_tiles *t,
                          const struct attn_run *runs, int n_runs, const struct attn_prepare *prep) {
     struct tiled_job job = { .t = t, .ak = ak ? ak : attn_kernels(), .runs = runs, .n_runs = n_runs,
-                             .tokens = t->max_tokens, .prep = prep };
+                             .tokens = t->max_tokens, .prep = prep, .done = prep && prep->outputs ? prep : NULL };
     int threads = pool ? threadpool_size(pool) : 1;
     if (threads > t->threads) { /* more threads than tiles: serial */
         pool = NULL;

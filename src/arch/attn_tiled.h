@@ -47,6 +47,10 @@ struct attn_prepare {
     void (*queries)(void *ctx, int run, int g, int t0, int nt);
     void (*keys)(void *ctx, int run, int g, int t0, int nt);
     void *ctx;
+    /* Optional: called once per (run, g, t0, nt) of outputs, by the item
+     * that wrote them, as soon as they are final (e.g. to quantize them
+     * for the next matmul while they are in cache). */
+    void (*outputs)(void *ctx, int run, int g, int t0, int nt);
 };
 
 /* Runs one call of attn_tiled_prepared takes at most. */

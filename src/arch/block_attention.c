@@ -139,6 +139,9 @@ struct prep_runs {
     struct attn_scratch *s;
     int first[ATTN_RUNS_MAX], pos0[ATTN_RUNS_MAX];
     struct layer_slice *kv[ATTN_RUNS_MAX];
+    enum qtype out_act; /* the output projection's input type, when the items quantize for it */
+    char *out_q;        /* (n, out_q_stride) */
+    size_t out_q_stride;
 };
 
 static void prep_queries(void *ctx, int run, int g, int t0, int nt) {
@@ -169,6 +172,27 @@ static void prep_keys(void *ctx, int run, int g, int t0, int nt) {
     }
 }
 
+/* A group's outputs of some tokens, quantized into their slices of the
+ * output projection's input rows (blocks of the activation type do not
+ * cross a group's slice: out_slices). */
+static void quantize_outputs(void *ctx, int run, int g, int t0, int nt) {
+    const struct prep_runs *p = ctx;
+    const struct attn_shape *sh = p->sh;
+    const int64_t width = (int64_t)(sh->n_head / sh->n_head_kv) * sh->head_dim;
+    const size_t qd = (size_t)sh->n_head * sh->head_dim, at = quant_row_size(p->out_act, width * g);
+    for (int t = p->first[run] + t0; t < p->first[run] + t0 + nt; t++)
+        quant_quantize_act(p->out_act, p->s->out + t * qd + (size_t)(width * g), p->out_q + t * p->out_q_stride + at,
+                           width);
+}
+
+/* Whether the attention items can quantize their outputs for wo: no gate
+ * between them, and a group's slice a whole number of blocks. */
+static bool out_slices(const struct attn_shape *sh, const struct matrix *wo) {
+    const enum qtype act = quant_traits(wo->type)->vec_dot_type;
+    const int width = sh->n_head / sh->n_head_kv * sh->head_dim;
+    return !sh->output_gate && width % quant_traits(act)->block_size == 0;
+}
+
 /* The q, k, v projections of all n rows (and the gate split off q). */
 static void project_qkv(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
                         struct attn_scratch *s, int n, const float *xn) {
@@ -186,10 +210,15 @@ static void project_qkv(struct context *c, const struct attn_shape *sh, const st
             }
 }
 
-/* The output gate and projection of all n rows. */
+/* The output gate and projection of all n rows; the attention's items
+ * quantized the rows into c->act already when `quantized`. */
 static void gate_output(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
-                        struct attn_scratch *s, int n, float *out) {
+                        struct attn_scratch *s, int n, bool quantized, float *out) {
     size_t qd = (size_t)sh->n_head * sh->head_dim;
+    if (quantized) {
+        dense_matmul_preq(c, &w->wo, s->out, c->act, n, out);
+        return;
+    }
     if (sh->output_gate)
         for (size_t i = 0; i < (size_t)n * qd; i++) s->out[i] *= 1.0f / (1.0f + expf(-s->gate[i]));
     dense_matmul(c, &w->wo, s->out, n, out);
@@ -200,12 +229,19 @@ static void gate_output(struct context *c, const struct attn_shape *sh, const st
  * item of the attention kernel readies its own queries and the keys it
  * needs, so the q/k norm, rotation and cache stores run in the kernel's
  * parallel region. */
-static void attend_runs(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
+static bool attend_runs(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
                         struct attn_scratch *s, const struct batch_run *runs, int n_runs, int layer,
                         struct layer_slice *kv) {
     size_t qd = (size_t)sh->n_head * sh->head_dim, kvd = (size_t)sh->n_head_kv * sh->head_dim;
     struct prep_runs p = { .c = c, .sh = sh, .w = w, .s = s };
-    struct attn_prepare prep = { prep_queries, prep_keys, &p };
+    struct attn_prepare prep = { .queries = prep_queries, .keys = prep_keys, .ctx = &p };
+    const bool quantize = out_slices(sh, &w->wo);
+    if (quantize) {
+        p.out_act = quant_traits(w->wo.type)->vec_dot_type;
+        p.out_q = c->act;
+        p.out_q_stride = quant_row_size(p.out_act, (int64_t)qd);
+        prep.outputs = quantize_outputs;
+    }
     struct attn_run ar[ATTN_RUNS_MAX];
     for (int r0 = 0; r0 < n_runs; r0 += ATTN_RUNS_MAX) {
         int n = n_runs - r0 < ATTN_RUNS_MAX ? n_runs - r0 : ATTN_RUNS_MAX;
@@ -219,6 +255,7 @@ static void attend_runs(struct context *c, const struct attn_shape *sh, const st
         }
         attn_tiled_prepared(c->pool, NULL, s->tiles, ar, n, &prep);
     }
+    return quantize;
 }
 
 static void attention_of(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
@@ -227,9 +264,9 @@ static void attention_of(struct context *c, const struct attn_shape *sh, const s
     int64_t t0 = time_ns();
     project_qkv(c, sh, w, s, n, xn);
     int64_t t1 = time_ns();
-    attend_runs(c, sh, w, s, runs, n_runs, layer, kv);
+    bool quantized = attend_runs(c, sh, w, s, runs, n_runs, layer, kv);
     int64_t t2 = time_ns();
-    gate_output(c, sh, w, s, n, out);
+    gate_output(c, sh, w, s, n, quantized, out);
     int64_t t3 = time_ns();
     c->times.attn_matmul += (t1 - t0) + (t3 - t2);
     c->times.attention += t2 - t1;

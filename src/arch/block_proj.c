@@ -27,3 +27,8 @@ void project_rows(struct context *c, const struct matrix *const *w, float *const
 void dense_matmul(struct context *c, const struct matrix *w, const float *x, int n, float *y) {
     if (moe_executor_dense(c->exec, 1, &w, &y, x, n)) matmul(c->pool, w, x, n, y, c->act);
 }
+
+void dense_matmul_preq(struct context *c, const struct matrix *w, const float *x, const void *xq, int n, float *y) {
+    if (moe_executor_dense(c->exec, 1, &w, &y, x, n))
+        matmul_preq(c->pool, w, xq, quant_row_size(quant_traits(w->type)->vec_dot_type, w->cols), n, y, (size_t)w->rows);
+}

@@ -17,5 +17,9 @@ struct context;
 void project_rows(struct context *c, const struct matrix *const *w, float *const *y, int k, const float *x, int n);
 /* y (n, w->rows) = x (n, w->cols) . w^T: project_rows of one matrix. */
 void dense_matmul(struct context *c, const struct matrix *w, const float *x, int n, float *y);
+/* dense_matmul whose input x is already quantized into xq (w's activation
+ * type, rows quant_row_size apart), for the CPU; x stays the input of a
+ * device that takes the matmul. */
+void dense_matmul_preq(struct context *c, const struct matrix *w, const float *x, const void *xq, int n, float *y);
 
 #endif
