@@ -193,14 +193,31 @@ static bool out_slices(const struct attn_shape *sh, const struct matrix *wo) {
     return !sh->output_gate && width % quant_traits(act)->block_size == 0;
 }
 
-/* The q, k, v projections of all n rows (and the gate split off q). */
+bool attn_input_type(const struct attn_weights *w, enum qtype *act) {
+    *act = quant_traits(w->wq.type)->vec_dot_type;
+    return quant_traits(w->wk.type)->vec_dot_type == *act && quant_traits(w->wv.type)->vec_dot_type == *act;
+}
+
+const void *attn_input_norm(struct context *c, const struct attn_weights *w, float *x, const float *add,
+                            const float *norm, float *xn, int n, int n_embd, float eps) {
+    enum qtype act;
+    if (!w || !norm || !attn_input_type(w, &act)) {
+        residual_norm_rows(c->pool, x, add, norm, xn, n, n_embd, eps);
+        return NULL;
+    }
+    residual_norm_quantize_rows(c->pool, x, add, norm, xn, n, n_embd, eps, act, c->act);
+    return c->act;
+}
+
+/* The q, k, v projections of all n rows (and the gate split off q); xq:
+ * xn quantized already, or NULL. */
 static void project_qkv(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
-                        struct attn_scratch *s, int n, const float *xn) {
+                        struct attn_scratch *s, int n, const float *xn, const void *xq) {
     int hd = sh->head_dim;
     size_t qd = (size_t)sh->n_head * hd;
     const struct matrix *qkv[3] = { &w->wq, &w->wk, &w->wv };
     float *qkv_out[3] = { sh->output_gate ? s->q_gate : s->q, s->k, s->v };
-    project_rows(c, qkv, qkv_out, 3, xn, n);
+    project_rows_preq(c, qkv, qkv_out, 3, xn, xq, n);
     if (sh->output_gate) /* per head: [query | gate] */
         for (int t = 0; t < n; t++)
             for (int h = 0; h < sh->n_head; h++) {
@@ -260,9 +277,9 @@ static bool attend_runs(struct context *c, const struct attn_shape *sh, const st
 
 static void attention_of(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
                          struct attn_scratch *s, const struct batch_run *runs, int n_runs, int layer,
-                         struct layer_slice *kv, int n, const float *xn, float *out) {
+                         struct layer_slice *kv, int n, const float *xn, const void *xq, float *out) {
     int64_t t0 = time_ns();
-    project_qkv(c, sh, w, s, n, xn);
+    project_qkv(c, sh, w, s, n, xn, xq);
     int64_t t1 = time_ns();
     bool quantized = attend_runs(c, sh, w, s, runs, n_runs, layer, kv);
     int64_t t2 = time_ns();
@@ -275,12 +292,12 @@ static void attention_of(struct context *c, const struct attn_shape *sh, const s
 void attention(struct context *c, const struct attn_shape *sh, const struct attn_weights *w, struct attn_scratch *s,
                struct layer_slice *kv, int n, const float *xn, float *out) {
     struct batch_run run = { .first = 0, .n = n, .pos0 = c->n_past };
-    attention_of(c, sh, w, s, &run, 1, -1, kv, n, xn, out);
+    attention_of(c, sh, w, s, &run, 1, -1, kv, n, xn, NULL, out);
 }
 
 void attention_layer(struct context *c, const struct attn_shape *sh, const struct attn_weights *w,
-                     struct attn_scratch *s, int layer, int n, const float *xn, float *out) {
-    attention_of(c, sh, w, s, c->runs, c->n_runs, layer, NULL, n, xn, out);
+                     struct attn_scratch *s, int layer, int n, const float *xn, const void *xq, float *out) {
+    attention_of(c, sh, w, s, c->runs, c->n_runs, layer, NULL, n, xn, xq, out);
 }
 
 void attn_rope_prepare_runs(struct attn_scratch *s, const struct attn_shape *sh, const struct context *c) {

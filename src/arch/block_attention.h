@@ -62,7 +62,17 @@ void attention(struct context *c, const struct attn_shape *shape, const struct a
  * rows at once, and each run (c->runs) against its own sequence's cache of
  * model layer `layer`, at that sequence's positions. */
 void attention_layer(struct context *c, const struct attn_shape *shape, const struct attn_weights *w,
-                     struct attn_scratch *s, int layer, int n, const float *xn, float *out);
+                     struct attn_scratch *s, int layer, int n, const float *xn, const void *xq, float *out);
+/* The activation type q, k and v all read (xq of attention_layer: xn in
+ * it, rows quant_row_size apart, in c->act or elsewhere; NULL: it
+ * quantizes xn itself), or false when they want different ones. */
+bool attn_input_type(const struct attn_weights *w, enum qtype *act);
+/* x (n, n_embd) += add (NULL: nothing), xn = rms_norm(x, norm) over the
+ * pool (norm NULL: none), and xn quantized into c->act for w's q, k and v
+ * when w is set and they read one activation type: returns that for
+ * attention_layer's xq, or NULL. */
+const void *attn_input_norm(struct context *c, const struct attn_weights *w, float *x, const float *add,
+                            const float *norm, float *xn, int n, int n_embd, float eps);
 /* The rotation of every run of the context's pass at its positions. */
 void attn_rope_prepare_runs(struct attn_scratch *s, const struct attn_shape *shape, const struct context *c);
 

@@ -1,6 +1,7 @@
 #include "arch/block_norm.h"
 
 #include "core/threadpool.h"
+#include "quant/quant.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -35,6 +36,9 @@ struct norm_job {
     float *y;
     int rows, n;
     float eps;
+    enum qtype act; /* and y quantized into yq, when yq is set */
+    char *yq;
+    size_t yq_stride;
 };
 
 static void norm_range(void *arg, int64_t begin, int64_t end, int thread_index) {
@@ -45,13 +49,20 @@ static void norm_range(void *arg, int64_t begin, int64_t end, int thread_index) 
         float *x = j->x + (size_t)r * j->n;
         if (j->add) add_residual(x, j->add + (size_t)r * j->n, j->n);
         if (j->w) rms_norm(x, j->w, j->y + (size_t)r * j->n, j->n, j->eps);
+        if (j->w && j->yq) quant_quantize_act(j->act, j->y + (size_t)r * j->n, j->yq + (size_t)r * j->yq_stride, j->n);
     }
 }
 
 void residual_norm_rows(struct threadpool *pool, float *x, const float *add, const float *w, float *y, int rows, int n,
                         float eps) {
-    struct norm_job job = { x, add, w, y, rows, n, eps };
+    residual_norm_quantize_rows(pool, x, add, w, y, rows, n, eps, QT_F32, NULL);
+}
+
+size_t residual_norm_quantize_rows(struct threadpool *pool, float *x, const float *add, const float *w, float *y,
+                                   int rows, int n, float eps, enum qtype act, void *yq) {
+    struct norm_job job = { x, add, w, y, rows, n, eps, act, yq, yq ? quant_row_size(act, n) : 0 };
     /* A few rows cost less than the threads' meeting. */
     threadpool_parallel_for(rows >= 4 * ROWS_PER_ITEM ? pool : NULL, (rows + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM, 1,
                             norm_range, &job);
+    return job.yq_stride;
 }

@@ -2,6 +2,9 @@
 #ifndef MOEX_BLOCK_NORM_H
 #define MOEX_BLOCK_NORM_H
 
+#include "quant/quant.h"
+
+#include <stddef.h>
 #include <stdint.h>
 
 struct threadpool;
@@ -17,5 +20,10 @@ void add_residual(float *y, const float *x, int64_t n);
  * next block's norm in one pass, the same values as the two calls. */
 void residual_norm_rows(struct threadpool *pool, float *x, const float *add, const float *w, float *y, int rows, int n,
                         float eps);
+/* The same, and (w set, yq not NULL) each normalised row quantized into yq
+ * as activations of type act, for the next matmuls, while it is in cache.
+ * Returns yq's row stride (0 without yq). */
+size_t residual_norm_quantize_rows(struct threadpool *pool, float *x, const float *add, const float *w, float *y,
+                                   int rows, int n, float eps, enum qtype act, void *yq);
 
 #endif

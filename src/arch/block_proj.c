@@ -4,6 +4,11 @@
 #include "moe/executor.h"
 
 void project_rows(struct context *c, const struct matrix *const *w, float *const *y, int k, const float *x, int n) {
+    project_rows_preq(c, w, y, k, x, NULL, n);
+}
+
+void project_rows_preq(struct context *c, const struct matrix *const *w, float *const *y, int k, const float *x,
+                       const void *xq, int n) {
     unsigned left = moe_executor_dense(c->exec, k, w, y, x, n);
     const struct matrix *cw[MOE_DENSE_GROUP_MAX];
     float *cy[MOE_DENSE_GROUP_MAX];
@@ -13,6 +18,11 @@ void project_rows(struct context *c, const struct matrix *const *w, float *const
             cw[m] = w[i];
             cy[m++] = y[i];
         }
+    if (xq && m) {
+        matmul_preq_many(c->pool, m, cw, xq, quant_row_size(quant_traits(cw[0]->type)->vec_dot_type, cw[0]->cols), n,
+                         cy);
+        return;
+    }
     /* Quantize once per run of matrices that want the same activation type,
      * and run each such run as one job: one barrier instead of one each. */
     for (int i = 0; i < m;) {

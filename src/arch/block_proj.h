@@ -15,6 +15,11 @@ struct context;
 /* y[i] (n, w[i]->rows) = x (n, cols) . w[i]^T for i < k (k <= 8), with c->act
  * as the quantized input. */
 void project_rows(struct context *c, const struct matrix *const *w, float *const *y, int k, const float *x, int n);
+/* project_rows whose x the caller quantized already into xq (when not
+ * NULL: the one activation type all of w read, rows quant_row_size apart);
+ * x stays the input of a device that takes some of them. */
+void project_rows_preq(struct context *c, const struct matrix *const *w, float *const *y, int k, const float *x,
+                       const void *xq, int n);
 /* y (n, w->rows) = x (n, w->cols) . w^T: project_rows of one matrix. */
 void dense_matmul(struct context *c, const struct matrix *w, const float *x, int n, float *y);
 /* dense_matmul whose input x is already quantized into xq (w's activation

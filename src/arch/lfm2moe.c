@@ -226,11 +226,13 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     int D = hp->n_embd;
     embed_tokens(&m->token_embd, tokens, n, c->x);
     attn_rope_prepare_runs(ws->attn, &ws->shape, c);
+    const struct lfm2moe_layer *L0 = &w->layers[0];
+    const void *xq = attn_input_norm(c, L0->n_head_kv ? &L0->attn : NULL, c->x, NULL, L0->attn_norm, c->xn, n, D,
+                                     hp->rms_eps);
     for (int l = 0; l < hp->n_layers; l++) {
         const struct lfm2moe_layer *L = &w->layers[l];
-        if (l == 0) residual_norm_rows(c->pool, c->x, NULL, L->attn_norm, c->xn, n, D, hp->rms_eps);
         if (L->n_head_kv) {
-            attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, c->tmp);
+            attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, xq, c->tmp);
         } else {
             int64_t t1 = time_ns();
             shortconv_layer(c, &L->conv, ws, l, n);
@@ -244,9 +246,10 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
         } else {
             moe_ffn(c, &L->router, L->moe_layer, ws->moe, c->xn, n, c->tmp);
         }
-        /* the residual, and the next layer's norm */
-        const float *next_norm = l + 1 < hp->n_layers ? w->layers[l + 1].attn_norm : NULL;
-        residual_norm_rows(c->pool, c->x, c->tmp, next_norm, c->xn, n, D, hp->rms_eps);
+        /* the residual, and the next layer's norm (quantized for its q, k, v when it attends) */
+        const struct lfm2moe_layer *next = l + 1 < hp->n_layers ? &w->layers[l + 1] : NULL;
+        xq = attn_input_norm(c, next && next->n_head_kv ? &next->attn : NULL, c->x, c->tmp,
+                             next ? next->attn_norm : NULL, c->xn, n, D, hp->rms_eps);
     }
     output_head(c, m->output_norm, &m->output, n, logits, all_logits);
     return 0;

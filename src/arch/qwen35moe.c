@@ -286,19 +286,21 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     embed_tokens(&m->token_embd, tokens, n, c->x);
     attn_rope_prepare_runs(ws->attn, &ws->shape, c);
     c->times.other += time_ns() - t0;
+    const void *xq = attn_input_norm(c, is_delta_net(q, 0) ? NULL : &q->layers[0].attn, c->x, NULL,
+                                     q->layers[0].attn_norm, c->xn, n, D, hp->rms_eps);
     for (int l = 0; l < hp->n_layers; l++) {
         const struct qwen35moe_layer *L = &q->layers[l];
-        if (l == 0) residual_norm_rows(c->pool, c->x, NULL, L->attn_norm, c->xn, n, D, hp->rms_eps);
         if (is_delta_net(q, l))
             delta_net_layer(c, &q->dn, &L->dn, ws->dn, l, n, c->xn, c->tmp);
         else
-            attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, c->tmp);
+            attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, xq, c->tmp);
         residual_norm_rows(c->pool, c->x, c->tmp, L->post_attention_norm, c->xn, n, D, hp->rms_eps);
         moe_ffn(c, &L->router, l, ws->moe, c->xn, n, c->tmp);
         shared_expert_add(c, &L->shexp, ws->shexp, c->xn, n, c->tmp);
-        /* the residual, and the next layer's norm */
-        const float *next_norm = l + 1 < hp->n_layers ? q->layers[l + 1].attn_norm : NULL;
-        residual_norm_rows(c->pool, c->x, c->tmp, next_norm, c->xn, n, D, hp->rms_eps);
+        /* the residual, and the next layer's norm (quantized for its q, k, v when it attends) */
+        const bool next = l + 1 < hp->n_layers;
+        xq = attn_input_norm(c, next && !is_delta_net(q, l + 1) ? &q->layers[l + 1].attn : NULL, c->x, c->tmp,
+                             next ? q->layers[l + 1].attn_norm : NULL, c->xn, n, D, hp->rms_eps);
     }
     output_head(c, m->output_norm, &m->output, n, logits, all_logits);
     return 0;
