@@ -1,5 +1,6 @@
 #include "arch/block_moe.h"
 
+#include "arch/block_norm.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "model/context_impl.h"
@@ -109,6 +110,9 @@ enum { ROUTE_TOKENS = 16, ROUTE_ROWS = 32, ROUTE_SPLIT_MIN = 64 };
 
 struct route_job {
     const struct moe_router *r;
+    float *res;         /* (n, cols) the residual rows to add `add` to and normalise into x, or NULL */
+    const float *add, *norm;
+    float eps;
     const float *x;
     char *xq;          /* (n, act_stride) the quantized rows, or NULL: F32 reads x */
     size_t act_stride;
@@ -125,6 +129,9 @@ static void route_items(void *arg, int64_t begin, int64_t end, int thread_index)
     const enum qtype act = quant_traits(w->type)->vec_dot_type;
     for (int64_t item = begin; item < end; item++) {
         const int t0 = (int)item * ROUTE_TOKENS, nt = j->n - t0 < ROUTE_TOKENS ? j->n - t0 : ROUTE_TOKENS;
+        if (j->res)
+            residual_norm_rows(NULL, j->res + (size_t)t0 * w->cols, j->add + (size_t)t0 * w->cols, j->norm,
+                               (float *)j->x + (size_t)t0 * w->cols, nt, (int)w->cols, j->eps);
         const char *a = (const char *)(j->x + (size_t)t0 * w->cols);
         if (j->xq) {
             for (int t = t0; t < t0 + nt; t++)
@@ -140,25 +147,34 @@ static void route_items(void *arg, int64_t begin, int64_t end, int thread_index)
 }
 
 static void route(struct context *c, const struct moe_router *r, const struct moe_layer_desc *d,
-                  struct moe_block_scratch *s, const float *xn, int n) {
+                  struct moe_block_scratch *s, const struct route_job *norm_of, float *xn, int n) {
     const struct matrix *w = &r->gate_inp;
     if (n < ROUTE_SPLIT_MIN || threadpool_size(c->pool) < 2) {
+        if (norm_of->res)
+            residual_norm_rows(c->pool, norm_of->res, norm_of->add, norm_of->norm, xn, n, (int)w->cols, norm_of->eps);
         matmul(c->pool, w, xn, n, s->probs, c->act);
         moe_route(r, d->n_expert, d->n_used, s->probs, n, s->ids, s->weights);
         return;
     }
     const enum qtype act = quant_traits(w->type)->vec_dot_type;
     const bool as_is = act == QT_F32 && w->type == QT_F32;
-    struct route_job job = { r, xn, as_is ? NULL : c->act, as_is ? (size_t)w->cols * sizeof(float) : quant_row_size(act, w->cols),
+    struct route_job job = { r, norm_of->res, norm_of->add, norm_of->norm, norm_of->eps, xn, as_is ? NULL : c->act,
+                             as_is ? (size_t)w->cols * sizeof(float) : quant_row_size(act, w->cols),
                              d->n_expert, d->n_used, n, s->probs, s->ids, s->weights };
     threadpool_parallel_for(c->pool, (n + ROUTE_TOKENS - 1) / ROUTE_TOKENS, 1, route_items, &job);
 }
 
 void moe_ffn(struct context *c, const struct moe_router *r, int moe_layer, struct moe_block_scratch *s, const float *xn,
              int n, float *out) {
+    moe_ffn_norm(c, r, moe_layer, s, NULL, NULL, NULL, 0, (float *)xn, n, out);
+}
+
+void moe_ffn_norm(struct context *c, const struct moe_router *r, int moe_layer, struct moe_block_scratch *s, float *x,
+                  const float *add, const float *norm, float eps, float *xn, int n, float *out) {
     const struct moe_layer_desc *d = &c->m->moe.layers[moe_layer];
     int64_t t0 = time_ns();
-    route(c, r, d, s, xn, n);
+    const struct route_job norm_of = { .res = x, .add = add, .norm = norm, .eps = eps };
+    route(c, r, d, s, &norm_of, xn, n);
     if (c->on_route) c->on_route(c->route_user, moe_layer, n, d->n_used, s->ids, s->weights);
     int64_t t1 = time_ns();
     moe_executor_run(c->exec, moe_layer, s->experts, xn, n, s->ids, s->weights, out);

@@ -44,5 +44,10 @@ void moe_route(const struct moe_router *r, int n_expert, int top_k, float *logit
  * MoE layer moe_layer (an index into c->m->moe). */
 void moe_ffn(struct context *c, const struct moe_router *r, int moe_layer, struct moe_block_scratch *s, const float *xn,
              int n, float *out);
+/* moe_ffn of xn = rms_norm(x += add, norm) (the residual before the FFN
+ * and its norm), done in the router's pass over the tokens, each item its
+ * own tokens' rows (--ops counts it as the router's); out may be add. */
+void moe_ffn_norm(struct context *c, const struct moe_router *r, int moe_layer, struct moe_block_scratch *s, float *x,
+                  const float *add, const float *norm, float eps, float *xn, int n, float *out);
 
 #endif

@@ -294,8 +294,7 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
             delta_net_layer(c, &q->dn, &L->dn, ws->dn, l, n, c->xn, c->tmp);
         else
             attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, xq, c->tmp);
-        residual_norm_rows(c->pool, c->x, c->tmp, L->post_attention_norm, c->xn, n, D, hp->rms_eps);
-        moe_ffn(c, &L->router, l, ws->moe, c->xn, n, c->tmp);
+        moe_ffn_norm(c, &L->router, l, ws->moe, c->x, c->tmp, L->post_attention_norm, hp->rms_eps, c->xn, n, c->tmp);
         shared_expert_add(c, &L->shexp, ws->shexp, c->xn, n, c->tmp);
         /* the residual, and the next layer's norm (quantized for its q, k, v when it attends) */
         const bool next = l + 1 < hp->n_layers;

@@ -117,8 +117,7 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     for (int l = 0; l < hp->n_layers; l++) {
         const struct qwen3moe_layer *L = &layers[l];
         attention_layer(c, &ws->shape, &L->attn, ws->attn, l, n, c->xn, xq, c->tmp);
-        residual_norm_rows(c->pool, c->x, c->tmp, L->ffn_norm, c->xn, n, D, hp->rms_eps);
-        moe_ffn(c, &L->router, l, ws->moe, c->xn, n, c->tmp);
+        moe_ffn_norm(c, &L->router, l, ws->moe, c->x, c->tmp, L->ffn_norm, hp->rms_eps, c->xn, n, c->tmp);
         /* the residual, and the next layer's norm (quantized for its q, k, v) */
         const struct qwen3moe_layer *next = l + 1 < hp->n_layers ? &layers[l + 1] : NULL;
         xq = attn_input_norm(c, next ? &next->attn : NULL, c->x, c->tmp, next ? next->attn_norm : NULL, c->xn, n, D,
