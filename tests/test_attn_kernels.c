@@ -353,7 +353,9 @@ static void test_two_sequences(struct threadpool *pool) {
 struct prepared {
     struct problem *p[2];
     float *q[2];             /* the halved queries */
-    _Atomic int *calls[2][2]; /* (n, n_kv) queries and keys readied, per run */
+    _Atomic int *calls[2][3]; /* (n, n_kv) queries and keys readied, outputs reported, per run */
+    const float *want[2], *got[2];
+    _Atomic int early;       /* outputs reported before they were final */
 };
 
 static void prep_q(void *ctx, int run, int g, int t0, int nt) {
@@ -384,6 +386,19 @@ static void prep_kv(void *ctx, int run, int g, int t0, int nt) {
     }
 }
 
+/* The outputs hook: once per part, and the part already final. */
+static void prep_out(void *ctx, int run, int g, int t0, int nt) {
+    struct prepared *pr = ctx;
+    const struct problem *p = pr->p[run];
+    int group = p->n_head / p->n_kv;
+    for (int t = t0; t < t0 + nt; t++) {
+        atomic_fetch_add(&pr->calls[run][2][t * p->n_kv + g], 1);
+        size_t at = ((size_t)t * p->n_head + (size_t)g * group) * p->hd;
+        if (memcmp(pr->want[run] + at, pr->got[run] + at, sizeof(float) * (size_t)group * p->hd))
+            atomic_fetch_add(&pr->early, 1);
+    }
+}
+
 static void test_prepared(struct threadpool *pool) {
     const struct { int n_head, n_kv, hd, n_pos, n; } shapes[][2] = {
         { { 32, 4, 128, 150, 70 }, { 32, 4, 128, 9, 1 } }, /* a prompt deep in a cache, and a decode */
@@ -394,7 +409,7 @@ static void test_prepared(struct threadpool *pool) {
         for (size_t elem = 2; elem <= 4; elem += 2)
             for (int threaded = 0; threaded < 2; threaded++) {
                 struct problem p[2];
-                struct prepared pr = { { &p[0], &p[1] }, { 0 }, { { 0 } } };
+                struct prepared pr = { .p = { &p[0], &p[1] } };
                 struct attn_run want_runs[2], got_runs[2];
                 float *want[2], *got[2];
                 for (int r = 0; r < 2; r++) {
@@ -418,23 +433,28 @@ static void test_prepared(struct threadpool *pool) {
                     }
                     memset((char *)p[r].k + fresh * elem, 0xff, fresh_n * elem); /* NaN in f16 and f32 */
                     memset((char *)p[r].v + fresh * elem, 0xff, fresh_n * elem);
-                    for (int k = 0; k < 2; k++) pr.calls[r][k] = calloc((size_t)p[r].n * p[r].n_kv, sizeof(_Atomic int));
+                    for (int k = 0; k < 3; k++) pr.calls[r][k] = calloc((size_t)p[r].n * p[r].n_kv, sizeof(_Atomic int));
+                    pr.want[r] = want[r];
+                    pr.got[r] = got[r];
                 }
-                struct attn_prepare prep = { .queries = prep_q, .keys = prep_kv, .ctx = &pr };
+                atomic_init(&pr.early, 0);
+                struct attn_prepare prep = { .queries = prep_q, .keys = prep_kv, .ctx = &pr, .outputs = prep_out };
                 attn_tiled_prepared(threaded ? pool : NULL, NULL, t, got_runs, 2, &prep);
                 for (int r = 0; r < 2; r++) {
                     size_t outn = (size_t)p[r].n * p[r].n_head * p[r].hd;
                     int bad_calls = 0;
                     for (int i = 0; i < p[r].n * p[r].n_kv; i++)
-                        bad_calls += pr.calls[r][0][i] != 1 || pr.calls[r][1][i] != 1;
+                        bad_calls += pr.calls[r][0][i] != 1 || pr.calls[r][1][i] != 1 || pr.calls[r][2][i] != 1;
                     CHECKF(bad_calls == 0, "shape %zu run %d f%zu threaded %d: %d parts not readied exactly once", si,
                            r, 8 * elem, threaded, bad_calls);
                     CHECKF(memcmp(want[r], got[r], outn * 4) == 0,
                            "shape %zu run %d f%zu threaded %d: readied in the kernel differs from readied before", si,
                            r, 8 * elem, threaded);
-                    free(want[r]); free(got[r]); free(pr.q[r]); free(pr.calls[r][0]); free(pr.calls[r][1]);
+                    free(want[r]); free(got[r]); free(pr.q[r]); free(pr.calls[r][0]); free(pr.calls[r][1]); free(pr.calls[r][2]);
                     problem_free(&p[r]);
                 }
+                CHECKF(atomic_load(&pr.early) == 0, "shape %zu f%zu threaded %d: %d outputs reported before final", si,
+                       8 * elem, threaded, atomic_load(&pr.early));
                 attn_tiles_free(t);
             }
 }
