@@ -76,8 +76,21 @@ ATTN_INLINE __m512 exp_neg16(__m512 x) {
     y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
     y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
     y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    /* fx as an integer: its bits after adding 1.5 * 2^23 (exact for |fx| < 2^22, the same as
+     * cvtps_epi32, which SIMDe's AVX-512 lacks) */
+    const __m512 magic = _mm512_set1_ps(12582912.0f);
+    const __m512i n = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(fx, magic)), _mm512_castps_si512(magic));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23);
     return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+}
+
+/* Each value rounded to f16 and back, in two 256-bit halves (F16C). */
+ATTN_INLINE __m512 round_f16_16(__m512 p) {
+    const int mode = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m256 lo = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm512_castps512_ps256(p), mode));
+    const __m256 hi = _mm256_cvtph_ps(
+        _mm256_cvtps_ph(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1)), mode));
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
 }
 
 /* Columns of row j that it shows (col >= masked0 + j*step), of the 16 from c0. */
@@ -140,7 +153,7 @@ static void weights(float *s, int n_keys, int mp, float scale, int masked0, int 
         for (int j = 0; j < n_keys; j++) {
             float *sj = s + (size_t)j * mp + c0;
             __m512 p = _mm512_mul_ps(exp_neg16(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(sj), sc), m)), inv);
-            p = _mm512_cvtph_ps(_mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            p = round_f16_16(p);
             if (!open) p = _mm512_maskz_mov_ps(seen16(c0, masked0, j, step), p);
             _mm512_storeu_ps(sj, p);
         }
