@@ -14,6 +14,8 @@ P=${4:-512}
 T=${5:-2}
 ROUNDS=${6:-3}
 ARGS=${7:-}
+ROUNDS_LOG=$(mktemp)
+trap 'rm -f "$ROUNDS_LOG"' EXIT
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) logical CPUs; pp$P, $T threads $ARGS; $(date -u +%H:%M) UTC"
 for r in $(seq 1 "$ROUNDS"); do
     for which in old new; do
@@ -37,7 +39,9 @@ for r in $(seq 1 "$ROUNDS"); do
                 / barriers: / { bar = $3 }
                 END { printf "%s round=%s load=%s t/s=%s barriers=%s%s\n", w, r, load, speed, bar, out }'
     done
-done | tee /dev/stderr | awk '
+done >"$ROUNDS_LOG"
+cat "$ROUNDS_LOG"
+awk '
     {
         w = $1
         for (i = 2; i <= NF; i++) {
@@ -63,4 +67,4 @@ done | tee /dev/stderr | awk '
             rest[w] = best[w SUBSEP "matmuls"] + best[w SUBSEP "attention"] + best[w SUBSEP "router"] + best[w SUBSEP "other"]
         }
         printf "| rest (matmuls+attention+router+other) | %.1f | %.1f | old/new %.2fx faster |\n", rest["old"], rest["new"], rest["old"] / rest["new"]
-    }'
+    }' "$ROUNDS_LOG"
