@@ -1,6 +1,6 @@
 /* The shared blocks of src/arch/ against plain references: the router's
  * gating variants (softmax, sigmoid with a selection bias, renormalisation,
- * scale) and the dense SwiGLU FFN on F32 weights. */
+ * scale), the dense SwiGLU FFN on F32 weights, and the fused residual + norm. */
 #include "harness.h"
 
 #include "arch/block_ffn.h"
@@ -125,8 +125,54 @@ static void test_norm(void) {
     CHECK(fabs(y[5] - (-6 - 12 * sc)) < 1e-5);
 }
 
+/* The fused residual + norm (+ quantize) over the pool against the three
+ * steps one row at a time, bit for bit: every row count around the items'
+ * 8 rows, with and without the quantized copy, and rms_norm against the
+ * plain sequential double sum within float rounding. */
+static void test_residual_norm(struct threadpool *pool) {
+    enum { D = 2048 + 64, R = 70 }; /* whole Q8_0 blocks */
+    uint32_t seed = 7;
+    float *x0 = malloc(sizeof(float) * R * D), *add = malloc(sizeof(float) * R * D), *w = malloc(sizeof(float) * D);
+    float *xa = malloc(sizeof(float) * R * D), *xb = malloc(sizeof(float) * R * D);
+    float *ya = malloc(sizeof(float) * R * D), *yb = malloc(sizeof(float) * R * D);
+    const size_t qrow = quant_row_size(QT_Q8_0, D);
+    char *qa = malloc(qrow * R), *qb = malloc(qrow * R);
+    for (int i = 0; i < R * D; i++) x0[i] = frand(&seed) * 4.0f, add[i] = frand(&seed);
+    for (int i = 0; i < D; i++) w[i] = 1.0f + 0.5f * frand(&seed);
+    int off = 0;
+    for (int rows = 1; rows <= R; rows += rows < 40 ? 1 : 13)
+        for (int quantize = 0; quantize < 2; quantize++) {
+            memcpy(xa, x0, sizeof(float) * R * D);
+            memcpy(xb, x0, sizeof(float) * R * D);
+            for (int r = 0; r < rows; r++) {
+                add_residual(xa + (size_t)r * D, add + (size_t)r * D, D);
+                rms_norm(xa + (size_t)r * D, w, ya + (size_t)r * D, D, 1e-6f);
+                if (quantize) quant_quantize_act(QT_Q8_0, ya + (size_t)r * D, qa + (size_t)r * qrow, D);
+            }
+            size_t stride = residual_norm_quantize_rows(pool, xb, add, w, yb, rows, D, 1e-6f, QT_Q8_0, quantize ? qb : NULL);
+            off += stride != (quantize ? qrow : 0);
+            off += memcmp(xa, xb, sizeof(float) * (size_t)rows * D) != 0;
+            off += memcmp(ya, yb, sizeof(float) * (size_t)rows * D) != 0;
+            if (quantize) off += memcmp(qa, qb, qrow * (size_t)rows) != 0;
+        }
+    CHECKF(off == 0, "residual_norm_quantize_rows: %d differences from the steps one by one", off);
+    /* the interleaved partial sums against one sequential sum */
+    int far = 0;
+    for (int r = 0; r < R; r++) {
+        const float *xr = x0 + (size_t)r * D;
+        double sum = 0;
+        for (int i = 0; i < D; i++) sum += (double)(xr[i] * xr[i]);
+        float scale = 1.0f / sqrtf((float)(sum / D) + 1e-6f);
+        rms_norm(xr, w, ya, D, 1e-6f);
+        for (int i = 0; i < D; i++) far += fabsf(ya[i] - (xr[i] * scale) * w[i]) > 1e-6f * fabsf(ya[i]);
+    }
+    CHECKF(far == 0, "rms_norm: %d values off the sequential sum's by more than 1e-6 relative", far);
+    free(x0); free(add); free(w); free(xa); free(xb); free(ya); free(yb); free(qa); free(qb);
+}
+
 int main(void) {
     struct threadpool *pool = threadpool_new(2, false);
+    test_residual_norm(pool);
     test_softmax_router();
     test_sigmoid_router();
     test_ffn(pool);
