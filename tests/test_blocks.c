@@ -49,6 +49,34 @@ static void test_softmax_router(void) {
     }
 }
 
+/* The one-pass top-k against K scans for the largest not taken (the first
+ * of equal values winning): values drawn from few levels, so that ties
+ * are everywhere, and plain random ones; K from 1 to E. */
+static void test_topk_ties(void) {
+    enum { E = 40, N = 300 };
+    uint32_t seed = 11;
+    static float logits[N * E], w[N * E];
+    static int32_t ids[N * E];
+    int off = 0;
+    for (int K = 1; K <= E; K += K < 10 ? 1 : 7)
+        for (int levels = 3; levels <= 1000; levels *= 10) {
+            for (int i = 0; i < N * E; i++) logits[i] = (float)((int)((frand(&seed) + 1) * levels) % levels) * 0.1f;
+            struct moe_router r = { .gating = MOE_GATING_SOFTMAX };
+            moe_route(&r, E, K, logits, N, ids, w);
+            for (int t = 0; t < N; t++) {
+                const float *l = logits + t * E; /* the probabilities now: their ties decide */
+                bool taken[E] = { false };
+                for (int k = 0; k < K; k++) {
+                    int best = -1;
+                    for (int e = 0; e < E; e++) if (!taken[e] && (best < 0 || l[e] > l[best])) best = e;
+                    taken[best] = true;
+                    off += ids[t * K + k] != best || w[t * K + k] != l[best];
+                }
+            }
+        }
+    CHECKF(off == 0, "top-k: %d choices or weights differ from K scans", off);
+}
+
 /* Sigmoid gating with a selection bias (LFM2's exp_probs_b): the bias picks
  * the experts, the weights are the unbiased sigmoids, renormalised and scaled. */
 static void test_sigmoid_router(void) {
@@ -173,6 +201,7 @@ static void test_residual_norm(struct threadpool *pool) {
 int main(void) {
     struct threadpool *pool = threadpool_new(2, false);
     test_residual_norm(pool);
+    test_topk_ties();
     test_softmax_router();
     test_sigmoid_router();
     test_ffn(pool);

@@ -74,19 +74,26 @@ void moe_route(const struct moe_router *r, int E, int K, float *logits, int n, i
             softmax(p, E);
         int32_t *ids = all_ids + (size_t)t * K;
         float *w = all_w + (size_t)t * K;
-        /* Top-k by p (+ bias): the first of equal values wins. */
-        for (int k = 0; k < K; k++) {
-            int best = -1;
-            float best_v = 0;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int j = 0; j < k; j++) taken |= ids[j] == e;
-                float v = bias ? p[e] + bias[e] : p[e];
-                if (!taken && (best < 0 || v > best_v)) { best = e; best_v = v; }
+        /* Top-k by p (+ bias), in one pass: a value enters the list, kept in
+         * order of choice, only when it beats the last one, and goes after
+         * every equal one, so the first of equal values wins (as K scans for
+         * the largest not taken would choose). w holds the list's values
+         * until the weights replace them. */
+        float *top = w;
+        int n_top = 0;
+        for (int e = 0; e < E; e++) {
+            const float v = bias ? p[e] + bias[e] : p[e];
+            if (n_top == K && !(v > top[K - 1])) continue;
+            int at = n_top < K ? n_top++ : K - 1;
+            while (at > 0 && v > top[at - 1]) {
+                top[at] = top[at - 1];
+                ids[at] = ids[at - 1];
+                at--;
             }
-            ids[k] = best;
-            w[k] = p[best];
+            top[at] = v;
+            ids[at] = e;
         }
+        for (int k = 0; k < K; k++) w[k] = p[ids[k]];
         if (r->renormalise) {
             float wsum = 0;
             for (int k = 0; k < K; k++) wsum += w[k];
