@@ -59,6 +59,11 @@ for c in run chat eval tokenize bench info synth profile probe pack serve; do
     echo "ok: $c: $n listed options checked"
 done
 
+# moex --version: the version of include/moex.h.
+want=$(sed -n 's/^#define MOEX_VERSION "\(.*\)"$/moex \1/p' "$src/include/moex.h")
+got=$("$MOEX_BIN" --version) && [ -n "$want" ] && [ "$got" = "$want" ] || no "moex --version: '$got', moex.h says '$want'"
+"$MOEX_BIN" --help | grep -q -e "--version" || no "moex --help does not mention --version"
+
 # Documented defaults that depend on the command: -c (and -n for run).
 "$MOEX_BIN" synth --preset tiny --ctx 1000 -o "$tmp/tiny.gguf" -q 2> "$tmp/err" || { no "synth"; cat "$tmp/err"; exit 1; }
 m=$tmp/tiny.gguf
