@@ -370,13 +370,7 @@ static void test_prefixes(const uint8_t *file, size_t size) {
     gguf_close(f);
 }
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
+static uint64_t rng(void) { return test_rand(); }
 
 static void test_byte_flips(const uint8_t *file, size_t size, FILE *devnull) {
     int accepted = 0, refused = 0;
