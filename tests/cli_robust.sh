@@ -117,6 +117,15 @@ ok "run: --hot-budget overrides a bad MOEX_HOT_BUDGET" env MOEX_HOT_BUDGET=lots 
 ok "run: --sim overrides a bad MOEX_SIM" env MOEX_SIM=nokey=1 "$MOEX_BIN" run -m "$m" --sim rk3588 -n 1
 ok "run: --no-pack overrides a bad MOEX_PACK" env MOEX_PACK= "$MOEX_BIN" run -m "$m" --no-pack -n 1
 
+# --hot-budget's units (K, M, G, T, either case) multiply: 8 bytes hold no
+# expert of the tiny model, 8M and 8m hold them all.
+for b in 8M 8m 1G 1t 8192k; do
+    ok "run: --hot-budget $b" "$MOEX_BIN" run -m "$m" --device cpu --hot-budget "$b" -n 1
+    ! grep -q "holds no expert" "$tmp/err" || { echo "FAIL: --hot-budget $b holds no expert: $(cat "$tmp/err")"; fail=1; }
+done
+ok "run: --hot-budget 8" "$MOEX_BIN" run -m "$m" --device cpu --hot-budget 8 -n 1
+grep -q "holds no expert" "$tmp/err" || { echo "FAIL: --hot-budget 8 (bytes) said no note: $(cat "$tmp/err")"; fail=1; }
+
 # Sampling options (run and chat).
 for c in run chat; do
     bad "$c: --temp warm" 2 "--temp" "'warm'" -- "$MOEX_BIN" $c -m "$m" --temp warm
@@ -195,6 +204,8 @@ bad "info: a missing file" 1 "$tmp/none.gguf" "No such file or directory" -- "$M
 bad "synth: no -o" 2 "-o" -- "$MOEX_BIN" synth --preset tiny
 bad "synth: --preset huge" 2 "--preset" "'huge'" -- "$MOEX_BIN" synth --preset huge -o "$tmp/x.gguf"
 bad "synth: --arch bogus" 2 "--arch" "'bogus'" -- "$MOEX_BIN" synth --arch bogus -o "$tmp/x.gguf"
+bad "synth: a preset of another --arch" 2 "--preset tiny is a qwen3moe preset, not lfm2moe" -- \
+    "$MOEX_BIN" synth --arch lfm2moe --preset tiny -o "$tmp/x.gguf"
 bad "synth: --type q3_k" 2 "--type" "'q3_k'" -- "$MOEX_BIN" synth --preset tiny --type q3_k -o "$tmp/x.gguf"
 bad "synth: --layers 0" 2 "--layers" "'0'" -- "$MOEX_BIN" synth --preset tiny --layers 0 -o "$tmp/x.gguf"
 bad "synth: --dim 2^31" 2 "--dim" "'2147483648'" -- "$MOEX_BIN" synth --preset tiny --dim 2147483648 -o "$tmp/x.gguf"
