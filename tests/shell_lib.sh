@@ -17,6 +17,14 @@ cli_clean_env() {
     export MOEX_CACHE=$tmp/cache
 }
 
+# cli_build_default_model: like cli_clean_env, but the built-in default model
+# is one made once per build ($MOEX_TEST_TMP/default-model), shared by the
+# tests that use it, never the user's cache.
+cli_build_default_model() {
+    cli_clean_env
+    export MOEX_CACHE="${MOEX_TEST_TMP:-/tmp}/default-model"
+}
+
 # cli_serve_needs: exits 77 (skipped, with the reason) without python3 for
 # the HTTP clients or without moex serve's HTTP support.
 cli_serve_needs() {
