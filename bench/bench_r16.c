@@ -95,6 +95,24 @@ static int64_t cpu_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* GMAC/s of r16 at M activation rows over N_EXPERTS packed experts of rows x
+ * k weights (rb bytes a row) at p, in items of ITEM_ROWS rows, best of 3
+ * passes; expert e reads its activation rows from act + e * act_step. */
+static double cold_rate(gemm_tile_fn r16, int rows, int k, size_t rb, const unsigned char *p, const char *act,
+                        size_t act_step, size_t ab, int M, float *out) {
+    double best = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        int64_t t0 = cpu_ns();
+        for (int e = 0; e < N_EXPERTS; e++)
+            for (int r = 0; r < rows; r += ITEM_ROWS)
+                r16(k, p + rb * rows * e + (size_t)r * rb, rb, ITEM_ROWS, act + act_step * e, ab, M, out + r,
+                    (size_t)rows);
+        double g = (double)k * rows * M * N_EXPERTS / (double)(cpu_ns() - t0);
+        if (g > best) best = g;
+    }
+    return best;
+}
+
 /* GMAC/s of the r16 kernel at M rows of a rows x k expert matrix: hot (one
  * expert, best of RUNS) and cold (every expert once per pass, in items,
  * best of 3 passes). act: 64 rows of k columns. */
@@ -109,31 +127,16 @@ static void sweep_m(enum qtype t, const char *isa, gemm_tile_fn r16, int rows, i
     const int ms[] = { 1, 4, 8, 12, 16, 22, 24, 32, 40, 48, 64 };
     for (int mi = 0; mi < (int)(sizeof ms / sizeof ms[0]); mi++) {
         const int M = ms[mi];
-        double hot = 0, cold = 0, cold_fresh = 0;
+        double hot = 0;
         for (int run = 0; run < RUNS; run++) {
             int64_t t0 = cpu_ns();
             r16(k, p, rb, rows, act, ab, M, out, (size_t)rows);
             double g = (double)k * rows * M / (double)(cpu_ns() - t0);
             if (g > hot) hot = g;
         }
-        for (int pass = 0; pass < 3; pass++) {
-            int64_t t0 = cpu_ns();
-            for (int e = 0; e < N_EXPERTS; e++)
-                for (int r = 0; r < rows; r += ITEM_ROWS)
-                    r16(k, p + eb * e + (size_t)r * rb, rb, ITEM_ROWS, act, ab, M, out + r, (size_t)rows);
-            double g = (double)k * rows * M * N_EXPERTS / (double)(cpu_ns() - t0);
-            if (g > cold) cold = g;
-        }
+        const double cold = cold_rate(r16, rows, k, rb, p, act, 0, ab, M, out);
         /* as the model has them: each expert's own activation rows, not in the caches */
-        for (int pass = 0; pass < 3; pass++) {
-            int64_t t0 = cpu_ns();
-            for (int e = 0; e < N_EXPERTS; e++)
-                for (int r = 0; r < rows; r += ITEM_ROWS)
-                    r16(k, p + eb * e + (size_t)r * rb, rb, ITEM_ROWS, fresh + (size_t)e * 64 * ab, ab, M, out + r,
-                        (size_t)rows);
-            double g = (double)k * rows * M * N_EXPERTS / (double)(cpu_ns() - t0);
-            if (g > cold_fresh) cold_fresh = g;
-        }
+        const double cold_fresh = cold_rate(r16, rows, k, rb, p, fresh, 64 * ab, ab, M, out);
         printf("| %s %dx%d | %s | %d | %.1f | %.1f | %.1f |\n", quant_type_name(t), rows, k, isa, M, hot, cold, cold_fresh);
     }
     free(w); free(p); free(out); free(fresh);
