@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!moex_error()[0]) abort(); /* a refusal says why */
         return 0;
     }
-    struct context_params cp = { 8, 4, KV_F16, pool, NULL };
+    struct context_params cp = { .n_ctx = 8, .n_batch = 4, .kv_type = KV_F16, .pool = pool };
     struct context *c = context_new(m, &cp);
     if (c) {
         int V = m->hp.n_vocab;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The command line maps MOEX_ISA / --isa and MOEX_INTERLEAVE / --no-interleave
 # onto the library (which reads no environment itself): --profile says which
-# CPU kernels ran and how many bytes of interleaved copies the model made.
+# CPU kernels ran and how many bytes of interleaved copies the model made;
+# bench's cpu line says the kernels too.
 set -u
 fail=0
 . "$(dirname "$0")/shell_lib.sh"
@@ -38,6 +39,17 @@ line_has "MOEX_INTERLEAVE=0" "interleaved weights 0.0 MiB"
 line=; "$MOEX_BIN" run -m "$tmp/q4k.gguf" -p hi -n 2 -t 2 --no-pin --profile --no-interleave > /dev/null 2> "$tmp/err" &&
     line=$(grep 'moex profile: CPU kernels' "$tmp/err")
 line_has "--no-interleave" "interleaved weights 0.0 MiB"
+# bench's cpu line says the kernels the run uses and what capped them, then
+# what the CPU has (it listed only the CPU's features, whatever --isa said).
+bench_cpu() { "$MOEX_BIN" bench -m "$tmp/q4k.gguf" -p 4 -n 0 -r 1 --no-roofline -t 1 --no-pin "$@" 2> "$tmp/err" | grep '^cpu:'; }
+line=$(bench_cpu --isa scalar)
+line_has "bench --isa scalar" "cpu: kernels scalar (capped by --isa scalar) of "
+line=$(MOEX_ISA=scalar bench_cpu)
+line_has "bench, MOEX_ISA=scalar" "cpu: kernels scalar (capped by MOEX_ISA scalar) of "
+line=$(bench_cpu)
+kernels=${default#*CPU kernels }
+line_has "bench without a cap" "cpu: kernels ${kernels%%,*} of "
+case $line in *"capped"*) echo "FAIL: bench without a cap says one: $line"; fail=1 ;; esac
 case $default in
     *"CPU kernels scalar"*) echo "note: this CPU runs scalar kernels: the interleaved copies cannot be seen" ;;
     *"interleaved weights 0.0 MiB"*) echo "FAIL: default: no interleaved copies with SIMD kernels: $default"; fail=1 ;;

@@ -49,6 +49,27 @@ grep -q "generated 0 tokens$" "$tmp/err" && ! grep -Eq '(^|[^0-9.])0\.0 t/s' "$t
 printf 'hi\nhow are you\n' | "$MOEX_BIN" chat -m "$m" -n 6 --temp 0 2>&1 | cat > "$tmp/out"
 [ "$(grep -c '^moex: new prompt' "$tmp/out")" -eq 2 ] && yes "chat's stats lines start lines" || { no "chat output glued:"; cat "$tmp/out"; }
 
+# chat /reset starts a new conversation: the same message then gives the
+# first turn's prompt and reply (without it the prompt grows); a message
+# with a NUL byte is said and skipped.
+prompts() { sed -n 's/^moex: new prompt \([0-9]*\) tokens.*/\1/p' "$tmp/err" | tr '\n' ' '; }
+printf 'hi\n/reset\nhi\n' | "$MOEX_BIN" chat -m "$m" -n 6 --temp 0 > "$tmp/out" 2> "$tmp/err"
+set -- $(prompts)
+[ $# -eq 2 ] && [ "$1" = "$2" ] && [ "$(sed -n 1p "$tmp/out")" = "$(sed -n 2p "$tmp/out")" ] \
+    && yes "chat /reset: the first turn again (prompts of $1 and $2 tokens)" || { no "chat /reset:"; cat "$tmp/out" "$tmp/err"; }
+printf 'hi\nhi\n' | "$MOEX_BIN" chat -m "$m" -n 6 --temp 0 > /dev/null 2> "$tmp/err"
+set -- $(prompts)
+[ $# -eq 2 ] && [ "$2" -gt "$1" ] && yes "chat without /reset: the conversation goes on ($1, then $2 tokens)" \
+    || no "chat without /reset: prompts of $* tokens"
+printf 'hi\000x\n' | "$MOEX_BIN" chat -m "$m" -n 2 --temp 0 > /dev/null 2> "$tmp/err"
+grep -q "the message holds a NUL byte; it is ignored" "$tmp/err" && ! grep -q "new prompt" "$tmp/err" \
+    && yes "chat: a message with a NUL byte is skipped" || { no "chat NUL:"; cat "$tmp/err"; }
+
+# tokenize --pieces: id:'piece' per line, the pieces joined are the text.
+"$MOEX_BIN" tokenize -m "$m" -p "Hi there" --pieces > "$tmp/out"
+[ "$(sed "s/^[0-9]*:'\(.*\)'$/\1/" "$tmp/out" | tr -d '\n')" = "Hi there" ] && grep -Eq "^[0-9]+:'" "$tmp/out" \
+    && yes "tokenize --pieces" || { no "tokenize --pieces:"; cat "$tmp/out"; }
+
 # D10: a line longer than 65,535 bytes is one message (it was several turns).
 awk 'BEGIN { for (i = 0; i < 14000; i++) printf "word "; printf "\n" }' > "$tmp/long.txt"
 "$MOEX_BIN" chat -m "$m" -n 2 < "$tmp/long.txt" > /dev/null 2> "$tmp/err"

@@ -94,16 +94,19 @@ middle_write() { # writer
     writer "$1" "$out" > /dev/null 2>&1
     wrap=
     put_old "$out"
-    main=$(head -n 1 "$tmp/dry.log" | cut -d' ' -f1)
-    grep "^$main  *write(" "$tmp/dry.log" | grep -n "<$tmp/out/" | cut -d: -f1 |
+    middle_of "$tmp/dry.log"
+}
+middle_of() { # a log of strace -y -e trace=write,...: the middle write into $tmp/out
+    main=$(head -n 1 "$1" | cut -d' ' -f1)
+    grep "^$main  *write(" "$1" | grep -n "<$tmp/out/" | cut -d: -f1 |
         awk '{ n[NR] = $1 } END { if (NR) print n[int((NR + 1) / 2)] }'
 }
-killed() { # writer, signal, syscall, which call
+killed() { # writer, signal, syscall, which call (the log in $tmp/kill.log also has the writes, with -y)
     w=$1 sig=$2 call=$3 nth=$4 failed=$fail
     fail=0
     out=$tmp/out/$(file_of "$w")
     snapshot "$out"
-    wrap="$trace -o $tmp/kill.log -e trace=$call -e inject=$call:signal=$sig:when=$nth"
+    wrap="$trace -y -o $tmp/kill.log -e trace=write,$call -e inject=$call:signal=$sig:when=$nth"
     writer "$w" "$out" > "$tmp/stdout" 2> "$tmp/err"; rc=$?
     wrap=
     what="$w killed by SIG$sig at $call #$nth"
@@ -150,13 +153,13 @@ if [ "$strace_ok" -eq 1 ]; then
         named_killed "$w" TERM "$mid"
     done
     for w in synth pack logits stats trace default; do
-        mid=$(middle_write "$w")
-        [ -n "$mid" ] || { bad "$w: the dry run shows no write into the output directory"; continue; }
+        killed "$w" INT linkat 1    # the temporary has a name: the handler removes it
+        mid=$(middle_of "$tmp/kill.log") # every write came before the linkat
+        [ -n "$mid" ] || { bad "$w: the run shows no write into the output directory"; continue; }
         killed "$w" INT write "$mid"
         killed "$w" KILL write "$mid"
         [ "$w" = default ] || killed "$w" INT fsync 1 # the data is complete, the temporary has no name yet
         [ "$w" = default ] || killed "$w" KILL fsync 1 # (the default model takes seconds: fewer runs)
-        killed "$w" INT linkat 1    # the temporary has a name: the handler removes it
     done
     killed logits TERM linkat 1
     killed logits HUP linkat 1

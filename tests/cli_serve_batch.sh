@@ -8,4 +8,5 @@ set -u
 . "$(dirname "$0")/shell_lib.sh"
 cli_serve_needs
 cli_tmpdir cli_serve_batch
-python3 "$(dirname "$0")/serve_batch_client.py" "$MOEX_BIN" "$tmp"
+cli_build_default_model
+python3 -B "$(dirname "$0")/serve_batch_client.py" "$MOEX_BIN" "$tmp"

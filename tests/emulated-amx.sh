@@ -11,18 +11,21 @@
 # line tests, and a model
 # evaluation whose logits must equal the cpu device's bit for bit with every
 # expert resident.
-# The oracle-based parts are skipped without the oracle models. Needs SIMDe
+# The test programs run as many at a time as there are CPUs. The
+# oracle-based parts are skipped without the oracle models. Needs SIMDe
 # (Debian: libsimde-dev) and a CPU with AVX2, FMA and F16C.
 # usage: tests/emulated-amx.sh [build dir [extra cmake flags...]]
 #   e.g. tests/emulated-amx.sh build-amx-emu-asan -DMOEX_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
+. "$src/tests/shell_lib.sh"
 build=${1:-$src/build-amx-emu}
 [ $# -gt 0 ] && shift
 oracle=${MOEX_ORACLE:-$src/../shared/oracle}
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOEX_EMULATE_AMX=ON -DMOEX_WERROR=ON "$@" >/dev/null
 build=$(cd "$build" && pwd)
 tests="test_amx test_dev test_executor test_dense test_packfile test_oracle_qwen35moe test_oracle_lfm2moe"
+# shellcheck disable=SC2086
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $tests moex
 tmp=$build/test-tmp
 mkdir -p "$tmp"
@@ -31,12 +34,8 @@ fail=0
 report() { # name, exit status
     if [ "$2" = 77 ]; then echo "   skipped"; elif [ "$2" != 0 ]; then echo "   FAILED ($2)"; fail=1; fi
 }
-for t in $tests; do
-    echo "== $t (AMX emulated)"
-    rc=0
-    (cd "$build" && "./$t") || rc=$?
-    report "$t" "$rc"
-done
+# shellcheck disable=SC2086
+run_programs "AMX emulated" "$build" $tests || fail=1
 
 echo "== cli_executor.sh (AMX emulated)"
 rc=0

@@ -50,6 +50,15 @@ void *read_whole_file(const char *path, size_t *size) {
     return data;
 }
 
+static uint64_t rand_state = 0x9e3779b97f4a7c15ull;
+void test_seed(uint64_t seed) { rand_state = seed; }
+uint64_t test_rand(void) {
+    rand_state ^= rand_state << 13;
+    rand_state ^= rand_state >> 7;
+    rand_state ^= rand_state << 17;
+    return rand_state;
+}
+
 int test_finish(void) {
     printf("%d checks, %d failed\n", test_checks, test_failures);
     /* A test that checked nothing proved nothing: it fails. */

@@ -27,6 +27,11 @@ void *read_whole_file(const char *path, size_t *size);
 /* 0 when every check passed; 1 when one failed or none was made. */
 int test_finish(void);
 
+/* Deterministic test data: the next value of one xorshift64 stream per
+ * process, which starts at 0x9e3779b97f4a7c15 (test_seed sets it; not 0). */
+void test_seed(uint64_t seed);
+uint64_t test_rand(void);
+
 /* Space- or newline-separated integers from a file (oracle id lists); the
  * count read, at most max (0 if the file cannot be read). */
 int read_ids_file(const char *path, int32_t *ids, int max);

@@ -203,8 +203,29 @@ s, t = request("GET", "/v1/models", key="wrong")
 check(error_of(s, t, 401), "a wrong API key on /v1/models: 401")
 s, t = request("GET", "/v1/models", headers={"X-Pad-%d" % i: "1" for i in range(40)})
 check(error_of(s, t, 431), "more headers than --max-headers: 431")
+s, t = request("GET", "/v1/models", headers={"X-Big": "a" * 9000})
+check(error_of(s, t, 431), "headers over --max-header-bytes (8192): 431")
 s, t = request("GET", "/v1/models")
 check(s == 200 and json.loads(t)["data"][0]["object"] == "model", "/v1/models lists the model")
+
+# Content as an array of text parts (what OpenAI clients may send) is their
+# text joined; other parts, roles and stop values are refused by name.
+parts = [{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]
+s, t = request("POST", "/v1/chat/completions", dict(body, messages=[{"role": "user", "content": parts}]))
+got = json.loads(t)["choices"][0]["message"]["content"] if s == 200 else None
+check(got == want, "content as text parts equals the string's completion (%r)" % (got or t)[:60])
+s, t = request("POST", "/v1/chat/completions",
+               dict(chat, messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]))
+check(error_of(s, t, 400) and "only text content parts" in t, "an image part: 400 (%s)" % t[:80])
+s, t = request("POST", "/v1/chat/completions", dict(chat, messages=[{"role": "wizard", "content": "hi"}]))
+check(error_of(s, t, 400) and "'role' must be" in t, "an unknown role: 400 (%s)" % t[:80])
+s, t = request("POST", "/v1/chat/completions", dict(chat, stop=5))
+check(error_of(s, t, 400) and "'stop' must be" in t, "a stop that is a number: 400 (%s)" % t[:80])
+
+# A second server on the port in use says so and exits 1.
+second = subprocess.run([moex, "serve", "--port", str(port)], capture_output=True, text=True, timeout=300)
+check(second.returncode == 1 and ("cannot listen on 127.0.0.1:%d" % port) in second.stderr,
+      "a second server on the same port: exit %d, %r" % (second.returncode, second.stderr.strip()[-120:]))
 
 # Malformed requests below HTTP's level and JSON's: an answer or a closed
 # connection each, never a stuck or dead server.

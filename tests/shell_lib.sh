@@ -17,6 +17,14 @@ cli_clean_env() {
     export MOEX_CACHE=$tmp/cache
 }
 
+# cli_build_default_model: like cli_clean_env, but the built-in default model
+# is one made once per build ($MOEX_TEST_TMP/default-model), shared by the
+# tests that use it, never the user's cache.
+cli_build_default_model() {
+    cli_clean_env
+    export MOEX_CACHE="${MOEX_TEST_TMP:-/tmp}/default-model"
+}
+
 # cli_serve_needs: exits 77 (skipped, with the reason) without python3 for
 # the HTTP clients or without moex serve's HTTP support.
 cli_serve_needs() {
@@ -39,4 +47,26 @@ expect() {
 # says DESCRIPTION TEXT: the last expect's stderr holds TEXT.
 says() {
     grep -qF -- "$2" "$tmp/err" || { echo "FAIL: $1: no '$2' in:"; cat "$tmp/err"; fail=1; }
+}
+
+# run_programs LABEL DIR PROGRAM...: runs DIR's test programs, $jobs at a time
+# (default: the CPUs), each through $runner when set (qemu-aarch64 -L ...),
+# in DIR with the environment as it is; then prints each one's output in
+# the order given under "== PROGRAM (LABEL)". Exit status 77 is "skipped";
+# returns 1 when any program failed.
+run_programs() {
+    label=$1 dir=$(cd "$2" && pwd); shift 2
+    logs=$dir/test-logs
+    rm -rf "$logs" && mkdir -p "$logs"
+    printf '%s\n' "$@" | RUN_DIR=$dir RUN_LOGS=$logs RUN_WITH=${runner:-} \
+        xargs -P "${jobs:-$(nproc 2>/dev/null || echo 2)}" -I{} sh -c \
+        'cd "$RUN_DIR" && { $RUN_WITH "./$1" > "$RUN_LOGS/$1.log" 2>&1; echo $? > "$RUN_LOGS/$1.rc"; }' _ {}
+    failed=0
+    for p in "$@"; do
+        echo "== $p ($label)"
+        cat "$logs/$p.log" 2>/dev/null || true
+        rc=$(cat "$logs/$p.rc" 2>/dev/null || echo "no status")
+        if [ "$rc" = 77 ]; then echo "   skipped"; elif [ "$rc" != 0 ]; then echo "   FAILED ($rc)"; failed=1; fi
+    done
+    return $failed
 }

@@ -29,13 +29,7 @@
 #include "emu/amx_emu.h"
 #endif
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
+static uint32_t rnd(void) { return (uint32_t)(test_rand() >> 16); }
 static float gauss(void) {
     float u = ((float)(rnd() & 0xFFFFFF) + 1.0f) / 16777217.0f, v = (float)(rnd() & 0xFFFFFF) / 16777216.0f;
     return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);

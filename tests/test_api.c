@@ -152,7 +152,28 @@ static void test_generate(moex_model *m) {
     struct moex_counters k;
     moex_context_counters(c, &k);
     CHECK(k.tokens > 64 && k.rows_cpu > 0 && k.rows_device == 0 && !strcmp(k.device, "none"));
-    CHECK(moex_context_write_trace(c, "/dev/null") == -1);
+    /* Tokens past the context's end are refused with the numbers, before
+     * any work: the context keeps what it holds. */
+    int32_t two[2] = { prompt[0], prompt[0] };
+    CHECK(moex_eval(c, two, 2) == -1 && strstr(moex_last_error(), "2 tokens do not fit after 64 in the context of 64"));
+    CHECK(moex_n_past(c) == 64);
+    CHECK(moex_context_write_trace(c, "/dev/null") == -1 && strstr(moex_last_error(), "records no timeline"));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/none.json", test_tmpdir());
+    moex_file *f = moex_file_create(path);
+    CHECK(f && moex_context_write_trace_file(c, f) == -1 && strstr(moex_last_error(), "records no timeline"));
+    moex_context_free(c);
+
+    /* A context that records one writes it. */
+    cp.trace = true;
+    c = moex_context_new(m, &cp);
+    CHECK(c && moex_prefill(c, prompt, n_prompt) == 0);
+    snprintf(path, sizeof path, "%s/trace.json", test_tmpdir());
+    CHECK(c && moex_context_write_trace(c, path) == 0);
+    size_t size = 0;
+    char *json = read_whole_file(path, &size);
+    CHECK(json && size > 2 && json[0] == '{' && strstr(json, "traceEvents"));
+    free(json);
     moex_context_free(c);
 }
 

@@ -107,6 +107,16 @@ static void test_vocab_only(void) {
     CHECK(moex_token_is_normal(m, ids ? ids[0] : 0) && !moex_token_is_normal(m, moex_token_eos(m)));
     free(ids);
     CHECK(moex_context_new(m, NULL) == NULL && strstr(moex_last_error(), "vocab_only"));
+    /* nor packs nor measures: it has no weights and no threads */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab-only.mxpk", test_tmpdir());
+    struct moex_pack_result pr;
+    CHECK(moex_pack(m, false, moex_file_create(path), &pr) == -1 && strstr(moex_last_error(), "vocab_only"));
+    FILE *left = fopen(path, "rb");
+    CHECK(left == NULL); /* the refused output was discarded */
+    if (left) fclose(left);
+    struct moex_bandwidth bw;
+    CHECK(moex_measure_bandwidth(m, 1, &bw) == -1 && strstr(moex_last_error(), "vocab_only"));
     moex_model_free(m);
 }
 

@@ -21,13 +21,7 @@ static bool within(double got, double want, double tol) { return fabs(got - want
     CHECKF(within((got), (want), 0.25), "%s: predicted %.3g tok/s, the board ran %.3g (%+.0f%%)", what,        \
            (double)(got), (double)(want), 100.0 * ((double)(got) / (double)(want) - 1.0))
 
-static uint64_t rng_state;
-static double uniform(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return ((double)(rng_state >> 11) + 0.5) * 0x1p-53;
-}
+static double uniform(void) { return ((double)(test_rand() >> 11) + 0.5) * 0x1p-53; }
 static double gauss(void) { return sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform()); }
 
 /* A model family: its layers, dense matmuls and expert shape. */
@@ -48,7 +42,7 @@ static void add(struct board_net *n, int layer, bool ffn, int64_t K, int64_t N, 
  * permutation, each token's top-k by Gumbel noise of which `locality`
  * moves slowly along the sequence. */
 static void route(struct family *f, int n_tokens, uint64_t seed) {
-    rng_state = seed;
+    test_seed(seed);
     f->n_tokens = n_tokens;
     f->ids = malloc(sizeof *f->ids * (size_t)f->n_moe * n_tokens * f->top_k);
     double *logw = malloc(sizeof *logw * (size_t)f->n_expert), *slow = calloc((size_t)f->n_expert, sizeof *slow);

@@ -19,13 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 0x1234567887654321ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
+static uint32_t rnd(void) { return (uint32_t)(test_rand() >> 16); }
 static float uniform(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() & 0xFFFFFF) / 16777216.0f; }
 static float gauss(void) {
     float u = uniform(1e-7f, 1.0f), v = uniform(0.0f, 1.0f);
@@ -793,6 +787,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
+    test_seed(0x1234567887654321ull);
     struct threadpool *pool = threadpool_new(2, false);
     CHECK(pool != NULL);
     test_rounding_rule();

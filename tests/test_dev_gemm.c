@@ -13,13 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
+static uint32_t rnd(void) { return (uint32_t)(test_rand() >> 16); }
 
 enum fill { FILL_RANDOM, FILL_EXTREME, FILL_SMALL };
 

@@ -23,13 +23,7 @@ static bool within(double got, double want, double tol) { return fabs(got - want
     CHECKF(within((got), (want), 0.25), "%s: modelled %.1f, measured %.1f (%+.0f%%)", what, (double)(got), \
            (double)(want), 100.0 * ((double)(got) / (double)(want) - 1.0))
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
+static uint32_t rnd(void) { return (uint32_t)(test_rand() >> 16); }
 
 static struct sim *new_sim(const char *spec) {
     struct sim_figures f;

@@ -272,7 +272,22 @@ static void test_hand_made(void) {
 
     moex_clear_error();
     CHECK(gguf_open("/nonexistent/dir/model.gguf") == NULL && strstr(moex_error(), "/nonexistent/dir/model.gguf"));
-    CHECK(gguf_open(test_tmpdir()) == NULL && strstr(moex_error(), "not a regular file"));
+    CHECK(gguf_open(test_tmpdir()) == NULL && strstr(moex_error(), "a directory, not a GGUF model file"));
+    CHECK(gguf_open("/dev/null") == NULL && strstr(moex_error(), "/dev/null: not a regular file"));
+    /* A file of another format says which and what to do. */
+    static const struct { const char *bytes; size_t n; const char *says; } others[] = {
+        { "MOEXPACK\2\0\0\0", 12, "a moex pack file, not a model" },
+        { "PK\3\4\0\0\0\0", 8, "a zip archive (a PyTorch checkpoint?): convert the model to GGUF" },
+        { "\x10\0\0\0\0\0\0\0{\"__metadata__\"", 22, "a safetensors file?" },
+        { "hello world\n", 12, "moex runs GGUF model files" },
+    };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        moex_clear_error();
+        struct gguf_file *f = gguf_open_memory(others[i].bytes, others[i].n, "other");
+        CHECKF(f == NULL && strstr(moex_error(), "not a GGUF file") && strstr(moex_error(), others[i].says),
+               "'%s' for %s", moex_error(), others[i].says);
+        gguf_close(f);
+    }
 }
 
 /* ---- prefixes and byte flips of a valid file ---- */
@@ -355,13 +370,7 @@ static void test_prefixes(const uint8_t *file, size_t size) {
     gguf_close(f);
 }
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
+static uint64_t rng(void) { return test_rand(); }
 
 static void test_byte_flips(const uint8_t *file, size_t size, FILE *devnull) {
     int accepted = 0, refused = 0;

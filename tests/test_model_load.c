@@ -251,6 +251,9 @@ int main(void) {
     expect_error(src, DROP_TENSOR, "blk.0.attn_k_norm.weight", "'blk.0.attn_k_norm.weight' is missing");
     expect_error(src, RESHAPE_TENSOR, "blk.0.attn_k.weight", "'blk.0.attn_k.weight' has shape");
     expect_error(src, RETYPE_TENSOR, "blk.1.ffn_up_exps.weight", "'blk.1.ffn_up_exps.weight' has type Q2_K");
+    /* what to do: the types moex runs, and how to get one */
+    expect_error(src, RETYPE_TENSOR, "blk.1.ffn_up_exps.weight", "(it runs F32 F16 Q4_0 ");
+    expect_error(src, RETYPE_TENSOR, "blk.1.ffn_up_exps.weight", " Q6_K BF16): requantize the model");
     expect_error(src, DROP_KEY, "qwen3moe.expert_count", "qwen3moe.expert_count");
     expect_error(src, WRONG_ARCH, "", "architecture 'llama' is not supported");
     expect_error(src, HEADS_KV, "qwen3moe.attention.head_count_kv", "not a multiple of head_count_kv");

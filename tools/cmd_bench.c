@@ -144,8 +144,13 @@ int cmd_bench(int argc, char **argv) {
         roofline = false;
     }
     reset_peak_rss();
-    printf("cpu: %s, %d threads; decode reads %.3f GB of weights per token\n", moex_cpu_features(),
-           info.n_threads, (double)tok_bytes / 1e9);
+    /* what the run uses (the kernels and their cap), then what the CPU has */
+    const char *isa_cap = so.isa ? so.isa : getenv("MOEX_ISA");
+    char cap[96] = "";
+    if (isa_cap && *isa_cap)
+        snprintf(cap, sizeof cap, " (capped by %s %.40s)", so.isa ? "--isa" : "MOEX_ISA", isa_cap);
+    printf("cpu: kernels %s%s of %s, %d threads; decode reads %.3f GB of weights per token\n",
+           moex_isa(), cap, moex_cpu_features(), info.n_threads, (double)tok_bytes / 1e9);
     if (roofline)
         printf("read bandwidth before the tests: %.1f GB/s (best of %d passes, %s loads, %d threads; worst %.1f)\n",
                bw.best_gbps, bw.tries, bw.loads, bw.threads, bw.worst_gbps);

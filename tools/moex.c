@@ -2,6 +2,8 @@
 #include "cli.h"
 #include "outputs.h"
 
+#include "moex.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -26,7 +28,7 @@ static const struct command commands[] = {
 };
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: moex COMMAND [options]   (moex COMMAND --help for its options)\n\ncommands:\n");
+    fprintf(out, "usage: moex COMMAND [options]   (moex COMMAND --help for its options; moex --version)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
 }
@@ -40,6 +42,10 @@ int main(int argc, char **argv) {
     if (cli_is_help(argv[1]) || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("moex %s\n", moex_version());
+        return outputs_flush_stdout(0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return outputs_flush_stdout(commands[i].fn(argc - 1, argv + 1));

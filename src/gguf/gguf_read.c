@@ -6,6 +6,7 @@
 #include "gguf/gguf.h"
 #include "gguf/gguf_types.h"
 #include "core/error.h"
+#include "pack/packfile_format.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -352,6 +353,18 @@ static int read_alignment(struct parser *p, struct gguf_file_impl *impl) {
     return 0;
 }
 
+/* What a file that is not GGUF is likely to be, and what to do, for the message. */
+static const char *instead_of_gguf(const uint8_t *d, uint64_t size) {
+    if (size >= PF_MAGIC_BYTES && !memcmp(d, PF_MAGIC, PF_MAGIC_BYTES))
+        return "a moex pack file, not a model: the model is the GGUF file it was packed from";
+    if (size >= 4 && !memcmp(d, "PK\3\4", 4))
+        return "a zip archive (a PyTorch checkpoint?): convert the model to GGUF, e.g. with llama.cpp's "
+               "convert_hf_to_gguf.py";
+    if (size >= 9 && d[8] == '{')
+        return "a safetensors file?: convert the model to GGUF, e.g. with llama.cpp's convert_hf_to_gguf.py";
+    return "moex runs GGUF model files, e.g. as llama.cpp's convert_hf_to_gguf.py writes them";
+}
+
 static int parse(struct parser *p, struct gguf_file_impl *impl) {
     struct gguf_file *f = &impl->pub;
     char magic[4];
@@ -359,8 +372,9 @@ static int parse(struct parser *p, struct gguf_file_impl *impl) {
     if (need(p, 4)) return -1;
     memcpy(magic, p->data, 4);
     if (memcmp(magic, "GGUF", 4) != 0)
-        return fail(p, "not a GGUF file (bad magic %02x %02x %02x %02x, expected \"GGUF\")",
-                    (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2], (uint8_t)magic[3]);
+        return fail(p, "not a GGUF file (bad magic %02x %02x %02x %02x, expected \"GGUF\"): %s",
+                    (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2], (uint8_t)magic[3],
+                    instead_of_gguf(p->data, p->size));
     p->pos = 4;
     if (read_u32(p, &f->version)) return -1;
     if (f->version == 0x02000000u || f->version == 0x03000000u)
@@ -462,6 +476,12 @@ struct gguf_file *gguf_open(const char *path) {
     struct stat st;
     if (fstat(fd, &st) != 0) {
         moex_errorf("%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        moex_errorf("%s: a directory, not a GGUF model file (a Hugging Face checkpoint directory converts to "
+                    "one, e.g. with llama.cpp's convert_hf_to_gguf.py)", path);
         close(fd);
         return NULL;
     }

@@ -145,8 +145,15 @@ static const struct gguf_tensor *want(const struct model *m, const char *name, i
     }
     const struct qtype_traits *tr = quant_traits((enum qtype)t->type);
     if (!tr || !tr->supported) {
-        moex_errorf("%s: tensor '%s' has type %s, which moex does not support", f->path, name,
-                    quant_type_name((enum qtype)t->type));
+        char types[128] = "";
+        for (int q = 0, n = 0; q < QT_MAX; q++) {
+            const struct qtype_traits *qt = quant_traits((enum qtype)q);
+            if (qt && qt->supported) n += snprintf(types + n, sizeof types - (size_t)n, " %s", quant_type_name((enum qtype)q));
+            if (n >= (int)sizeof types) break;
+        }
+        moex_errorf("%s: tensor '%s' has type %s, which moex does not support (it runs%s): requantize the model "
+                    "to one of those (llama.cpp's llama-quantize, e.g. to Q4_K_M)", f->path, name,
+                    quant_type_name((enum qtype)t->type), types);
         return NULL;
     }
     int64_t want_ne[4] = { ne0 < 0 ? 1 : ne0, ne1 < 0 ? 1 : ne1, ne2 < 0 ? 1 : ne2, 1 };

@@ -1,4 +1,5 @@
-/* Internal to src/pack (and the fuzz target): the byte layout of pack files,
+/* Internal to src/pack (and the fuzz target; gguf_read.c names a pack file
+ * given as a model by its magic): the byte layout of pack files,
  * version 2, as docs/pack-format.md specifies it. One place per offset. */
 #ifndef MOEX_PACKFILE_FORMAT_H
 #define MOEX_PACKFILE_FORMAT_H
