@@ -7,9 +7,10 @@
  * markdown table (see bench/r16.md).
  *
  * With "m" as the first argument it sweeps M instead, on the selected ISA's
- * r16 kernels only: an expert's matrix hot in the caches, and cold (128
- * experts one after the other, called in items of ITEM_ROWS weight rows as
- * the expert driver calls it), G multiply-adds per second of the thread's
+ * r16 kernels only, in the experts' shapes (gate/up 768 x 2048 Q4_K, down
+ * 2048 x 768 Q6_K and Q4_K): an expert's matrix hot in the caches, and cold
+ * (128 experts one after the other, called in items of ITEM_ROWS weight rows
+ * as the expert driver calls it), G multiply-adds per second of the thread's
  * CPU time.
  *
  * usage: bench_r16 [decode matrix MiB, default 96] [isa name: only that one]
@@ -25,19 +26,21 @@
 
 enum { N = 2048, EXPERT_ROWS = 768, SEED_ROWS = 64, RUNS = 10 };
 
-/* rows x N weights of type t: SEED_ROWS quantized rows repeated (quantizing
+/* rows x k weights of type t: SEED_ROWS quantized rows repeated (quantizing
  * a large matrix with the k-quant search takes minutes) */
-static void *make_rows(enum qtype t, int rows) {
-    const size_t rb = quant_row_size(t, N);
+static void *make_rows_k(enum qtype t, int rows, int k) {
+    const size_t rb = quant_row_size(t, k);
     unsigned char *w = aligned_alloc(4096, (rb * rows + 4095) / 4096 * 4096);
     float x[N];
     for (int r = 0; r < SEED_ROWS && r < rows; r++) {
-        for (int i = 0; i < N; i++) x[i] = (float)((r * 31 + i * 7) % 97 - 48) * 0.001f;
-        quant_traits(t)->from_float(x, w + (size_t)r * rb, N);
+        for (int i = 0; i < k; i++) x[i] = (float)((r * 31 + i * 7) % 97 - 48) * 0.001f;
+        quant_traits(t)->from_float(x, w + (size_t)r * rb, k);
     }
     for (int r = SEED_ROWS; r < rows; r++) memcpy(w + (size_t)r * rb, w + (size_t)(r % SEED_ROWS) * rb, rb);
     return w;
 }
+
+static void *make_rows(enum qtype t, int rows) { return make_rows_k(t, rows, N); }
 
 /* One ISA's kernels for a type: the plain rows' and the interleaved rows'. */
 struct kernel_set {
@@ -92,35 +95,51 @@ static int64_t cpu_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* GMAC/s of the r16 kernel at M rows: hot (one expert, best of RUNS) and
- * cold (every expert once per pass, in items, best of 3 passes). */
-static void sweep_m(enum qtype t, const char *isa, gemm_tile_fn r16, const char *act, size_t ab) {
-    const size_t rb = quant_row_size(t, N), eb = rb * EXPERT_ROWS;
-    unsigned char *w = make_rows(t, EXPERT_ROWS);
+/* GMAC/s of r16 at M activation rows over N_EXPERTS packed experts of rows x
+ * k weights (rb bytes a row) at p, in items of ITEM_ROWS rows, best of 3
+ * passes; expert e reads its activation rows from act + e * act_step. */
+static double cold_rate(gemm_tile_fn r16, int rows, int k, size_t rb, const unsigned char *p, const char *act,
+                        size_t act_step, size_t ab, int M, float *out) {
+    double best = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        int64_t t0 = cpu_ns();
+        for (int e = 0; e < N_EXPERTS; e++)
+            for (int r = 0; r < rows; r += ITEM_ROWS)
+                r16(k, p + rb * rows * e + (size_t)r * rb, rb, ITEM_ROWS, act + act_step * e, ab, M, out + r,
+                    (size_t)rows);
+        double g = (double)k * rows * M * N_EXPERTS / (double)(cpu_ns() - t0);
+        if (g > best) best = g;
+    }
+    return best;
+}
+
+/* GMAC/s of the r16 kernel at M rows of a rows x k expert matrix: hot (one
+ * expert, best of RUNS) and cold (every expert once per pass, in items,
+ * best of 3 passes). act: 64 rows of k columns. */
+static void sweep_m(enum qtype t, const char *isa, gemm_tile_fn r16, int rows, int k, const char *act, size_t ab) {
+    const size_t rb = quant_row_size(t, k), eb = rb * rows;
+    unsigned char *w = make_rows_k(t, rows, k);
     unsigned char *p = aligned_alloc(4096, (eb * N_EXPERTS + 4095) / 4096 * 4096);
-    for (int e = 0; e < N_EXPERTS; e++) quant_r16_pack(t, w, rb, EXPERT_ROWS, N, p + eb * e);
-    float *out = malloc(sizeof(float) * EXPERT_ROWS * 64);
-    const int ms[] = { 1, 4, 8, 16, 24, 32, 40, 48, 64 };
+    for (int e = 0; e < N_EXPERTS; e++) quant_r16_pack(t, w, rb, rows, k, p + eb * e);
+    float *out = malloc(sizeof(float) * (size_t)rows * 64);
+    char *fresh = malloc(ab * 64 * N_EXPERTS);
+    for (int e = 0; e < N_EXPERTS; e++) memcpy(fresh + (size_t)e * 64 * ab, act, ab * 64);
+    const int ms[] = { 1, 4, 8, 12, 16, 22, 24, 32, 40, 48, 64 };
     for (int mi = 0; mi < (int)(sizeof ms / sizeof ms[0]); mi++) {
         const int M = ms[mi];
-        double hot = 0, cold = 0;
+        double hot = 0;
         for (int run = 0; run < RUNS; run++) {
             int64_t t0 = cpu_ns();
-            r16(N, p, rb, EXPERT_ROWS, act, ab, M, out, EXPERT_ROWS);
-            double g = (double)N * EXPERT_ROWS * M / (double)(cpu_ns() - t0);
+            r16(k, p, rb, rows, act, ab, M, out, (size_t)rows);
+            double g = (double)k * rows * M / (double)(cpu_ns() - t0);
             if (g > hot) hot = g;
         }
-        for (int pass = 0; pass < 3; pass++) {
-            int64_t t0 = cpu_ns();
-            for (int e = 0; e < N_EXPERTS; e++)
-                for (int r = 0; r < EXPERT_ROWS; r += ITEM_ROWS)
-                    r16(N, p + eb * e + (size_t)r * rb, rb, ITEM_ROWS, act, ab, M, out + r, EXPERT_ROWS);
-            double g = (double)N * EXPERT_ROWS * M * N_EXPERTS / (double)(cpu_ns() - t0);
-            if (g > cold) cold = g;
-        }
-        printf("| %s | %s | %d | %.1f | %.1f |\n", quant_type_name(t), isa, M, hot, cold);
+        const double cold = cold_rate(r16, rows, k, rb, p, act, 0, ab, M, out);
+        /* as the model has them: each expert's own activation rows, not in the caches */
+        const double cold_fresh = cold_rate(r16, rows, k, rb, p, fresh, 64 * ab, ab, M, out);
+        printf("| %s %dx%d | %s | %d | %.1f | %.1f | %.1f |\n", quant_type_name(t), rows, k, isa, M, hot, cold, cold_fresh);
     }
-    free(w); free(p); free(out);
+    free(w); free(p); free(out); free(fresh);
 }
 
 int main(int argc, char **argv) {
@@ -132,17 +151,27 @@ int main(int argc, char **argv) {
         quant_quantize_act(QT_Q8_K, x, act + (size_t)c * ab, N);
     }
     if (argc > 1 && !strcmp(argv[1], "m")) {
-        printf("%s, 1 thread, %dx%d\n\n| type | kernels | M | hot GMAC/s | cold, items of %d rows, GMAC/s |\n|---|---|---:|---:|---:|\n",
-               cpu_features_string(), EXPERT_ROWS, N, ITEM_ROWS);
-        const enum qtype types[] = { QT_Q4_K, QT_Q6_K };
-        for (int ti = 0; ti < 2; ti++)
+        /* the expert shapes: gate and up (n_ff x n_embd), down (n_embd x n_ff) */
+        const size_t ab_down = quant_row_size(QT_Q8_K, EXPERT_ROWS);
+        char *act_down = malloc(ab_down * 64);
+        for (int c = 0; c < 64; c++) {
+            for (int i = 0; i < EXPERT_ROWS; i++) x[i] = (float)((i * 13 + c * 5) % 29 - 14) * 0.1f;
+            quant_quantize_act(QT_Q8_K, x, act_down + (size_t)c * ab_down, EXPERT_ROWS);
+        }
+        printf("%s, 1 thread\n\n| matrix | kernels | M | hot GMAC/s | cold, items of %d rows, GMAC/s | cold, and each expert's own activations |\n|---|---|---:|---:|---:|---:|\n",
+               cpu_features_string(), ITEM_ROWS);
+        const struct { enum qtype t; int rows, k; } shapes[] = {
+            { QT_Q4_K, EXPERT_ROWS, N }, { QT_Q6_K, N, EXPERT_ROWS }, { QT_Q4_K, N, EXPERT_ROWS } };
+        for (int si = 0; si < 3; si++)
             for (int isa = ISA_COUNT - 1; isa > ISA_SCALAR; isa--) {
-                const gemm_tile_fn r16 = quant_r16_kernel(types[ti], (enum isa)isa);
+                const gemm_tile_fn r16 = quant_r16_kernel(shapes[si].t, (enum isa)isa);
                 if (!r16 || (argc > 2 && strcmp(argv[2], isa_name((enum isa)isa)))) continue;
-                sweep_m(types[ti], isa_name((enum isa)isa), r16, act, ab);
+                const int down = shapes[si].k == EXPERT_ROWS;
+                sweep_m(shapes[si].t, isa_name((enum isa)isa), r16, shapes[si].rows, shapes[si].k,
+                        down ? act_down : act, down ? ab_down : ab);
                 break;
             }
-        free(act);
+        free(act); free(act_down);
         return 0;
     }
     const double mib = argc > 1 ? atof(argv[1]) : 96;

@@ -197,14 +197,17 @@ static inline __attribute__((always_inline)) void q6_tile(const int nc, int nb, 
         const uint8_t *blk = wg + (size_t)b * Q6_BLOCK;
         for (int off = 0; off < Q6_BLOCK; off += 64) _mm_prefetch((const char *)blk + 2 * Q6_BLOCK + off, _MM_HINT_T0);
         const __m512 d = load_f16x16(blk);
-        __m512i isum[Q6_COLS], bias[Q6_COLS];
-        for (int c = 0; c < nc; c++) isum[c] = bias[c] = _mm512_setzero_si512();
+        __m512i isum[Q6_COLS];
+        for (int c = 0; c < nc; c++) isum[c] = _mm512_setzero_si512();
         for (int t = 0; t < 8; t++) {
             /* dword r: the int16 scales of sub-blocks 2t and 2t+1 of row r */
             const __m512i pair = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * t)));
             /* each half sign-extended: a multiply-add by (1, 0) or (0, 1) */
             const __m512i sc0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair, _mm512_set1_epi32(1));
             const __m512i sc1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair, _mm512_set1_epi32(0x10000));
+            /* the -32 offset as -32 x the scales against the activation sums,
+             * in the same int32 sum: no second accumulator per row */
+            const __m512i offset = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_slli_epi16(pair, 5));
             const uint8_t *q = blk + 288 + 384 * t;
             const __m512i h0 = _mm512_loadu_si512(q + 256), h1 = _mm512_loadu_si512(q + 320);
             __m512i w0[4], w1[4];
@@ -222,12 +225,12 @@ static inline __attribute__((always_inline)) void q6_tile(const int nc, int nb, 
                     t1 = dot_bcast4(t1, w1[i], ys + 16 + 4 * i);
                 }
                 isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(t0, sc0), _mm512_mullo_epi32(t1, sc1)));
-                bias[c] = dot16_bcast4(bias[c], pair, (const int8_t *)(act_block(a, a_stride, c, b)->bsums + 2 * t));
+                isum[c] = dot16_bcast4(isum[c], offset, (const int8_t *)(act_block(a, a_stride, c, b)->bsums + 2 * t));
             }
         }
         for (int c = 0; c < nc; c++) {
-            const __m512i v = _mm512_sub_epi32(isum[c], _mm512_slli_epi32(bias[c], 5));
-            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(act_block(a, a_stride, c, b)->d)), _mm512_cvtepi32_ps(v), acc[c]);
+            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(act_block(a, a_stride, c, b)->d)),
+                                     _mm512_cvtepi32_ps(isum[c]), acc[c]);
         }
     }
     for (int c = 0; c < nc; c++) _mm512_storeu_ps(out + (size_t)c * out_stride, acc[c]);

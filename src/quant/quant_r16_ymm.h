@@ -222,7 +222,12 @@ static void r16y_unpacked_panel(r16y_unpack_fn unpack, r16y_unpacked_tile_fn til
         const uint8_t *wg = (const uint8_t *)w + (size_t)g * QUANT_R16_ROWS * w_stride;
         memset(acc, 0, sizeof acc);
         for (int b = 0; b < nb; b++) {
-            unpack(wg + (size_t)b * block_bytes, u);
+            /* the experts' weights come from DRAM: the next block (the next
+             * group's first after the last) arrives while this one's tiles run */
+            const uint8_t *blk = wg + (size_t)b * block_bytes;
+            for (size_t off = 0; off < block_bytes; off += 64)
+                _mm_prefetch((const char *)blk + block_bytes + off, _MM_HINT_T0);
+            unpack(blk, u);
             for (int c0 = p0; c0 < p1; c0 += R16Y_COLS) {
                 const int nc = p1 - c0 < R16Y_COLS ? p1 - c0 : R16Y_COLS;
                 const struct block_q8_K *y[R16Y_COLS];
