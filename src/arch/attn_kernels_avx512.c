@@ -86,10 +86,11 @@ ATTN_INLINE __m512 exp_neg16(__m512 x) {
 
 /* Each value rounded to f16 and back, in two 256-bit halves (F16C). */
 ATTN_INLINE __m512 round_f16_16(__m512 p) {
-    const int mode = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const __m256 lo = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm512_castps512_ps256(p), mode));
+#define ROUND_F16_MODE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) /* an immediate */
+    const __m256 lo = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm512_castps512_ps256(p), ROUND_F16_MODE));
     const __m256 hi = _mm256_cvtph_ps(
-        _mm256_cvtps_ph(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1)), mode));
+        _mm256_cvtps_ph(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1)), ROUND_F16_MODE));
+#undef ROUND_F16_MODE
     return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
 }
 
