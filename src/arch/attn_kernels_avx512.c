@@ -64,17 +64,17 @@ static void accumulate(const float *s, int mp, int n_keys, const float *v, int h
 
 /* attn_exp_neg, 16 lanes. */
 ATTN_INLINE __m512 exp_neg16(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    x = _mm512_max_ps(x, _mm512_set1_ps(EXPN_MIN));
+    const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXPN_LOG2E)),
                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(EXPN_LN2_HI), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(EXPN_LN2_LO), x);
+    __m512 y = _mm512_set1_ps(EXPN_P0);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(EXPN_P1));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(EXPN_P2));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(EXPN_P3));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(EXPN_P4));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(EXPN_P5));
     y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
     /* fx as an integer: its bits after adding 1.5 * 2^23 (exact for |fx| < 2^22, the same as
      * cvtps_epi32, which SIMDe's AVX-512 lacks) */

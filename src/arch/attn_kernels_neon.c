@@ -1,22 +1,23 @@
 #include "arch/attn_kernels.h"
+#include "arch/exp_neg_coef.h"
 
 #include <arm_neon.h>
 #include <math.h>
 
 #define NEON_INLINE static inline __attribute__((always_inline))
 
-/* exp(x) for x <= 0: the Cephes polynomial of the x86 kernels. */
+/* exp(x) for x <= 0: the Cephes polynomial of the x86 kernels (exp_neg_coef.h). */
 NEON_INLINE float32x4_t exp_neg(float32x4_t x) {
-    x = vmaxq_f32(x, vdupq_n_f32(-87.0f));
-    const float32x4_t fx = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
-    x = vfmsq_f32(x, fx, vdupq_n_f32(0.693359375f));
-    x = vfmsq_f32(x, fx, vdupq_n_f32(-2.12194440e-4f));
-    float32x4_t y = vdupq_n_f32(1.9875691500e-4f);
-    y = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), y, x);
-    y = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), y, x);
-    y = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), y, x);
-    y = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), y, x);
-    y = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), y, x);
+    x = vmaxq_f32(x, vdupq_n_f32(EXPN_MIN));
+    const float32x4_t fx = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(EXPN_LOG2E)));
+    x = vfmsq_f32(x, fx, vdupq_n_f32(EXPN_LN2_HI));
+    x = vfmsq_f32(x, fx, vdupq_n_f32(EXPN_LN2_LO));
+    float32x4_t y = vdupq_n_f32(EXPN_P0);
+    y = vfmaq_f32(vdupq_n_f32(EXPN_P1), y, x);
+    y = vfmaq_f32(vdupq_n_f32(EXPN_P2), y, x);
+    y = vfmaq_f32(vdupq_n_f32(EXPN_P3), y, x);
+    y = vfmaq_f32(vdupq_n_f32(EXPN_P4), y, x);
+    y = vfmaq_f32(vdupq_n_f32(EXPN_P5), y, x);
     y = vfmaq_f32(vaddq_f32(x, vdupq_n_f32(1.0f)), y, vmulq_f32(x, x));
     const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(fx), vdupq_n_s32(127)), 23);
     return vmulq_f32(y, vreinterpretq_f32_s32(e));

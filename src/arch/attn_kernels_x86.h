@@ -6,6 +6,8 @@
 #ifndef MOEX_ATTN_KERNELS_X86_H
 #define MOEX_ATTN_KERNELS_X86_H
 
+#include "arch/exp_neg_coef.h"
+
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
@@ -15,17 +17,17 @@
 /* exp(x) for x <= 0 (Cephes' expf: a degree-6 polynomial after x = n ln2 + r),
  * within 2 ulp of libm; inputs below -87 give ~1e-38 instead of 0. */
 ATTN_INLINE __m256 attn_exp_neg(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    x = _mm256_max_ps(x, _mm256_set1_ps(EXPN_MIN));
+    const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXPN_LOG2E)),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(EXPN_LN2_HI), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(EXPN_LN2_LO), x);
+    __m256 y = _mm256_set1_ps(EXPN_P0);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(EXPN_P1));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(EXPN_P2));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(EXPN_P3));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(EXPN_P4));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(EXPN_P5));
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(y, _mm256_castsi256_ps(e));

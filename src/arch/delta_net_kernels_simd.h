@@ -11,6 +11,7 @@
 #define MOEX_DELTA_NET_KERNELS_SIMD_H
 
 #include "arch/delta_net_kernels.h"
+#include "arch/exp_neg_coef.h"
 
 #include <math.h>
 
@@ -19,16 +20,16 @@
 /* exp(x) for x <= 0 (Cephes' expf: a degree-6 polynomial after x = n ln2 + r);
  * inputs below -87 give ~1e-38 instead of 0. */
 DN_INLINE VF v_exp_neg(VF x) {
-    x = V_MAX(x, V_SET1(-87.0f));
-    const VF fx = V_ROUND(V_MUL(x, V_SET1(1.44269504088896341f)));
-    x = V_FNMA(fx, V_SET1(0.693359375f), x);
-    x = V_FNMA(fx, V_SET1(-2.12194440e-4f), x);
-    VF y = V_SET1(1.9875691500e-4f);
-    y = V_FMA(y, x, V_SET1(1.3981999507e-3f));
-    y = V_FMA(y, x, V_SET1(8.3334519073e-3f));
-    y = V_FMA(y, x, V_SET1(4.1665795894e-2f));
-    y = V_FMA(y, x, V_SET1(1.6666665459e-1f));
-    y = V_FMA(y, x, V_SET1(5.0000001201e-1f));
+    x = V_MAX(x, V_SET1(EXPN_MIN));
+    const VF fx = V_ROUND(V_MUL(x, V_SET1(EXPN_LOG2E)));
+    x = V_FNMA(fx, V_SET1(EXPN_LN2_HI), x);
+    x = V_FNMA(fx, V_SET1(EXPN_LN2_LO), x);
+    VF y = V_SET1(EXPN_P0);
+    y = V_FMA(y, x, V_SET1(EXPN_P1));
+    y = V_FMA(y, x, V_SET1(EXPN_P2));
+    y = V_FMA(y, x, V_SET1(EXPN_P3));
+    y = V_FMA(y, x, V_SET1(EXPN_P4));
+    y = V_FMA(y, x, V_SET1(EXPN_P5));
     y = V_FMA(y, V_MUL(x, x), V_ADD(x, V_SET1(1.0f)));
     return V_LDEXP(y, fx);
 }
