@@ -90,7 +90,7 @@ static void qwen(struct family *f) {
     n->moe = calloc(48, sizeof *n->moe);
     n->n_head = 32; n->key_dim = n->value_dim = 128;
     for (int l = 0; l < 48; l++) {
-        n->mixer[l] = LAYER_ATTENTION;
+        n->mixer[l] = BOARD_ATTENTION;
         n->moe[l] = true;
         add(n, l, false, 2048, 4096, QT_Q4_K);
         add(n, l, false, 2048, 512, QT_Q4_K);
@@ -116,7 +116,7 @@ static void lfm(struct family *f) {
     n->n_head = 32; n->key_dim = n->value_dim = 64;
     for (int l = 0; l < 24; l++) {
         bool attention = l == 2 || l == 6 || l == 10 || l == 14 || l == 18 || l == 21;
-        n->mixer[l] = attention ? LAYER_ATTENTION : LAYER_SHORTCONV;
+        n->mixer[l] = attention ? BOARD_ATTENTION : BOARD_SHORTCONV;
         n->moe[l] = l >= 2;
         if (attention) {
             add(n, l, false, 2048, 2048, QT_Q4_K);

@@ -201,7 +201,7 @@ static void test_budgets(struct model *m, const int32_t *ids, int n) {
         uint64_t last_backbone = 0;
         for (int i = 0; i <= 40; i++) {
             struct moe_exec_options b = { .device = "sim", .hot_budget = total * (uint64_t)i / 40, .min_m = 1,
-                                          .pinned_share = -1, .sim_figures = figures[f] };
+                                          .pinned_share = -1, .device_spec = figures[f] };
             if (i == 0) b.hot_budget = 1;
             struct exec_run r = run_model(m, &b, ids, n);
             CHECKF(r.ok && r.resident <= b.hot_budget && r.window_used <= b.hot_budget,

@@ -508,7 +508,7 @@ static void test_cpu_reference(struct threadpool *pool) {
 static struct dev *open_with_pool(const char *name, struct threadpool *pool, const char *sim, int64_t slot_values,
                                   int max_n) {
     struct dev *d = NULL;
-    int rc = dev_open(name, &(struct dev_options){.pool = pool, .sim = sim}, &d);
+    int rc = dev_open(name, &(struct dev_options){.pool = pool, .spec = sim}, &d);
     CHECKF(rc == DEV_OK, "open %s: %s", name, moex_error());
     if (rc != DEV_OK) return NULL;
     rc = dev_pool_alloc(d, 4, slot_values, max_n);
@@ -707,9 +707,9 @@ static void test_errors(void) {
     struct dev *d = (struct dev *)1;
     CHECK(dev_open("tpu", NULL, &d) == DEV_E_OPTION && d == NULL);
     CHECK(strstr(moex_error(), "tpu") != NULL);
-    CHECK(dev_open("sim", &(struct dev_options){.sim = "rk3588,cores=abc"}, &d) == DEV_E_OPTION && d == NULL);
-    CHECK(dev_open("sim", &(struct dev_options){.sim = "rk9999"}, &d) == DEV_E_OPTION);
-    CHECK(dev_open("sim", &(struct dev_options){.sim = "rk3588,warp=3"}, &d) == DEV_E_OPTION);
+    CHECK(dev_open("sim", &(struct dev_options){.spec = "rk3588,cores=abc"}, &d) == DEV_E_OPTION && d == NULL);
+    CHECK(dev_open("sim", &(struct dev_options){.spec = "rk9999"}, &d) == DEV_E_OPTION);
+    CHECK(dev_open("sim", &(struct dev_options){.spec = "rk3588,warp=3"}, &d) == DEV_E_OPTION);
     CHECK(dev_open("cpu", &(struct dev_options){.budget_bytes = 1 << 20, .n_threads = 2}, &d) == DEV_OK);
     int8_t a[64] = {1};
     float rs[1] = {1}, out[64];

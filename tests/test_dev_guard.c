@@ -41,7 +41,7 @@ static int child_write(int8_t *p) {
 
 static struct dev *open_with(const char *name, const char *sim, float *w) {
     struct dev *d = NULL;
-    int rc = dev_open(name, &(struct dev_options){.sim = sim}, &d);
+    int rc = dev_open(name, &(struct dev_options){.spec = sim}, &d);
     CHECKF(rc == DEV_OK, "open %s %s: %s", name, sim ? sim : "", moex_error());
     if (rc != DEV_OK) return NULL;
     CHECK(dev_pool_alloc(d, 2, (int64_t)K * N, N) == DEV_OK);

@@ -76,7 +76,7 @@ static void test_submit_table(void) {
 static void run_expert_batch(const char *spec, int K, int N, double want_single, double want_per_expert,
                              const char *label) {
     struct dev *d;
-    int rc = dev_open("sim", &(struct dev_options){.sim = spec}, &d);
+    int rc = dev_open("sim", &(struct dev_options){.spec = spec}, &d);
     CHECKF(rc == DEV_OK, "open: %s", moex_error());
     if (rc != DEV_OK) return;
     CHECK(dev_pool_alloc(d, 8, (int64_t)K * N, N) == DEV_OK);
@@ -400,7 +400,7 @@ static void test_fixed_pool(void) {
 static void test_faults(void) {
     /* the Nth creation: the pool fails whole and gives back what it made */
     struct dev *d;
-    CHECK(dev_open("sim", &(struct dev_options){.sim = "rk3588,fail_alloc=2"}, &d) == DEV_OK);
+    CHECK(dev_open("sim", &(struct dev_options){.spec = "rk3588,fail_alloc=2"}, &d) == DEV_OK);
     const int64_t big = 2048 * 768;
     CHECK(dev_pool_alloc(d, 200, big, 2048) == DEV_E_DEVMEM); /* ~300 MiB: two buffers */
     CHECK(strstr(moex_error(), "injected") != NULL);
@@ -413,7 +413,7 @@ static void test_faults(void) {
     dev_close(d);
 
     /* the Nth submission: an error code, outputs untouched, then it works */
-    CHECK(dev_open("sim", &(struct dev_options){.sim = "rk3588,fail_submit=3"}, &d) == DEV_OK);
+    CHECK(dev_open("sim", &(struct dev_options){.spec = "rk3588,fail_submit=3"}, &d) == DEV_OK);
     CHECK(dev_pool_alloc(d, 1, 64 * 64, 64) == DEV_OK);
     float w[64 * 64];
     for (int i = 0; i < 64 * 64; i++) w[i] = (float)(i % 13) - 6.0f;
@@ -441,7 +441,7 @@ static void test_faults(void) {
     int fails[2] = {0, 0};
     uint64_t pattern[2] = {0, 0};
     for (int run = 0; run < 2; run++) {
-        CHECK(dev_open("sim", &(struct dev_options){.sim = "rk3588,fail_seed=7,fail_prob=0.3"}, &d) == DEV_OK);
+        CHECK(dev_open("sim", &(struct dev_options){.spec = "rk3588,fail_seed=7,fail_prob=0.3"}, &d) == DEV_OK);
         int rc = DEV_E_DEVMEM;
         for (int tries = 0; tries < 50 && rc == DEV_E_DEVMEM; tries++) rc = dev_pool_alloc(d, 1, 64 * 64, 64);
         CHECK(rc == DEV_OK);
@@ -499,7 +499,7 @@ static void test_figures_parse(void) {
     sim_delete(s);
     /* caps follow the figures */
     struct dev *d;
-    CHECK(dev_open("sim", &(struct dev_options){.sim = "min_m=4,k_multiple=64"}, &d) == DEV_OK);
+    CHECK(dev_open("sim", &(struct dev_options){.spec = "min_m=4,k_multiple=64"}, &d) == DEV_OK);
     CHECK(dev_caps(d)->min_m == 4 && dev_caps(d)->k_multiple == 64 && dev_caps(d)->modelled_time);
     CHECK(dev_pool_alloc(d, 1, 4096, 64) == DEV_OK);
     float w[32 * 64] = {0};
@@ -546,11 +546,11 @@ static void test_domains(void) {
         char spec[64];
         snprintf(spec, sizeof spec, "rk3588,iova_mib=64,domains=%d", domains);
         struct dev *d = NULL;
-        CHECK(dev_open("sim", &(struct dev_options){.sim = spec}, &d) == DEV_OK);
+        CHECK(dev_open("sim", &(struct dev_options){.spec = spec}, &d) == DEV_OK);
         if (!d) continue;
         int rc = dev_pool_alloc(d, 96, values, 1024);
         char line[512];
-        CHECK(dev_sim_windows(d, line, sizeof line) == DEV_OK);
+        CHECK(dev_windows_report(d, line, sizeof line) == DEV_OK);
         if (domains == 1) {
             CHECK(rc == DEV_E_DEVMEM);
         } else {
@@ -565,18 +565,18 @@ static void test_domains(void) {
      * in 63 MiB), so no weight straddles two windows, and 84 slots with
      * their scales fill two 64 MiB windows. */
     struct dev *two = NULL;
-    CHECK(dev_open("sim", &(struct dev_options){.sim = "rk3588,iova_mib=64,domains=2"}, &two) == DEV_OK);
+    CHECK(dev_open("sim", &(struct dev_options){.spec = "rk3588,iova_mib=64,domains=2"}, &two) == DEV_OK);
     if (two) {
         CHECKF(dev_pool_alloc(two, 84, 3 << 19, 1024) == DEV_OK, "%s", moex_error());
         char line[512];
-        CHECK(dev_sim_windows(two, line, sizeof line) == DEV_OK);
+        CHECK(dev_windows_report(two, line, sizeof line) == DEV_OK);
         CHECKF(strstr(line, "window 0: 63.") && strstr(line, "slot codes 0-41") && strstr(line, "slot codes 42-83") &&
                strstr(line, "slot scales 0-83"), "%s", line);
         dev_close(two);
     }
     struct dev *cpu = NULL;
     char line[64];
-    CHECK(dev_open("cpu", NULL, &cpu) == DEV_OK && dev_sim_windows(cpu, line, sizeof line) == DEV_E_ARG);
+    CHECK(dev_open("cpu", NULL, &cpu) == DEV_OK && dev_windows_report(cpu, line, sizeof line) == DEV_E_ARG);
     dev_close(cpu);
 }
 

@@ -138,7 +138,7 @@ int main(void) {
                                         "rk3588,pack_ns_per_value=30", "rk3588,pack_ns_per_value=100" };
     for (int i = 1; i < 8 * 5; i++) {
         struct moe_exec_options b = { .device = "sim", .hot_budget = staging + all * (uint64_t)(i % 8) / 8, .min_m = 1,
-                                      .pinned_share = -1, .sim_figures = pack_costs[i / 8] };
+                                      .pinned_share = -1, .device_spec = pack_costs[i / 8] };
         pool = one;
         struct exec_run slow = run_model(m, &b);
         pool = two;
@@ -146,11 +146,11 @@ int main(void) {
         CHECKF(slow.ok && fast.ok && slow.pre.admissions == fast.pre.admissions &&
                    slow.pre.evictions == fast.pre.evictions && slow.pre.rows_device == fast.pre.rows_device &&
                    slow.dec.rows_device == fast.dec.rows_device,
-               "budget %d/8, %s: admissions %llu vs %llu, prefill rows on the device %llu vs %llu", i % 8, b.sim_figures,
+               "budget %d/8, %s: admissions %llu vs %llu, prefill rows on the device %llu vs %llu", i % 8, b.device_spec,
                (unsigned long long)slow.pre.admissions, (unsigned long long)fast.pre.admissions,
                (unsigned long long)slow.pre.rows_device, (unsigned long long)fast.pre.rows_device);
         CHECKF(slow.ok && fast.ok && memcmp(slow.logits, fast.logits, sizeof(float) * n_logits) == 0,
-               "budget %d/8, %s: 1 vs 2 threads: max diff %g", i % 8, b.sim_figures, max_abs_diff(slow.logits, fast.logits, n_logits));
+               "budget %d/8, %s: 1 vs 2 threads: max diff %g", i % 8, b.device_spec, max_abs_diff(slow.logits, fast.logits, n_logits));
         free(slow.logits);
         free(fast.logits);
     }
@@ -188,7 +188,7 @@ int main(void) {
     static const char *terms[] = { "rk3588,submit_us=1e6", "rk3588,job_us=1e6", "rk3588,core_gbps=0.00001",
                                    "rk3588,core_gmacs=0.00001", "rk3588,pack_ns_per_value=1e5" };
     for (int t = 0; t < 5; t++) {
-        cost.sim_figures = terms[t];
+        cost.device_spec = terms[t];
         struct exec_run r = run_model(m, &cost);
         CHECKF(r.ok && r.pre.admissions == 0 && r.pre.rows_device == 0, "%s: %llu admissions, %llu rows on the device",
                terms[t], (unsigned long long)r.pre.admissions, (unsigned long long)r.pre.rows_device);
@@ -197,14 +197,14 @@ int main(void) {
     /* The submissions are paid once a layer: with every expert resident
      * (nothing to admit) their cost moves nothing, the M rule decides. */
     struct moe_exec_options resident = { .device = "sim", .hot_fraction = 1.0, .min_m = 1, .pinned_share = -1,
-                                         .sim_figures = "rk3588,submit_us=1e6" };
+                                         .device_spec = "rk3588,submit_us=1e6" };
     struct exec_run res = run_model(m, &resident);
     CHECK(res.ok && res.pre.rows_device == 256);
     free(res.logits);
 
     /* 4. Faults: an injected submission failure moves the work to the CPU
      *    for the rest of the run, once, and the output is still complete. */
-    o.sim_figures = "rk3588,fail_submit=2";
+    o.device_spec = "rk3588,fail_submit=2";
     o.min_m = 1;
     struct exec_run fault = run_model(m, &o);
     CHECK(fault.ok && fault.pre.fallbacks + fault.dense_fallbacks == 1 && fault.dec.fallbacks == 0);
@@ -218,14 +218,14 @@ int main(void) {
     CHECK(finite);
     free(fault.logits);
     /* A failing slot allocation is no error either: everything on the CPU. */
-    o.sim_figures = "rk3588,fail_alloc=1";
+    o.device_spec = "rk3588,fail_alloc=1";
     struct exec_run noalloc = run_model(m, &o);
     CHECK(noalloc.ok && noalloc.pre.rows_device == 0 && noalloc.note[0]);
     CHECK(memcmp(noalloc.logits, base.logits, sizeof(float) * n_logits) == 0);
     free(noalloc.logits);
 
     /* 5. Overlap on or off: the same numbers. */
-    o.sim_figures = NULL;
+    o.device_spec = NULL;
     o.no_overlap = true;
     struct exec_run serial = run_model(m, &o);
     CHECK(serial.ok && memcmp(serial.logits, sim.logits, sizeof(float) * n_logits) == 0);
@@ -249,7 +249,7 @@ int main(void) {
     trace_free(t);
 
     /* 7. Bad options are errors, unavailable devices are notes. */
-    struct moe_exec_options bad = { .device = "sim", .hot_fraction = 1, .sim_figures = "rk3588,nonsense=1" };
+    struct moe_exec_options bad = { .device = "sim", .hot_fraction = 1, .device_spec = "rk3588,nonsense=1" };
     struct context_params cp = { 64, 64, KV_F16, pool, &bad, NULL };
     CHECK(context_new(m, &cp) == NULL);
     struct moe_exec_options stats = { .device = "sim", .hot_fraction = 0.5, .stats_path = "/nonexistent.stats" };

@@ -1,20 +1,20 @@
-/* The board model for the public API: the executor's board (sim figure
- * board=1) prices the context's dense work from the model's shapes
- * (src/model/board_net.h). */
+/* The board model for the public API: a device that prices the machine it
+ * models (the sim with board=1, dev_caps.pricing) prices the context's
+ * dense work from the model's shapes (src/model/board_net.h). */
 #include "api/api_impl.h"
 
-#include "dev/board.h"
+#include "dev/dev.h"
 #include "model/board_net.h"
 
 #include <stdlib.h>
 
-static const struct board *board_of(const moex_context *c) { return moe_executor_board(context_executor(c->ctx)); }
+static const struct dev *pricer_of(const moex_context *c) { return moe_executor_pricer(context_executor(c->ctx)); }
 
-bool moex_context_has_board(const moex_context *c) { return board_of(c) != NULL; }
+bool moex_context_has_board(const moex_context *c) { return pricer_of(c) != NULL; }
 
 double moex_context_board_dense_ns(moex_context *c, int n_tokens, int n_past) {
-    const struct board *b = board_of(c);
-    if (!b) return moex_errorf("the context's device has no board model (sim figure board=1)");
+    const struct dev *d = pricer_of(c);
+    if (!d) return moex_errorf("the context's device has no board model (sim figure board=1)");
     if (!c->board_net) {
         struct board_net *net = calloc(1, sizeof *net);
         if (!net) return moex_errorf("out of memory");
@@ -25,13 +25,13 @@ double moex_context_board_dense_ns(moex_context *c, int n_tokens, int n_past) {
         }
         c->board_net = net;
     }
-    return board_net_ns(b, c->board_net, n_tokens, n_past, false);
+    return dev_caps(d)->pricing->forward_ns(d, c->board_net, n_tokens, n_past);
 }
 
 void moex_context_board_expert_uses(const moex_context *c, uint64_t *hits, uint64_t *misses) {
-    const struct board *b = board_of(c);
+    const struct dev *d = pricer_of(c);
     *hits = *misses = 0;
-    if (b) board_legacy_uses(b, hits, misses);
+    if (d) dev_caps(d)->pricing->legacy_uses(d, hits, misses);
 }
 
 void api_board_free(moex_context *c) {

@@ -5,6 +5,7 @@
 
 #include "arch/arch.h"
 #include "core/threadpool.h"
+#include "dev/dev.h"
 #include "dev/sim.h"
 #include "gguf/gguf.h"
 
@@ -82,11 +83,9 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
     if (!p || !p->path) return moex_errorf("moex_model_load: no model path"), NULL;
     if (p->vocab_only) return load_vocab(p);
     const struct moex_device_params *d = &p->device;
-    static const char *devices[] = { "none", "cpu", "amx", "sim", "auto" };
-    const char *device = NULL;
-    for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++)
-        if (!strcmp(device_name(d->device), devices[i])) device = devices[i];
-    if (!device) return moex_errorf("device '%s' is not one of none, cpu, amx, sim, auto", d->device), NULL;
+    const struct dev_name_info *info = dev_name_info(device_name(d->device));
+    if (!info) return moex_errorf("device '%s' is not one of %s", d->device, dev_names()), NULL;
+    const char *device = info->name;
     moex_model *m = calloc(1, sizeof *m);
     if (!m) return moex_errorf("out of memory"), NULL;
     m->log = p->log;
@@ -95,7 +94,7 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
     if (dup_opt(p->path, &m->path) || dup_opt(d->stats_path, &m->stats_path) ||
         dup_opt(d->sim_figures, &m->sim_figures))
         goto fail;
-    bool on_device = strcmp(device, "none") != 0;
+    bool on_device = info->offloads;
     /* A pack file serves the device's experts and the CPU's interleaved layout. */
     if (!d->no_pack && (d->pack_path ? dup_opt(d->pack_path, &m->pack_path) : find_pack(p->path, &m->pack_path)))
         goto fail;
@@ -108,7 +107,7 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
     e->pinned_share = -1;
     e->no_overlap = d->no_overlap;
     e->adaptive = d->adaptive;
-    e->sim_figures = m->sim_figures;
+    e->device_spec = m->sim_figures;
     e->pack_path = on_device ? m->pack_path : NULL;
     e->no_backbone = d->no_backbone;
     e->adaptive = d->adaptive;

@@ -330,7 +330,7 @@ int moex_probe(const struct moex_probe_params *p) {
     for (int s = 0; s < n_shapes; s++) k_max = shapes[s].K > k_max ? shapes[s].K : k_max;
     struct probe_stage st = {-1, ((uint64_t)m_max * (uint64_t)k_max + 63) / 64 * 64, 0};
     st.out_offset = st.scale_offset + ((uint64_t)m_max * sizeof(float) + 63) / 64 * 64;
-    int rc = dev_open(device, &(struct dev_options){.pool = pool, .sim = p->sim_figures}, &d);
+    int rc = dev_open(device, &(struct dev_options){.pool = pool, .spec = p->sim_figures}, &d);
     if (rc == DEV_OK) rc = dev_pool_alloc(d, 1, slot_values, max_n);
     if (rc == DEV_OK) rc = dev_buffer_alloc(d, st.out_offset + (uint64_t)m_max * (uint64_t)max_n * sizeof(float), &st.buf);
     int result = rc == DEV_OK ? 0 : moex_errorf("probe: %s", moex_error());

@@ -66,4 +66,33 @@ double board_moe_ns(struct board *b, const struct board_moe_layer *L);
 /* legacy: expert uses with rows on the NPU (hits) and on the CPU (misses). */
 void board_legacy_uses(const struct board *b, uint64_t *hits, uint64_t *misses);
 
+/* A model's forward pass as the board prices it: the dense matmuls of each
+ * layer, split into the token mixer's and the FFN's, each layer's kind, the
+ * attention shape and the lm head (model/board_net.h builds it from a
+ * model). The experts are priced per layer (board_moe_ns). */
+enum board_mixer { BOARD_ATTENTION = 0, BOARD_SHORTCONV, BOARD_DELTANET, BOARD_MIXERS };
+
+struct board_matmul {
+    int layer;     /* -1: the lm head */
+    bool ffn;      /* of the layer's FFN (router, shared expert, dense FFN), else of its mixer */
+    int64_t K, N;  /* N rows of K values */
+    enum qtype type;
+};
+
+struct board_net {
+    int n_layers;
+    enum board_mixer *mixer; /* (n_layers) */
+    bool *moe;               /* (n_layers) the FFN is routed experts */
+    int n_head, key_dim, value_dim;
+    struct board_matmul *mm; /* (n_mm) every dense matmul of the layers */
+    int n_mm;
+    struct board_matmul head;
+};
+
+/* n tokens at positions n_past.. through every layer's dense matmuls and
+ * attention and the lm head (all rows when all_logits, else the last), on
+ * the board's CPU, or on its NPU where dense_npu is set and that is faster;
+ * each layer's ops times its kind's count in the predicted model (ns). */
+double board_net_ns(const struct board *b, const struct board_net *n, int n_tokens, int n_past, bool all_logits);
+
 #endif

@@ -11,24 +11,76 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/cpu.h"
+
+/* Every device name moex knows: one table. ops NULL with offloads: a
+ * backend this build does not have. */
 struct backend {
-    const char *name;
+    struct dev_name_info info;
     const struct dev_ops *ops;
+    bool chooses;            /* "auto": stands for another backend (auto_order) */
 };
 
-static const struct backend backends[] = {
-    {"cpu", &dev_cpu_ops},
 #if defined(__x86_64__)
-    {"amx", &dev_amx_ops},
+#define AMX_OPS (&dev_amx_ops)
 #else
-    {"amx", NULL},
+#define AMX_OPS NULL
 #endif
-    {"sim", &dev_sim_ops},
+
+static const struct backend backends[] = {
+    {{"none", "every expert and matmul on the CPU's quantized kernels (the default)", false, false}, NULL, false},
+    {{"cpu", "the int8 reference device (plain C; every other device equals it bit for bit)", true, false},
+     &dev_cpu_ops, false},
+    {{"amx", "Intel AMX int8 tiles on the host's cores", true, false}, AMX_OPS, false},
+    {{"sim", "a model of an RK3588 NPU: exact results, modelled time (--sim figures)", true, true}, &dev_sim_ops, false},
+    {{"auto", "the first of amx that this machine has, else none", true, false}, NULL, true},
 };
+enum { N_BACKENDS = sizeof backends / sizeof backends[0] };
+/* What "auto" tries, in order. */
+static const char *const auto_order[] = { "amx" };
+
+const char *dev_names(void) {
+    static char names[128];
+    if (!names[0])
+        for (int i = 0; i < N_BACKENDS; i++) {
+            size_t n = strlen(names);
+            snprintf(names + n, sizeof names - n, "%s%s", n ? " " : "", backends[i].info.name);
+        }
+    return names;
+}
+
+static const struct backend *find_backend(const char *name) {
+    for (int i = 0; name && i < N_BACKENDS; i++)
+        if (!strcmp(name, backends[i].info.name)) return &backends[i];
+    return NULL;
+}
+
+const struct dev_name_info *dev_name_info(const char *name) {
+    const struct backend *b = find_backend(name);
+    return b ? &b->info : NULL;
+}
+
+static int backend_available(const struct backend *b) {
+    if (!b->ops) return moex_errorf("%s: this device needs an x86-64 build", b->info.name), DEV_E_UNAVAILABLE;
+    return b->ops->available ? b->ops->available() : DEV_OK;
+}
+
+const char *dev_resolve(const char *name, char *why, size_t why_size) {
+    const struct backend *b = find_backend(name);
+    if (!b || !b->info.offloads) return NULL;
+    if (!b->chooses) return b->info.name;
+    for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++) {
+        const struct backend *c = find_backend(auto_order[i]);
+        if (c && backend_available(c) == DEV_OK) return c->info.name;
+    }
+    if (why) snprintf(why, why_size, "device auto: no AMX on this CPU");
+    return NULL;
+}
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -80,7 +132,12 @@ static void pool_free(struct dev *d) {
     d->n_slots = 0;
 }
 
-const char *dev_backend_names(void) { return "cpu amx sim"; }
+int dev_windows_report(struct dev *d, char *out, size_t n) {
+    if (!out || n == 0) return DEV_E_ARG;
+    out[0] = 0;
+    if (!d || !d->ops->windows_report) return DEV_E_ARG;
+    return d->ops->windows_report(d, out, n);
+}
 
 const char *dev_status_string(int status) {
     switch (status) {
@@ -106,37 +163,27 @@ int dev_open(const char *name, const struct dev_options *opt, struct dev **out) 
     *out = NULL;
     static const struct dev_options defaults;
     if (!opt) opt = &defaults;
-    const struct dev_ops *ops = NULL;
-    bool known = false;
-    for (size_t i = 0; name && i < sizeof backends / sizeof backends[0]; i++)
-        if (!strcmp(name, backends[i].name)) {
-            known = true;
-            ops = backends[i].ops;
-        }
-    if (!known) {
-        moex_errorf("unknown device '%s' (expected one of: %s)", name ? name : "", dev_backend_names());
+    const struct backend *b = find_backend(name);
+    if (!b || !b->info.offloads || b->chooses) {
+        moex_errorf("unknown device '%s' (expected one of: %s)", name ? name : "", dev_names());
         return DEV_E_OPTION;
     }
-    if (!ops) {
-        moex_errorf("%s: this device needs an x86-64 build", name);
-        return DEV_E_UNAVAILABLE;
-    }
-    if (ops->available) {
-        int rc = ops->available();
-        if (rc != DEV_OK) return rc;
-    }
+    int rc = backend_available(b);
+    if (rc != DEV_OK) return rc;
+    const struct dev_ops *ops = b->ops;
     struct dev *d = calloc(1, sizeof *d);
     if (!d) return moex_errorf("%s: out of memory", name), DEV_E_NOMEM;
     d->ops = ops;
     d->budget_bytes = opt->budget_bytes;
-    int rc = ops->open(d, opt);
+    rc = ops->open(d, opt);
     if (rc != DEV_OK) {
         free(d);
         return rc;
     }
     if (d->caps.mem_granule == 0) d->caps.mem_granule = page_round(1);
-    if (opt->pool) {
-        d->pool = opt->pool;
+    d->caps.layout = d->layout;
+    if (opt->pool || (opt->host_pool && d->caps.shares_host_cores)) {
+        d->pool = opt->pool ? opt->pool : opt->host_pool;
     } else if (opt->n_threads > 1) {
         d->pool = threadpool_new(opt->n_threads, false);
         if (!d->pool) {
@@ -165,21 +212,42 @@ void dev_close(struct dev *d) {
 
 const struct dev_caps *dev_caps(const struct dev *d) { return &d->caps; }
 
-uint64_t dev_slot_bytes(const struct dev *d, int64_t slot_values, int max_n) {
-    (void)d;
+int dev_set_budget(struct dev *d, uint64_t budget_bytes) {
+    if (!d) return moex_errorf("dev_set_budget: no device"), DEV_E_ARG;
+    if (d->slots || d->n_buffers) return moex_errorf("%s: the budget is set before any allocation", d->caps.name), DEV_E_STATE;
+    d->budget_bytes = budget_bytes;
+    return DEV_OK;
+}
+
+uint64_t dev_caps_mem_bytes(const struct dev_caps *c, uint64_t bytes) {
+    uint64_t g = c->mem_granule ? c->mem_granule : 1;
+    return (bytes + g - 1) / g * g;
+}
+
+uint64_t dev_caps_slot_bytes(const struct dev_caps *c, int64_t slot_values, int max_n) {
+    (void)c;
     if (slot_values <= 0 || max_n <= 0) return 0;
     return round_up((size_t)slot_values, 64) + round_up((size_t)max_n * sizeof(float), 64);
 }
 
-uint64_t dev_mem_bytes(const struct dev *d, uint64_t bytes) {
-    uint64_t g = d->caps.mem_granule;
-    return (bytes + g - 1) / g * g;
+uint64_t dev_caps_pool_bytes(const struct dev_caps *c, int n_slots, int64_t slot_values, int max_n) {
+    if (n_slots <= 0 || slot_values <= 0 || max_n <= 0) return 0;
+    return dev_caps_mem_bytes(c, round_up((size_t)slot_values, 64) * (uint64_t)n_slots) +
+           dev_caps_mem_bytes(c, (uint64_t)n_slots * (uint64_t)max_n * sizeof(float));
 }
 
+bool dev_caps_fits(const struct dev_caps *c, int64_t K, int64_t N) {
+    return K > 0 && N > 0 && K % c->k_multiple == 0 && N % c->n_multiple == 0 && K <= c->k_max && N <= c->n_max;
+}
+
+uint64_t dev_slot_bytes(const struct dev *d, int64_t slot_values, int max_n) {
+    return dev_caps_slot_bytes(d ? &d->caps : NULL, slot_values, max_n);
+}
+
+uint64_t dev_mem_bytes(const struct dev *d, uint64_t bytes) { return dev_caps_mem_bytes(&d->caps, bytes); }
+
 uint64_t dev_pool_bytes(const struct dev *d, int n_slots, int64_t slot_values, int max_n) {
-    if (n_slots <= 0 || slot_values <= 0 || max_n <= 0) return 0;
-    return dev_mem_bytes(d, round_up((size_t)slot_values, 64) * (uint64_t)n_slots) +
-           dev_mem_bytes(d, (uint64_t)n_slots * (uint64_t)max_n * sizeof(float));
+    return dev_caps_pool_bytes(&d->caps, n_slots, slot_values, max_n);
 }
 
 int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {

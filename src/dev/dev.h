@@ -64,15 +64,45 @@ struct dev_options {
     uint64_t budget_bytes;   /* resident bytes the device may hold (slot pool included); 0: no limit */
     struct threadpool *pool; /* borrowed threads for packing and host compute; NULL: see n_threads */
     int n_threads;           /* without a pool: threads the device starts itself (<= 1: the caller's only) */
-    const char *sim;         /* sim figures: "rk3588" or "rk3588,key=value,..." (NULL: "rk3588") */
+    struct threadpool *host_pool; /* offered: a device that computes on the host's cores (caps.shares_host_cores)
+                                     borrows it as if given as pool; the others start their own threads */
+    const char *spec;        /* the backend's own options, "key=value,..." parsed once by it at open (sim:
+                                "rk3588" or "rk3588,key=value,..."; NULL: its defaults) */
 };
 
 enum dev_compute { DEV_COMPUTE_W8A8 = 1 };
 
+/* A range of device addresses the device's memory must fit in (an NPU's
+ * 32-bit IOVA domain): the planner fits the budget into the windows. */
+struct dev_window_caps {
+    int count;               /* windows; 0: memory is not limited by windows */
+    uint64_t bytes;          /* capacity of each */
+};
+
+struct board;
+struct board_moe_layer;
+struct board_net;
+/* A device that models a whole machine prices the work the executor placed
+ * (the sim with board=1 owns its board model): NULL elsewhere. */
+struct dev_pricing {
+    /* One MoE layer's experts as placed (ns). */
+    double (*moe_layer_ns)(const struct dev *d, const struct board_moe_layer *L);
+    /* n_tokens at positions n_past.. through the dense matmuls, attention and the lm head (ns). */
+    double (*forward_ns)(const struct dev *d, const struct board_net *net, int n_tokens, int n_past);
+    /* The earlier backend's replayed expert policy: uses on the board's NPU and CPU. */
+    void (*legacy_uses)(const struct dev *d, uint64_t *hits, uint64_t *misses);
+};
+
+/* Everything the rest of moex may know about a device: no code outside
+ * src/dev/ compares its name. */
 struct dev_caps {
-    const char *name;        /* "cpu", "amx", "sim" */
+    const char *name;        /* the backend's name, for messages and reports only */
     const char *description; /* one line for tables and logs */
     enum dev_compute compute;
+    enum pack_layout layout; /* the layout its slots hold (pack files carry it) */
+    bool shares_host_cores;  /* computes on the host's own cores (amx): it borrows the caller's thread pool
+                                and its work runs before the CPU's share, not beside it */
+    struct dev_window_caps windows;
     int min_m;               /* fewer rows than this run faster on the CPU: route them there */
     int k_multiple, n_multiple; /* the envelope: K % k_multiple == 0, N % n_multiple == 0 */
     int k_max, n_max;
@@ -85,6 +115,7 @@ struct dev_caps {
     bool maps_host_pages;     /* the device computes from host pages: a file's pages can back its slots */
     uint64_t mem_granule;     /* device memory is allocated (and counted) in multiples of this: host pages,
                                  or the sim's IOVA granule */
+    const struct dev_pricing *pricing; /* a machine model's prices; NULL: none */
 };
 
 /* A place in device memory: a staging buffer (dev_buffer_alloc) and a byte offset. */
@@ -121,10 +152,40 @@ struct dev_counters {
     uint64_t imported_bytes; /* slot codes backed by a file's pages, no copy (dev_import_codes) */
 };
 
-/* name: "cpu", "amx" or "sim". On failure *out is NULL. */
+/* ---- The device table: every name moex knows, in one place. "none" (the
+ * CPU's quantized kernels, no device) and "auto" (the first device of a
+ * preference list that opens here) are names too. */
+struct dev_name_info {
+    const char *name;
+    const char *summary;     /* one line for --help */
+    bool offloads;           /* false for "none" */
+    bool takes_spec;         /* reads dev_options.spec (the sim's figures) */
+};
+/* "none cpu amx sim auto": the names, in the table's order. */
+const char *dev_names(void);
+/* The entry of a name; NULL when unknown. */
+const struct dev_name_info *dev_name_info(const char *name);
+/* The backend a name opens: itself, or for "auto" the first backend of the
+ * preference list available here; NULL for "none" and when auto finds
+ * none (*why then says why, when why is given). */
+const char *dev_resolve(const char *name, char *why, size_t why_size);
+
+/* name: a backend of the table ("auto" resolved). On failure *out is NULL. */
 int dev_open(const char *name, const struct dev_options *opt, struct dev **out);
 void dev_close(struct dev *d);
 const struct dev_caps *dev_caps(const struct dev *d);
+/* Sets the resident byte budget before anything is allocated (a budget
+ * planned from the capabilities of the opened device); DEV_E_STATE after. */
+int dev_set_budget(struct dev *d, uint64_t budget_bytes);
+
+/* Geometry from the capabilities alone, so a planner needs no device: what
+ * device memory of `bytes` takes (whole granules), one slot of slot_values
+ * values and max_n channels, and a pool of n_slots of them. */
+uint64_t dev_caps_mem_bytes(const struct dev_caps *c, uint64_t bytes);
+uint64_t dev_caps_slot_bytes(const struct dev_caps *c, int64_t slot_values, int max_n);
+uint64_t dev_caps_pool_bytes(const struct dev_caps *c, int n_slots, int64_t slot_values, int max_n);
+/* Whether a K x N weight is inside the envelope. */
+bool dev_caps_fits(const struct dev_caps *c, int64_t K, int64_t N);
 
 /* A staging buffer of `bytes` in device memory, counted in the budget
  * (DEV_E_BUDGET); *buf its id for dev_ref. At set-up, before or after the
@@ -214,12 +275,10 @@ double dev_estimate_ns(const struct dev *d, const struct dev_job *jobs, int n_jo
 void dev_get_counters(const struct dev *d, struct dev_counters *c);
 /* The model behind a sim device (its clock, window, figures); NULL otherwise. */
 struct sim *dev_sim(struct dev *d);
-/* sim: one line saying which IOVA window (domain) holds which of the
+/* A device with windows: one line saying which window holds which of the
  * device's memory (slot codes, slot scales, staging); DEV_E_ARG otherwise. */
-int dev_sim_windows(struct dev *d, char *out, size_t n);
+int dev_windows_report(struct dev *d, char *out, size_t n);
 
 const char *dev_status_string(int status);
-/* "cpu amx sim": what dev_open knows, available here or not. */
-const char *dev_backend_names(void);
 
 #endif

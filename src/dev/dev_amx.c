@@ -65,6 +65,7 @@ static int amx_open(struct dev *d, const struct dev_options *opt) {
         .ns_per_mac = 0.0005,
         .pack_ns_per_value = 0.5,
         .maps_host_pages = true,
+        .shares_host_cores = true, /* its tiles are the host cores' own */
     };
     return DEV_OK;
 }

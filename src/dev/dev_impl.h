@@ -51,6 +51,8 @@ struct dev_ops {
     int (*submit)(struct dev *d, const struct dev_exec_job *jobs, int n_jobs, uint64_t *modelled_ns);
     /* NULL: the generic formula from caps. */
     double (*estimate)(const struct dev *d, const struct dev_job *jobs, int n_jobs);
+    /* A device with windows: which window holds which memory, one line (NULL: none). */
+    int (*windows_report)(struct dev *d, char *out, size_t n);
 };
 
 struct dev_slot {

@@ -8,6 +8,7 @@
 #include "dev/dev_impl.h"
 
 #include "core/error.h"
+#include "dev/board.h"
 #include "dev/sim.h"
 
 #include <pthread.h>
@@ -32,17 +33,33 @@ struct sim_region {
 
 struct sim_dev {
     struct sim *sim;
+    struct board *board;  /* board=1: the whole board's model, which prices what the executor placed */
     bool guard;
     pthread_mutex_t lock; /* open_depth: the stream's worker and the caller */
     int open_depth;
     struct sim_region regions[DEV_MAX_BUFFERS + 2];
 };
 
+static double price_moe_layer(const struct dev *d, const struct board_moe_layer *L) {
+    return board_moe_ns(((struct sim_dev *)d->backend)->board, L);
+}
+
+static double price_forward(const struct dev *d, const struct board_net *net, int n_tokens, int n_past) {
+    return board_net_ns(((struct sim_dev *)d->backend)->board, net, n_tokens, n_past, false);
+}
+
+static void price_legacy_uses(const struct dev *d, uint64_t *hits, uint64_t *misses) {
+    board_legacy_uses(((struct sim_dev *)d->backend)->board, hits, misses);
+}
+
+static const struct dev_pricing board_pricing = { price_moe_layer, price_forward, price_legacy_uses };
+
 static int sim_open(struct dev *d, const struct dev_options *opt) {
     struct sim_figures f;
-    if (sim_figures_parse(opt->sim ? opt->sim : "rk3588", &f) != 0) return DEV_E_OPTION;
+    if (sim_figures_parse(opt->spec ? opt->spec : "rk3588", &f) != 0) return DEV_E_OPTION;
     struct sim_dev *sd = calloc(1, sizeof *sd);
-    if (!sd || !(sd->sim = sim_new(&f))) {
+    if (!sd || !(sd->sim = sim_new(&f)) || (f.board && !(sd->board = board_new(&f)))) {
+        if (sd) sim_delete(sd->sim);
         free(sd);
         moex_errorf("sim: out of memory");
         return DEV_E_NOMEM;
@@ -71,6 +88,8 @@ static int sim_open(struct dev *d, const struct dev_options *opt) {
         .pack_ns_per_value = f.pack_ns_per_value,
         .maps_host_pages = false,
         .mem_granule = (uint64_t)f.iova_align, /* every buffer takes whole granules of the window */
+        .windows = { (int)f.domains, (uint64_t)(f.iova_mib * 1048576.0) },
+        .pricing = sd->board ? &board_pricing : NULL,
     };
     return DEV_OK;
 }
@@ -79,6 +98,7 @@ static void sim_close(struct dev *d) {
     struct sim_dev *sd = d->backend;
     if (!sd) return;
     pthread_mutex_destroy(&sd->lock);
+    board_free(sd->board);
     sim_delete(sd->sim);
     free(sd);
 }
@@ -217,10 +237,7 @@ static void slots_in_window(const struct sim_region *r, int w, const char *what,
 
 /* "window 0: 4095.9 MiB used, 0.1 MiB free (4 staging buffers, slot codes 0-1199, slot scales 0-3071); window 1: ..."
  * for each window in use. */
-int dev_sim_windows(struct dev *d, char *out, size_t n) {
-    if (!out || n == 0) return DEV_E_ARG;
-    out[0] = 0;
-    if (!dev_sim(d)) return DEV_E_ARG;
+static int sim_windows_report(struct dev *d, char *out, size_t n) {
     struct sim_dev *sd = d->backend;
     const double f = sim_get_figures(sd->sim)->iova_mib;
     size_t at = 0;
@@ -259,4 +276,5 @@ const struct dev_ops dev_sim_ops = {
     .pack_cost = sim_pack_cost,
     .submit = sim_submit_jobs,
     .estimate = sim_estimate,
+    .windows_report = sim_windows_report,
 };

@@ -1,8 +1,9 @@
-/* The forward pass priced op by op on the board (board_net.h). */
+/* A model's forward pass described for the board model (dev/board.h). */
 #include "model/board_net.h"
 
-#include "core/error.h"
 #include "dev/board.h"
+
+#include "core/error.h"
 #include "gguf/gguf.h"
 
 #include <stdio.h>
@@ -28,7 +29,8 @@ int board_net_from_model(const struct model *m, struct board_net *out) {
     out->mixer = calloc((size_t)(L ? L : 1), sizeof *out->mixer);
     out->moe = calloc((size_t)(L ? L : 1), sizeof *out->moe);
     if (!out->mixer || !out->moe) { board_net_free(out); return moex_errorf("out of memory"); }
-    for (int l = 0; l < L; l++) out->mixer[l] = m->state[l].kind;
+    static const enum board_mixer mixers[LAYER_KINDS] = { BOARD_ATTENTION, BOARD_SHORTCONV, BOARD_DELTANET };
+    for (int l = 0; l < L; l++) out->mixer[l] = mixers[m->state[l].kind];
     out->n_head = m->hp.n_head;
     out->key_dim = m->hp.head_dim;
     out->value_dim = m->hp.value_dim;
@@ -53,48 +55,4 @@ void board_net_free(struct board_net *n) {
     free(n->moe);
     free(n->mm);
     memset(n, 0, sizeof *n);
-}
-
-/* Layers of a kind in the file, and the count the prediction is for. */
-struct kind_scale {
-    double mixer[LAYER_KINDS], moe, dense;
-};
-
-static double ratio(double want, int have) { return want >= 1 && have > 0 ? want / have : 1.0; }
-
-static struct kind_scale scales(const struct sim_figures *f, const struct board_net *n) {
-    int mixers[LAYER_KINDS] = { 0 }, moe = 0;
-    for (int l = 0; l < n->n_layers; l++) {
-        mixers[n->mixer[l]]++;
-        moe += n->moe[l];
-    }
-    return (struct kind_scale){ { ratio(f->attn_layers, mixers[LAYER_ATTENTION]),
-                                  ratio(f->conv_layers, mixers[LAYER_SHORTCONV]),
-                                  ratio(f->delta_layers, mixers[LAYER_DELTANET]) },
-                                ratio(f->moe_layers, moe), ratio(f->dense_layers, n->n_layers - moe) };
-}
-
-static double matmul_ns(const struct board *b, int rows, const struct board_matmul *mm) {
-    const struct sim_figures *f = board_figures(b);
-    double cpu = board_cpu_matmul_ns(b, rows, mm->K, mm->N, mm->type);
-    if (!f->dense_npu || rows < f->min_m) return cpu;
-    double npu = board_npu_matmul_ns(b, rows, mm->K, mm->N);
-    return npu >= 0 && npu < cpu ? npu : cpu;
-}
-
-double board_net_ns(const struct board *b, const struct board_net *n, int n_tokens, int n_past, bool all_logits) {
-    const struct sim_figures *f = board_figures(b);
-    struct kind_scale s = scales(f, n);
-    double ns = 0;
-    for (int i = 0; i < n->n_mm; i++) {
-        const struct board_matmul *mm = &n->mm[i];
-        double scale = mm->ffn ? (n->moe[mm->layer] ? s.moe : s.dense) : s.mixer[n->mixer[mm->layer]];
-        ns += scale * matmul_ns(b, n_tokens, mm);
-    }
-    for (int l = 0; l < n->n_layers; l++)
-        if (n->mixer[l] == LAYER_ATTENTION)
-            ns += s.mixer[LAYER_ATTENTION] * board_attention_ns(b, n_tokens, n_past, n->n_head, n->key_dim, n->value_dim);
-    if (n->head.N > 0)
-        ns += ratio(f->vocab, (int)n->head.N) * matmul_ns(b, all_logits ? n_tokens : 1, &n->head);
-    return ns;
 }

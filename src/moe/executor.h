@@ -17,6 +17,7 @@
 
 #include "moe/expert_cache.h"
 #include "moe/moe_layers.h"
+#include "moe/plan.h"
 #include "pack/pack.h"
 
 #include <stdbool.h>
@@ -29,7 +30,7 @@ struct trace;
 struct moe_scratch;
 
 struct moe_exec_options {
-    const char *device;        /* "cpu", "amx", "sim", "auto" (amx where present), NULL or "none": CPU only */
+    const char *device;        /* a name of the device table (dev/dev.h); NULL or "none": CPU only */
     uint64_t hot_budget;       /* resident device bytes: the staging buffers first, then the dense
                                   matmuls (the backbone), then expert slots; 0 with hot_fraction 0:
                                   no device slots */
@@ -40,7 +41,8 @@ struct moe_exec_options {
     double pinned_share;       /* share of the expert slots pinned from stats (default 0.25 when < 0) */
     bool no_overlap;           /* run device and CPU work one after the other */
     bool no_backbone;          /* no dense matmul resident: they run on the CPU, the budget is the experts' */
-    const char *sim_figures;   /* sim: "rk3588[,key=value...]" */
+    const char *device_spec;   /* the device's own options (the sim's figures "rk3588[,key=value...]"), parsed
+                                  once by the device */
     struct trace *trace;       /* timeline, or NULL */
     double cpu_row_ns;         /* > 0: the CPU's time per routed row for admission decisions;
                                   0: a fixed model of it (3 * n_embd * n_ff / 40 ns) */
@@ -131,10 +133,11 @@ uint64_t moe_executor_dense_resident_bytes(const struct moe_executor *e, enum de
 uint64_t moe_executor_resident_bytes(const struct moe_executor *e);
 uint64_t moe_executor_staging_bytes(const struct moe_executor *e);
 void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total);
-/* The board model (sim figure board=1), whose times the counters'
- * modelled_ns then hold for every layer; NULL otherwise. */
-struct board;
-const struct board *moe_executor_board(const struct moe_executor *e);
+/* The device that prices the machine it models (the sim with board=1), whose
+ * times the counters' modelled_ns then hold for every layer; NULL otherwise.
+ * It is open even when nothing is resident on it. */
+struct dev;
+const struct dev *moe_executor_pricer(const struct moe_executor *e);
 /* Whether device times are modelled (sim), so that wall times mean little. */
 bool moe_executor_modelled(const struct moe_executor *e);
 /* The pack file: whether it was used, why not, and the start-up it made. */
@@ -153,30 +156,16 @@ struct moe_pack_report {
 };
 const struct moe_pack_report *moe_executor_pack_report(const struct moe_executor *e);
 
-/* What the executor plans for a model before any device memory: the device,
- * its slot geometry and layout, the budget and the pinned experts. moex pack
- * packs this plan's experts, so that a run with the same options finds them. */
-struct moe_device_plan {
-    char device[16];           /* "cpu", "amx", "sim"; "": experts stay on the CPU (note says why) */
-    enum pack_layout layout;
-    int k_multiple, n_multiple;
-    int64_t slot_values;       /* dev_pool_alloc's slot geometry */
-    int max_n;
-    uint64_t expert_bytes;     /* device bytes of one expert: three slots */
-    uint64_t staging_bytes;    /* the device's staging buffers for activations and outputs */
-    uint64_t budget_bytes;     /* all of it: staging first, then the backbone, then expert slots */
-    uint64_t backbone_bytes;   /* the resident dense matmuls' slots */
-    int backbone_slots;        /* their slots, after the experts' */
-    int32_t *dense_slot;       /* (d->n_dense) a resident dense matmul's first slot among them, or -1 */
-    uint64_t stats_hash;       /* XXH64 of the statistics file; 0 without one */
-    double pinned_share;
-    struct placement plan;
-    char note[256];
-};
-/* -1 with moex_error() on a bad option or statistics file; 0 otherwise,
- * device "" when no expert can be resident. */
+/* The plan for a device of these capabilities with the options' budget and
+ * routing statistics (moe_plan over moe_plan_load_stats): what a run and
+ * `moex pack` place. -1 with moex_error() on a bad statistics file. */
+int moe_plan_for_device(const struct moe_model_desc *d, const struct moe_exec_options *o, const struct dev_caps *caps,
+                        struct moe_device_plan *out);
+/* The same for the options' device, opened for its capabilities and closed
+ * (for tests and reports: a run opens its device once and plans with
+ * moe_plan_for_device). Device "" when nothing can be resident (the note
+ * says why); -1 on a bad option or statistics file. */
 int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_options *o, struct moe_device_plan *out);
-void moe_device_plan_free(struct moe_device_plan *p);
 
 /* "" or one line: why the device is not used, or the first device error. */
 const char *moe_executor_note(const struct moe_executor *e);

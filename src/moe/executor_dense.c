@@ -16,20 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dense_geometry(const struct dev_caps *c, enum pack_layout layout, int64_t slot_values, int max_n,
-                   const struct matrix *w, int *chunk_rows) {
-    *chunk_rows = 0;
-    int64_t K = w->cols, N = w->rows;
-    if (K <= 0 || N <= 0 || K % c->k_multiple || N % c->n_multiple || K > c->k_max || K > PACK_MAX_K) return 0;
-    int64_t rows = slot_values / K;
-    if (rows > max_n) rows = max_n;
-    if (rows > N) rows = N;
-    rows -= rows % c->n_multiple;
-    if (rows < 1 || rows > c->n_max || pack_check_shape(layout, (int)K, (int)rows) != PACK_OK) return 0;
-    *chunk_rows = (int)rows;
-    return (int)((N + rows - 1) / rows);
-}
-
 static int by_matrix(const void *a, const void *b) {
     uintptr_t x = (uintptr_t)((const struct dense_entry *)a)->w, y = (uintptr_t)((const struct dense_entry *)b)->w;
     return x < y ? -1 : x > y;
@@ -60,50 +46,6 @@ void dense_exec_free(struct dense_exec *x) {
     free(x->by_w);
     free(x->jobs);
     memset(x, 0, sizeof *x);
-}
-
-/* Packs dense matmul i's chunks into its slots; DEV_OK or the first failure. */
-static int pack_dense(struct moe_executor *e, int i) {
-    const struct dense_exec *x = &e->dense;
-    const struct matrix *w = e->desc.dense[i].w;
-    for (int c = 0; c < x->chunks[i]; c++) {
-        int64_t row0 = (int64_t)c * x->chunk_rows[i];
-        int rows = (int)(w->rows - row0 < x->chunk_rows[i] ? w->rows - row0 : x->chunk_rows[i]);
-        int rc = dev_pack(e->dev, x->slot[i] + c, w->type, (const char *)w->data + (size_t)row0 * w->row_bytes,
-                          (int)w->cols, rows);
-        if (rc != DEV_OK) return rc;
-    }
-    return DEV_OK;
-}
-
-int dense_exec_pack(struct moe_executor *e, const int32_t *slot_of, int first_slot) {
-    struct dense_exec *x = &e->dense;
-    const struct moe_layer_desc *L0 = &e->desc.layers[0];
-    int64_t slot_values = (int64_t)L0->n_embd * L0->n_ff;
-    int max_n = L0->n_embd > L0->n_ff ? L0->n_embd : L0->n_ff, most = 0;
-    int64_t t0 = time_ns();
-    for (int i = 0; i < x->n; i++) {
-        if (slot_of[i] < 0) continue;
-        x->chunks[i] = dense_geometry(e->caps, dev_layout(e->dev), slot_values, max_n, e->desc.dense[i].w,
-                                      &x->chunk_rows[i]);
-        x->slot[i] = first_slot + slot_of[i];
-        if (pack_dense(e, i) != DEV_OK) {
-            /* That matmul stays on the CPU; its slots stay empty. */
-            exec_note(e, "a dense matmul could not be packed, it runs on the CPU: %s", moex_error());
-            x->slot[i] = -1;
-            continue;
-        }
-        enum dense_kind kind = e->desc.dense[i].kind;
-        uint64_t bytes = (uint64_t)x->chunks[i] * dev_slot_bytes(e->dev, slot_values, max_n);
-        x->resident[kind] += bytes;
-        x->backbone_bytes += bytes;
-        e->pack_report.dense_packed++;
-        if (x->chunks[i] > most) most = x->chunks[i];
-    }
-    trace_event(e->trace, LANE_DEVICE, "pack backbone", t0, time_ns());
-    x->max_jobs = MOE_DENSE_GROUP_MAX * most;
-    x->jobs = malloc(sizeof *x->jobs * (size_t)(x->max_jobs ? x->max_jobs : 1));
-    return x->jobs ? 0 : moex_errorf("out of memory");
 }
 
 static int find(const struct dense_exec *x, const struct matrix *w) {

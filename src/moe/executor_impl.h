@@ -1,24 +1,20 @@
-/* Internal to src/moe: the executor's state, shared by its files
- * (executor.c: set-up, experts, reports; executor_dense.c: the dense
- * matmuls). */
+/* Internal to src/moe: the executor's state, shared by its parts, whose
+ * calls go one way: executor.c (set-up) -> plan.c (pure) -> residency.c
+ * (slots, pack file, cache) <- executor_run.c (experts per batch) and
+ * executor_dense.c (dense matmuls), which call residency and the device,
+ * never each other's set-up; executor_report.c prints. */
 #ifndef MOEX_EXECUTOR_IMPL_H
 #define MOEX_EXECUTOR_IMPL_H
 
 #include "dev/dev.h"
 #include "moe/executor.h"
 #include "moe/moe_layers.h"
+#include "moe/plan.h"
 
-/* Each resident expert takes three device slots: gate, up, down. */
-enum { MATS = 3 };
+#include <stdio.h>
+
 /* Lanes of the timeline. */
 enum { LANE_CPU = 0, LANE_DEVICE = 1 };
-
-/* The device's staging buffers: rows of device pairs, packed in expert
- * order, at most STAGE_TOKENS tokens' worth (a bigger batch's extra experts
- * run on the CPU). A constant, so that a run and `moex pack` plan the same
- * slots from the same budget. */
-enum { STAGE_TOKENS = 512 };
-enum { BUF_ACT, BUF_GATE_UP, BUF_H, BUF_OUT, N_STAGE_BUFS };
 
 /* The dense matmuls' placement and counters (executor_dense.c). */
 struct dense_entry {
@@ -34,13 +30,6 @@ struct dense_exec {
     int max_jobs;
     uint64_t resident[DENSE_KINDS], backbone_bytes;
     struct moe_dense_counters counters[MOE_PHASES][DENSE_KINDS];
-};
-
-struct stage_layout {
-    int rows;
-    uint64_t bytes[N_STAGE_BUFS];
-    uint64_t scale_offset[N_STAGE_BUFS]; /* act and h: where the row scales start */
-    uint64_t total;                      /* as the device counts them */
 };
 
 /* One layer's device work, run by the device's stream (host steps included). */
@@ -92,27 +81,41 @@ struct moe_executor {
     bool running;                    /* start-up is over: moe_executor_run has been called */
     struct moe_pack_report pack_report;
     struct dense_exec dense;         /* the dense matmuls (executor_dense.c) */
-    /* sim board=1: each layer's modelled time is the board's (dev/board.h) */
-    struct board *board;
-    int *board_rows;                 /* (n_expert) */
-    bool *board_on_device;           /* (n_expert) */
+    /* A device that prices the machine it models (the sim's board): each
+     * layer's modelled time is its price of the placement (dev_caps.pricing) */
+    struct dev *pricer;
+    int *priced_rows;                /* (n_expert) */
+    bool *priced_on_device;          /* (n_expert) */
 };
 
 /* The first note of a run (fmt with one %s). */
-void exec_note(struct moe_executor *e, const char *fmt, const char *detail);
+static inline void exec_note(struct moe_executor *e, const char *fmt, const char *detail) {
+    if (!e->note[0]) snprintf(e->note, sizeof e->note, fmt, detail);
+}
+
+/* ---- run (executor_run.c) */
 /* Queues jobs in submissions of at most the device's max_jobs, counting them. */
 int exec_submit(struct moe_executor *e, const struct dev_job *jobs, int n, dev_fence *fence, uint64_t *submissions,
                 uint64_t *n_jobs);
-/* Output channels per slot of a dense matmul w in slots of slot_values
- * values and max_n channels on a device of these caps: its slots (w's N cut
- * in chunks of *chunk_rows), or 0 when it is outside the envelope. */
-int dense_geometry(const struct dev_caps *caps, enum pack_layout layout, int64_t slot_values, int max_n,
-                   const struct matrix *w, int *chunk_rows);
-/* The lookup table and counters, device or not; -1 when out of memory. */
-int dense_exec_init(struct moe_executor *e);
+
+/* ---- residency (residency.c) */
+/* Staging buffers and the slot pool of the plan on the opened device (its
+ * budget set), the pinned experts filled, the backbone packed. 0 also when
+ * the device could not take them (e->dev is then NULL and the note says
+ * why); -1 with moex_error() when out of memory. */
+int res_start(struct moe_executor *e, const struct moe_exec_options *o, const struct moe_device_plan *plan);
+/* Whether the pack file holds the expert (and is still trusted). */
+bool res_file_has(const struct moe_executor *e, int layer, int expert);
+/* An expert into its slots: from the pack file when it holds the expert,
+ * else packed live; *loaded says which. */
+int res_fill_expert(struct moe_executor *e, int layer, int expert, int slot, bool *loaded);
 /* The backbone into the device's slots from first_slot on: matmul i of the
  * description at slot_of[i] (relative, -1: stays on the CPU), packed now. */
-int dense_exec_pack(struct moe_executor *e, const int32_t *slot_of, int first_slot);
+int res_pack_backbone(struct moe_executor *e, const int32_t *slot_of, int first_slot);
+
+/* ---- dense matmuls (executor_dense.c) */
+/* The lookup table and counters, device or not; -1 when out of memory. */
+int dense_exec_init(struct moe_executor *e);
 void dense_exec_free(struct dense_exec *x);
 void dense_exec_print(const struct moe_executor *e, FILE *out);
 

@@ -122,30 +122,45 @@ static int pack_experts(const struct moe_model_desc *d, const struct moe_exec_op
                         struct moe_pack_result *out) {
     memset(out, 0, sizeof *out);
     int64_t t0 = time_ns();
+    if (moe_model_check(d) != 0) return -1;
+    /* The device is opened once: its capabilities plan, then it packs. */
+    char why[256] = "";
+    const char *name = dev_resolve(o->device, why, sizeof why);
+    struct dev *dev = NULL;
+    int rc = -1;
+    if (!name)
+        return moex_errorf("nothing to pack for --device %s: %s", o->device ? o->device : "none", why[0] ? why : "no device");
+    if (d->n_layers == 0) return moex_errorf("nothing to pack for --device %s: the model has no experts", name);
+    rc = dev_open(name, &(struct dev_options){ .pool = pool, .spec = o->device_spec }, &dev);
+    if (rc != DEV_OK)
+        return moex_errorf("nothing to pack for --device %s: device unavailable: %s", name, moex_error());
     struct moe_device_plan dp;
-    if (moe_model_check(d) != 0 || moe_device_plan(d, o, &dp) != 0) return -1;
+    if (moe_plan_for_device(d, o, dev_caps(dev), &dp) != 0) {
+        dev_close(dev);
+        return -1;
+    }
+    rc = -1;
     if (!dp.device[0]) {
-        moex_errorf("nothing to pack for --device %s: %s", o->device ? o->device : "none",
-                    dp.note[0] ? dp.note : "no device");
+        moex_errorf("nothing to pack for --device %s: %s", name, dp.note[0] ? dp.note : "no device");
+        dev_close(dev);
         return -1;
     }
     if (dp.expert_bytes == 0) {
         moe_device_plan_free(&dp);
-        return moex_errorf("nothing to pack for --device %s: %s", o->device, dp.note[0] ? dp.note : "no expert fits");
+        dev_close(dev);
+        return moex_errorf("nothing to pack for --device %s: %s", name, dp.note[0] ? dp.note : "no expert fits");
     }
     if (!all && dp.plan.n_pinned == 0) {
         moe_device_plan_free(&dp);
+        dev_close(dev);
         return moex_errorf("at this hot budget the plan pins no expert (without routing statistics only a budget that "
                            "holds every expert pins them): give statistics (moex profile) or pack all experts");
     }
-    int n_extra = 0, rc = -1;
+    int n_extra = 0;
     int32_t *extra = extra_experts(d, &dp.plan, all, &n_extra);
-    struct dev *dev = NULL;
-    struct dev_options dopt = { 0, pool, 0, o->sim_figures };
     if (!extra) {
         /* moex_error set */
-    } else if (dev_open(dp.device, &dopt, &dev) != DEV_OK ||
-               dev_pool_alloc(dev, PACKFILE_MATRICES, dp.slot_values, dp.max_n) != DEV_OK) {
+    } else if (dev_pool_alloc(dev, PACKFILE_MATRICES, dp.slot_values, dp.max_n) != DEV_OK) {
         moex_errorf("device %s: %s", dp.device, moex_error());
     } else if (write_file(d, &dp, dev, extra, n_extra, all, file, hooks, out) == 0) {
         struct dev_counters c;
