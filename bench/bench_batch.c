@@ -5,7 +5,7 @@
  *   bench_batch MODEL [max_seqs=8] [threads=2] [steps=16] [reps=3]
  * Prints a markdown table: tokens per pass, ms per pass, aggregate tokens/s
  * and its ratio to one sequence's. */
-#include "moex.h"
+#include "moex_tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>

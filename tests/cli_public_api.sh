@@ -1,6 +1,6 @@
 #!/bin/sh
 # The command line is a client of the library like any other: tools/*.c and
-# tools/*.h include only moex.h and tools/' own headers (cmd_serve.c also the
+# tools/*.h include only moex.h (moex_tools.h) and tools/' own headers (cmd_serve.c also the
 # server's, src/serve/serve.h, which is built into the tool beside the
 # library), and so does the server itself, src/serve/. The build enforces
 # the tools' part too: the moex target gets include/ only.
@@ -13,7 +13,7 @@ for f in "$src"/tools/*.c "$src"/tools/*.h; do
     # every #include "..." of the file, one per line
     for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
         case $h in
-            moex.h) ;;
+            moex.h|moex_tools.h) ;;
             */*)
                 if [ "$(basename "$f")" = cmd_serve.c ] && [ "$h" = serve/serve.h ]; then continue; fi
                 echo "FAIL: $(basename "$f") includes \"$h\", a header outside include/ and tools/"; fail=1 ;;
@@ -31,7 +31,7 @@ for f in "$src"/src/serve/*.c "$src"/src/serve/*.h; do
     ns=$((ns + 1))
     for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
         case $h in
-            moex.h) ;;
+            moex.h|moex_tools.h) ;;
             serve/*) [ -f "$src/src/$h" ] || { echo "FAIL: $(basename "$f") includes \"$h\", which is not one of serve's headers"; fail=1; } ;;
             *) echo "FAIL: src/serve/$(basename "$f") includes \"$h\", a header outside include/ and src/serve/"; fail=1 ;;
         esac

@@ -3,7 +3,7 @@
 #ifndef MOEX_TEST_ORACLE_API_H
 #define MOEX_TEST_ORACLE_API_H
 
-#include "moex.h"
+#include "moex_tools.h"
 
 /* An oracle model (a path inside the oracle directory) on 2 unpinned
  * threads, its experts where device says (NULL: the CPU's kernels); NULL,

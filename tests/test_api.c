@@ -1,7 +1,7 @@
 /* The public API (include/moex.h) on a tiny synthetic model: loading and its
  * errors, tokens and text, chat templates, generation (the loop, its stops,
  * prefix reuse, the step-wise calls giving the same tokens) and counters. */
-#include "moex.h"
+#include "moex_tools.h"
 
 #include "harness.h"
 

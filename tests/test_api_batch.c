@@ -4,7 +4,7 @@
  * per sequence, give each sequence the tokens moex_generate gives it alone
  * with the same seed (F16 weights: bit-for-bit logits, so the same tokens
  * even at temperature 1); prefix reuse and truncation per sequence; errors. */
-#include "moex.h"
+#include "moex_tools.h"
 
 #include "harness.h"
 #include "synth/synth.h"

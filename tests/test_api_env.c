@@ -1,7 +1,7 @@
 /* The library reads no environment: MOEX_ISA and MOEX_INTERLEAVE, set to
  * values that once changed its kernels and layouts (or made it complain),
  * change nothing; moex_set_isa and moex_model_params.no_interleave do. */
-#include "moex.h"
+#include "moex_tools.h"
 
 #include "harness.h"
 #include "quant/quant.h"

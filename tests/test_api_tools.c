@@ -3,7 +3,7 @@
  * loads, teacher-forced logits, the executor's per-phase counters and op
  * times, model facts, routing statistics, pack files, the board model and
  * the probe. */
-#include "moex.h"
+#include "moex_tools.h"
 
 #include "harness.h"
 

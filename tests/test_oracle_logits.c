@@ -5,7 +5,7 @@
  * a model (264 positions: one routing flip among 64 positions alone can
  * cost 0.01 of mean KL). Prints the measures per set for the record. Only
  * the public API (include/moex.h): a library user gets these logits. */
-#include "moex.h"
+#include "moex_tools.h"
 
 #include "harness.h"
 

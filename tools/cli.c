@@ -1,6 +1,6 @@
 #include "cli.h"
 
-#include "moex.h"
+#include "moex_tools.h"
 
 
 #include <errno.h>

@@ -40,6 +40,12 @@ static void model_label(const struct moex_model_info *m, char *out, size_t cap) 
     else snprintf(out, cap, "%s %.0fM %s", m->arch, (double)m->n_params / 1e6, type);
 }
 
+/* Whether the run's device offloads anything (not "none"). */
+static bool counters_offload(const struct moex_counters *c) {
+    struct moex_device_desc d;
+    return moex_device_describe(c->device, &d) == 0 && d.offloads;
+}
+
 static double time_s(void) { return (double)cli_time_ns() * 1e-9; }
 
 /* Peak resident memory since the last reset_peak_rss(): the kernel's
@@ -211,7 +217,7 @@ int cmd_bench(int argc, char **argv) {
             snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
             char backend[48];
             if (board) snprintf(backend, sizeof backend, "RK3588 board (modelled)");
-            else if (!strcmp(counters.device, "none")) snprintf(backend, sizeof backend, "CPU");
+            else if (!counters_offload(&counters)) snprintf(backend, sizeof backend, "CPU");
             else snprintf(backend, sizeof backend, "CPU+%s%s", counters.device, modelled ? " (modelled)" : "");
             double gib = (double)info.weight_bytes / (1024.0 * 1024 * 1024);
             char gbps[32] = "-", share[32] = "-";

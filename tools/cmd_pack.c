@@ -58,7 +58,9 @@ int cmd_pack(int argc, char **argv) {
     }
     if (session_opts_finish(&o)) return 2;
     const char *device = o.experts.device;
-    if ((!device || !strcmp(device, "none")) && !(o.given & SESSION_GIVEN_DEVICE)) {
+    struct moex_device_desc desc;
+    bool offloads = device && moex_device_describe(device, &desc) == 0 && desc.offloads;
+    if (!offloads && !(o.given & SESSION_GIVEN_DEVICE)) {
         cli_fail("pack: --device is required (cpu, amx, sim or auto; none: the CPU's interleaved layout only): a pack "
                  "file holds one device's layout");
         return 2;

@@ -2,7 +2,7 @@
  * weights, per expert shape and rows M (moex_probe); the report on stdout. */
 #include "cli.h"
 
-#include "moex.h"
+#include "moex_tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,8 +63,10 @@ int cmd_probe(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--device")) {
             if (!(device = cli_value(argc, argv, &i))) return 2;
-            if (strcmp(device, "cpu") && strcmp(device, "amx") && strcmp(device, "sim"))
-                return cli_fail("--device: invalid value '%s' (expected cpu, amx or sim)", device), 2;
+            struct moex_device_desc desc;
+            if (moex_device_describe(device, &desc) != 0 || !desc.offloads)
+                return cli_fail("--device: invalid value '%s' (expected a device: one of %s but none)", device,
+                                moex_device_names()), 2;
         } else if (!strcmp(a, "--shape")) {
             if (!(v = cli_value(argc, argv, &i))) return 2;
             if (n_shapes == 16) return cli_fail("--shape: at most 16 shapes"), 2;

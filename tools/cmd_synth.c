@@ -3,7 +3,7 @@
 #include "outputs.h"
 #include "progress.h"
 
-#include "moex.h"
+#include "moex_tools.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
 #include "cli.h"
 #include "outputs.h"
 
-#include "moex.h"
+#include "moex_tools.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 #include "cli.h"
 #include "session.h"
 
-#include "moex.h"
+#include "moex_tools.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -9,10 +9,12 @@
 #include <sys/stat.h>
 
 static int parse_device(const char *what, const char *v, struct session_opts *o) {
-    static const char *names[] = { "cpu", "amx", "sim", "auto", "none" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(v, names[i])) { o->experts.device = names[i]; return 0; }
-    cli_fail("%s: invalid value '%s' (expected cpu, amx, sim, auto or none)", what, v);
+    struct moex_device_desc desc;
+    if (moex_device_describe(v, &desc) == 0) { o->experts.device = desc.name; return 0; }
+    char names[128];
+    snprintf(names, sizeof names, "%s", moex_device_names());
+    for (char *c = names; *c; c++) if (*c == ' ') *c = ',';
+    cli_fail("%s: invalid value '%s' (expected one of %s)", what, v, names);
     return -1;
 }
 
@@ -61,10 +63,11 @@ static void note_unused(const struct session_opts *o) {
         { SESSION_GIVEN_BACKBONE, "--no-backbone" },
     };
     const char *device = o->experts.device;
-    bool none = !strcmp(device, "none");
+    struct moex_device_desc desc = { 0 };
+    moex_device_describe(device, &desc);
     char unused[128] = "";
     for (size_t i = 0; i < sizeof device_only / sizeof device_only[0]; i++) {
-        bool used = !none && (device_only[i].bit != SESSION_GIVEN_SIM || !strcmp(device, "sim"));
+        bool used = desc.offloads && (device_only[i].bit != SESSION_GIVEN_SIM || desc.takes_figures);
         if (!(o->given & device_only[i].bit) || used) continue;
         size_t n = strlen(unused);
         snprintf(unused + n, sizeof unused - n, "%s%s", n ? ", " : "", device_only[i].name);

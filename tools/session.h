@@ -3,7 +3,7 @@
 #ifndef MOEX_SESSION_H
 #define MOEX_SESSION_H
 
-#include "moex.h"
+#include "moex_tools.h"
 
 #include <stdbool.h>
 #include <stdio.h>

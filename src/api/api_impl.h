@@ -3,7 +3,7 @@
 #ifndef MOEX_API_IMPL_H
 #define MOEX_API_IMPL_H
 
-#include "moex.h"
+#include "moex_tools.h"
 
 #include "core/error.h"
 #include "model/model.h"

@@ -2,6 +2,8 @@
  * handed to the expert packer (src/moe/pack_experts.h). */
 #include "api/api_impl.h"
 
+#include "dev/dev.h"
+
 #include "core/atomic_file.h"
 #include "core/timer.h"
 #include "model/model_pack.h"
@@ -47,7 +49,7 @@ int moex_pack(moex_model *m, bool all, moex_file *f, struct moex_pack_result *r)
         return moex_errorf("%s was loaded for its tokenizer only (vocab_only)", m->path);
     }
     struct layout_job layout = { m, 0, 0 };
-    if (!strcmp(m->experts.device, "none")) {
+    if (!dev_name_info(m->experts.device)->offloads) {
         int64_t t0 = time_ns();
         if (model_pack_interleaved_file(m->model, m->pool, file, &layout.bytes) != 0) return -1;
         layout.ns = time_ns() - t0;

@@ -307,7 +307,8 @@ int moex_probe(const struct moex_probe_params *p) {
                                shapes[s].K, shapes[s].N);
     for (int i = 0; i < n_m; i++)
         if (rows[i] < 1) return moex_errorf("rows %d: M must be at least 1", rows[i]);
-    const char *device = p->device ? p->device : cpu_features()->amx_int8 ? "amx" : "sim";
+    const char *device = dev_probe_device(p->device);
+    if (!device) return moex_errorf("probe: device '%s' cannot be probed here", p->device);
     int64_t *ms = malloc(sizeof *ms * (size_t)n_m);
     struct threadpool *pool = ms ? threadpool_new(p->n_threads, true) : NULL;
     FILE *out = pool ? fopencookie((void *)p, "w", (cookie_io_functions_t){ .write = write_out }) : NULL;

@@ -170,6 +170,10 @@ const struct dev_name_info *dev_name_info(const char *name);
  * none (*why then says why, when why is given). */
 const char *dev_resolve(const char *name, char *why, size_t why_size);
 
+/* The backend `moex probe` measures for a name (NULL: the default, the
+ * first of auto's list available here, else sim); NULL when none. */
+const char *dev_probe_device(const char *name);
+
 /* name: a backend of the table ("auto" resolved). On failure *out is NULL. */
 int dev_open(const char *name, const struct dev_options *opt, struct dev **out);
 void dev_close(struct dev *d);

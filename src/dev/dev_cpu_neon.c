@@ -92,24 +92,9 @@ static float dot_1x1(const int8_t *a, const int8_t *w, int K, float rs, float cs
     return w8a8_out(vaddvq_s32(s) + dot_tail(a, w, K16, K), rs, cs);
 }
 
+#include "dev/dev_cpu_blocked.h"
+
 void dev_cpu_gemm_neon(const int8_t *act, const float *act_scale, int m, const int8_t *w, const float *w_scale,
                        int n, int K, float *out, size_t out_stride) {
-    const size_t Kz = (size_t)K;
-    for (int i0 = 0; i0 < m; i0 += ROW_BLOCK) {
-        const int i1 = i0 + ROW_BLOCK < m ? i0 + ROW_BLOCK : m;
-        int c = 0;
-        for (; c + COLS <= n; c += COLS) {
-            const int8_t *wc = w + (size_t)c * Kz;
-            int i = i0;
-            for (; i + ROWS <= i1; i += ROWS)
-                block_2x4(act + (size_t)i * Kz, act + (size_t)(i + 1) * Kz, wc, K, act_scale + i, w_scale + c,
-                          out + (size_t)i * out_stride + c, out + (size_t)(i + 1) * out_stride + c);
-            for (; i < i1; i++)
-                block_1x4(act + (size_t)i * Kz, wc, K, act_scale[i], w_scale + c, out + (size_t)i * out_stride + c);
-        }
-        for (; c < n; c++)
-            for (int i = i0; i < i1; i++)
-                out[(size_t)i * out_stride + c] =
-                    dot_1x1(act + (size_t)i * Kz, w + (size_t)c * Kz, K, act_scale[i], w_scale[c]);
-    }
+    dev_cpu_blocked(act, act_scale, m, w, w_scale, n, K, out, out_stride);
 }

@@ -7,7 +7,7 @@
 #ifndef MOEX_SERVE_H
 #define MOEX_SERVE_H
 
-#include "moex.h"
+#include "moex_tools.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
 #ifndef MOEX_SERVE_JOB_H
 #define MOEX_SERVE_JOB_H
 
-#include "moex.h"
+#include "moex_tools.h"
 
 #include <pthread.h>
 #include <stdbool.h>

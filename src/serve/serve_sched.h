@@ -10,7 +10,7 @@
 #ifndef MOEX_SERVE_SCHED_H
 #define MOEX_SERVE_SCHED_H
 
-#include "moex.h"
+#include "moex_tools.h"
 #include "serve/serve_job.h"
 
 #include <pthread.h>

@@ -8,7 +8,7 @@
 #ifndef MOEX_SYNTH_H
 #define MOEX_SYNTH_H
 
-#include "moex.h"
+#include "moex_tools.h"
 
 #include <stdbool.h>
 #include <stdint.h>
