@@ -51,4 +51,9 @@ expect "auto" 0 run --device auto
 expect "injected device fault: still an answer" 0 run --device sim --min-m 1 --sim rk3588,fail_submit=1 --profile
 grep -q "device error" "$tmp/err" || { echo "FAIL: fallback not reported"; cat "$tmp/err"; fail=1; }
 [ -s "$tmp/out" ] || { echo "FAIL: no tokens after the fault"; fail=1; }
+# A budget over the device's windows is planned for what they hold, with a
+# note, instead of turning the device off (the pool once failed with "Bad address").
+expect "a budget over the window" 0 run --device sim --hot-budget 100% --min-m 1 --sim rk3588,domains=1,iova_mib=6 --profile
+says "a budget over the window" "do not fit the sim device's 1 window of 6.0 MiB: planned for"
+grep -q "^moex profile: device sim" "$tmp/err" || { echo "FAIL: the device is off with a budget over its window"; cat "$tmp/err"; fail=1; }
 exit $fail

@@ -166,7 +166,13 @@ int moe_plan(const struct moe_plan_input *in, struct moe_device_plan *out) {
     if (!in_envelope)
         plan_note(out, "the expert shapes are outside the %s device's envelope; experts run on the CPU", caps->name);
     if (out->plan.n_slots == 0 && out->backbone_slots == 0) {
-        if (in_envelope) plan_note(out, "the hot budget holds no expert; experts run on the CPU%s", "");
+        if (in_envelope && out->note[0]) {
+            char was[sizeof out->note];
+            snprintf(was, sizeof was, "%s", out->note);
+            snprintf(out->note, sizeof out->note, "%.200s, which holds no expert; experts run on the CPU", was);
+        } else if (in_envelope) {
+            plan_note(out, "the hot budget holds no expert; experts run on the CPU%s", "");
+        }
         moe_device_plan_free(out);
         return 0;
     }
