@@ -309,6 +309,8 @@ MOEX_API void moex_synth_params_default(struct moex_synth_params *p);
 MOEX_API enum moex_synth_status moex_synth_check(const struct moex_synth_params *p, struct moex_synth_shape *shape);
 /* Writes the model to path (moex_file: never seen half-written). -1 on error. */
 MOEX_API int moex_synth_write(const struct moex_synth_params *p, const char *path);
+/* Every preset of every architecture, one line each (name, what it is). Safe from any thread. */
+MOEX_API const char *moex_synth_presets(void);
 
 #ifdef __cplusplus
 }

@@ -19,8 +19,7 @@ static void help(FILE *out) {
             "shared experts, like a trained MoE. Same options, same bytes.\n\n"
             "  -o, --output FILE     the model to write\n"
             "  --arch A              architecture (default qwen3moe; its default preset)\n"
-            "  --preset NAME         tiny | small (default) | q30b | q30b-l8 | qwen35-tiny |\n"
-            "                        qwen35-35b-a3b | qwen35-a3b-l8 | lfm2-tiny | lfm2-8b-a1b\n"
+            "  --preset NAME         one of the presets below (default: small, or --arch's own)\n"
             "  --type T              f16 | q8_0 | q4_k | q6_k | q4_k_m (default: the preset's)\n"
             "  --layers N --dim D --experts E --top-k K --expert-ffn F\n"
             "  --heads H --kv-heads KV --head-dim HD --vocab V --ctx C --rope-base B\n"
@@ -34,22 +33,9 @@ static void help(FILE *out) {
             "  --name TEXT           general.name\n"
             "  -t, --threads N       threads (default: physical cores)\n"
             "  -q, --quiet           no progress bar\n\n"
-            "presets: tiny   2 layers, dim 256, 8 experts top-2, vocab 512 (f16)\n"
-            "         small  6 layers, dim 512, 32 experts top-4, built-in vocab (q4_k_m)\n"
-            "         q30b   Qwen3-30B-A3B: 48 layers, dim 2048, 128 experts top-8, expert ffn 768,\n"
-            "                32/4 heads of 128, vocab 151936, ctx 40960 (q4_k_m, ~17 GB)\n"
-            "         q30b-l8  the same with 8 layers\n"
-            "         qwen35-tiny  qwen35moe, 4 layers (3 delta net + 1 attention), dim 256,\n"
-            "                8 experts top-2 and a shared expert, built-in vocab (f16)\n"
-            "         qwen35-35b-a3b  Qwen3.5/3.6-35B-A3B: 40 layers, dim 2048, 256 experts top-8,\n"
-            "                expert and shared ffn 512, vocab 248320 (q4_k_m)\n"
-            "         qwen35-a3b-l8  the same with 8 layers\n"
-            "         lfm2-tiny    lfm2moe, 4 layers (conv, conv, attention, conv; 1 dense), dim 256,\n"
-            "                      8 experts top-2, vocab 512 (f16); --arch lfm2moe's default\n"
-            "         lfm2-8b-a1b  LFM2-8B-A1B: 24 layers (attention at 2, 6, 10, 14, 18, 21; 2 dense,\n"
-            "                      ffn 7168), dim 2048, 32 experts top-4, expert ffn 1792, 32/8 heads of 64,\n"
-            "                      vocab 65536 (q4_k_m, ~5 GB)\n",
+            "presets:\n",
             MOEX_SYNTH_DEFAULT_SKEW, MOEX_SYNTH_DEFAULT_LOCALITY);
+    fputs(moex_synth_presets(), out);
 }
 
 int cmd_synth(int argc, char **argv) {

@@ -80,3 +80,5 @@ int moex_synth_write(const struct moex_synth_params *in, const char *path) {
     if (resolve(in, &p) != MOEX_SYNTH_OK) return -1;
     return synth_write(&p, path);
 }
+
+const char *moex_synth_presets(void) { return synth_presets_help(); }

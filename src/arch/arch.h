@@ -12,8 +12,12 @@ struct context;
 struct layer_state;
 struct model;
 
+struct synth_arch;
+
 struct arch {
     const char *name;            /* general.architecture */
+    /* Its synthetic models (src/synth/, `moex synth --arch`), or NULL. */
+    const struct synth_arch *synth;
     /* Reads and validates m->hp and the architecture's own hyper-parameters
      * from m->file (model_load.h's getters). */
     int (*load_hparams)(struct model *m);
@@ -38,6 +42,9 @@ struct arch {
 
 /* The row for general.architecture `name`, or NULL. */
 const struct arch *arch_find(const char *name);
+/* The table, in order: n_arch rows. */
+int arch_count(void);
+const struct arch *arch_at(int i);
 /* Writes "qwen3moe, ..." (for messages) into out. */
 void arch_names(char *out, int size);
 

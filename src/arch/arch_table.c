@@ -14,6 +14,10 @@ static const struct arch *const archs[] = {
     &arch_lfm2moe,
 };
 
+int arch_count(void) { return (int)(sizeof archs / sizeof *archs); }
+
+const struct arch *arch_at(int i) { return i >= 0 && i < arch_count() ? archs[i] : NULL; }
+
 const struct arch *arch_find(const char *name) {
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
         if (!strcmp(archs[i]->name, name)) return archs[i];

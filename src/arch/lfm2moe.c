@@ -255,8 +255,11 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     return 0;
 }
 
+extern const struct synth_arch synth_lfm2moe;
+
 const struct arch arch_lfm2moe = {
     .name = "lfm2moe",
+    .synth = &synth_lfm2moe,
     .load_hparams = load_hparams,
     .layer_state = layer_state,
     .bind = bind,

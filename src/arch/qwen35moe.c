@@ -305,8 +305,11 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     return 0;
 }
 
+extern const struct synth_arch synth_qwen35moe;
+
 const struct arch arch_qwen35moe = {
     .name = "qwen35moe",
+    .synth = &synth_qwen35moe,
     .load_hparams = load_hparams,
     .layer_state = layer_state,
     .bind = bind,

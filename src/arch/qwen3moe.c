@@ -127,8 +127,11 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     return 0;
 }
 
+extern const struct synth_arch synth_qwen3moe;
+
 const struct arch arch_qwen3moe = {
     .name = "qwen3moe",
+    .synth = &synth_qwen3moe,
     .load_hparams = load_hparams,
     .layer_state = layer_state,
     .bind = bind,

@@ -3,6 +3,7 @@
  * checks every shape passes, and the dispatch to the architecture's writer. */
 #include "synth/synth.h"
 
+#include "arch/arch.h"
 #include "core/error.h"
 #include "synth/synth_arch.h"
 #include "synth/synth_vocab.h"
@@ -12,28 +13,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const struct synth_arch synth_qwen3moe;
-extern const struct synth_arch synth_qwen35moe;
-extern const struct synth_arch synth_lfm2moe;
-
-/* One row per architecture moex synth writes. */
-static const struct synth_arch *const synth_archs[] = {
-    &synth_qwen3moe,
-    &synth_qwen35moe,
-    &synth_lfm2moe,
-};
+/* The writers are the architecture table's (arch_table.c): each row points to its own. */
+static const struct synth_arch *writer_at(int i) {
+    const struct arch *a = arch_at(i);
+    return a ? a->synth : NULL;
+}
 
 static const struct synth_arch *find_arch(const char *name) {
-    for (size_t i = 0; i < sizeof synth_archs / sizeof *synth_archs; i++)
-        if (!strcmp(synth_archs[i]->name, name ? name : "qwen3moe")) return synth_archs[i];
-    return NULL;
+    const struct arch *a = arch_find(name ? name : "qwen3moe");
+    return a ? a->synth : NULL;
 }
 
 void synth_arch_names(char *out, int size) {
     int used = 0;
     out[0] = 0;
-    for (size_t i = 0; i < sizeof synth_archs / sizeof *synth_archs && used < size; i++)
-        used += snprintf(out + used, (size_t)(size - used), "%s%s", i ? ", " : "", synth_archs[i]->name);
+    for (int i = 0; i < arch_count() && used < size; i++)
+        if (writer_at(i)) used += snprintf(out + used, (size_t)(size - used), "%s%s", used ? ", " : "", writer_at(i)->name);
+}
+
+void synth_preset_names(char *out, int size) {
+    int used = 0;
+    out[0] = 0;
+    for (int i = 0; i < arch_count(); i++)
+        for (int k = 0; writer_at(i) && k < writer_at(i)->n_presets && used < size; k++)
+            used += snprintf(out + used, (size_t)(size - used), "%s%s", used ? ", " : "", writer_at(i)->presets[k].name);
+}
+
+const char *synth_presets_help(void) {
+    static char text[4096];
+    if (text[0]) return text;
+    int used = 0;
+    for (int i = 0; i < arch_count(); i++) {
+        const struct synth_arch *w = writer_at(i);
+        for (int k = 0; w && k < w->n_presets && used < (int)sizeof text; k++)
+            used += snprintf(text + used, sizeof text - (size_t)used, "  %-16s %s%s\n", w->presets[k].name,
+                             w->presets[k].summary, !strcmp(w->presets[k].name, w->default_preset) ?
+                             (i == 0 ? " (the default)" : "; --arch's default") : "");
+    }
+    return text;
 }
 
 const char *synth_arch_default_preset(const char *arch) {
@@ -41,41 +58,17 @@ const char *synth_arch_default_preset(const char *arch) {
     return a ? a->default_preset : NULL;
 }
 
-struct preset {
-    const char *name;
-    int layers, embd, heads, heads_kv, head_dim, experts, used, ff, vocab, ctx;
-    enum synth_type type;
-};
-
-/* tiny: unit tests (dims multiples of 256, so every quantization type fits);
- * small: the default model, tens of MB; q30b: Qwen3-30B-A3B's shapes. */
-static const struct preset presets[] = {
-    { "tiny", 2, 256, 4, 2, 64, 8, 2, 256, 512, 4096, SYNTH_F16 },
-    { "small", 6, 512, 8, 2, 64, 32, 4, 256, 0, 4096, SYNTH_Q4_K_M },
-    { "q30b", 48, 2048, 32, 4, 128, 128, 8, 768, 151936, 40960, SYNTH_Q4_K_M },
-    { "q30b-l8", 8, 2048, 32, 4, 128, 128, 8, 768, 151936, 40960, SYNTH_Q4_K_M },
-};
-
 static const char *const type_names[SYNTH_TYPE_COUNT] = { "f16", "q8_0", "q4_k", "q6_k", "q4_k_m" };
 
 int synth_preset(const char *name, struct synth_params *p) {
-    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
-        const struct preset *s = &presets[i];
-        if (strcmp(name, s->name)) continue;
-        *p = (struct synth_params){
-            .n_layers = s->layers, .n_embd = s->embd, .n_head = s->heads, .n_head_kv = s->heads_kv,
-            .head_dim = s->head_dim, .n_expert = s->experts, .n_expert_used = s->used, .n_ff_exp = s->ff,
-            .n_vocab = s->vocab, .n_ctx = s->ctx, .rope_base = 1e6f, .rms_eps = 1e-6f, .type = s->type,
-            .skew = SYNTH_DEFAULT_SKEW, .locality = SYNTH_DEFAULT_LOCALITY, .seed = 1, .arch = "qwen3moe",
-        };
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof synth_archs / sizeof *synth_archs; i++) {
-        int rc = synth_archs[i]->preset ? synth_archs[i]->preset(name, p) : 1;
+    for (int i = 0; i < arch_count(); i++) {
+        const struct synth_arch *w = writer_at(i);
+        int rc = w && w->preset ? w->preset(name, p) : 1;
         if (rc <= 0) return rc;
     }
-    return moex_errorf("synth: unknown preset '%s' (tiny, small, q30b, q30b-l8, qwen35-tiny, qwen35-35b-a3b, "
-                       "qwen35-a3b-l8, lfm2-tiny, lfm2-8b-a1b)", name);
+    char names[512];
+    synth_preset_names(names, sizeof names);
+    return moex_errorf("synth: unknown preset '%s' (%s)", name, names);
 }
 
 int synth_parse_type(const char *s, enum synth_type *t) {

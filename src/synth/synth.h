@@ -61,6 +61,10 @@ struct synth_params {
 int synth_preset(const char *name, struct synth_params *p);
 /* Writes "qwen3moe, ..." (the architectures synth writes) into out. */
 void synth_arch_names(char *out, int size);
+/* "tiny, small, ...": every preset of every architecture. */
+void synth_preset_names(char *out, int size);
+/* One line per preset (name and what it is), for --help. */
+const char *synth_presets_help(void);
 /* The preset --arch ARCH starts from, or NULL for an unknown architecture. */
 const char *synth_arch_default_preset(const char *arch);
 /* "f16", "q8_0", "q4_k", "q6_k", "q4_k_m"; -1 if unknown. */

@@ -13,12 +13,19 @@
 struct gguf_writer;
 struct synth_vocab;
 
+struct synth_preset_doc {
+    const char *name, *summary;
+};
+
 struct synth_arch {
     const char *name;            /* general.architecture */
     const char *default_preset;  /* for --arch without --preset */
-    /* Fills p with one of this architecture's presets (synth.c's table
-     * holds qwen3moe's): 0, 1 when it has no preset of that name. NULL: none. */
+    /* Fills p with one of this architecture's presets:
+     * 0, 1 when it has no preset of that name. NULL: none. */
     int (*preset)(const char *name, struct synth_params *p);
+    /* Its presets for people, n_presets of them: name and one line. */
+    const struct synth_preset_doc *presets;
+    int n_presets;
     /* Checks beyond synth_check's common limits; NULL: none. */
     int (*check)(const struct synth_params *p);
     /* Writes the model (p checked, vocabulary built) to path. */

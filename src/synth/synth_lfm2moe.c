@@ -41,6 +41,13 @@ static const struct preset presets[] = {
     { "lfm2-8b-a1b", 24, 2048, 32, 8, 7168, 2, 32, 4, 1792, 65536, 128000, LFM2_8B_ATTENTION, SYNTH_Q4_K_M },
 };
 
+static const struct synth_preset_doc docs[] = {
+    { "lfm2-tiny", "lfm2moe, 4 layers (conv, conv, attention, conv; 1 dense), dim 256, 8 experts top-2, "
+                   "vocab 512 (f16)" },
+    { "lfm2-8b-a1b", "LFM2-8B-A1B: 24 layers (attention at 2, 6, 10, 14, 18, 21; 2 dense, ffn 7168), dim 2048, "
+                     "32 experts top-4, expert ffn 1792, 32/8 heads of 64, vocab 65536 (q4_k_m, ~5 GB)" },
+};
+
 static int preset(const char *name, struct synth_params *p) {
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
         const struct preset *s = &presets[i];
@@ -233,6 +240,8 @@ const struct synth_arch synth_lfm2moe = {
     .name = ARCH,
     .default_preset = "lfm2-tiny",
     .preset = preset,
+    .presets = docs,
+    .n_presets = sizeof docs / sizeof *docs,
     .check = check,
     .write = write_lfm2moe,
 };

@@ -49,6 +49,14 @@ static const struct q35_preset presets[] = {
     { "qwen35-a3b-l8", 8, 2048, 16, 2, 256, 64, 256, 8, 512, 512, 16, 32, 128, 248320, 262144, SYNTH_Q4_K_M },
 };
 
+static const struct synth_preset_doc docs[] = {
+    { "qwen35-tiny", "qwen35moe, 4 layers (3 delta net + 1 attention), dim 256, 8 experts top-2 and a shared "
+                     "expert, built-in vocab (f16)" },
+    { "qwen35-35b-a3b", "Qwen3.5/3.6-35B-A3B: 40 layers, dim 2048, 256 experts top-8, expert and shared ffn 512, "
+                        "vocab 248320 (q4_k_m)" },
+    { "qwen35-a3b-l8", "the same with 8 layers" },
+};
+
 static int preset(const char *name, struct synth_params *p) {
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
         const struct q35_preset *s = &presets[i];
@@ -232,6 +240,8 @@ const struct synth_arch synth_qwen35moe = {
     .name = ARCH,
     .default_preset = "qwen35-tiny",
     .preset = preset,
+    .presets = docs,
+    .n_presets = sizeof docs / sizeof *docs,
     .check = check,
     .write = write_qwen35moe,
 };

@@ -9,6 +9,7 @@
 #include "synth/synth_vocab.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define ARCH "qwen3moe"
 
@@ -72,8 +73,49 @@ done:
     return rc;
 }
 
+struct preset {
+    const char *name;
+    int layers, embd, heads, heads_kv, head_dim, experts, used, ff, vocab, ctx;
+    enum synth_type type;
+};
+
+/* tiny: unit tests (dims multiples of 256, so every quantization type fits);
+ * small: the default model, tens of MB; q30b: Qwen3-30B-A3B's shapes. */
+static const struct preset presets[] = {
+    { "tiny", 2, 256, 4, 2, 64, 8, 2, 256, 512, 4096, SYNTH_F16 },
+    { "small", 6, 512, 8, 2, 64, 32, 4, 256, 0, 4096, SYNTH_Q4_K_M },
+    { "q30b", 48, 2048, 32, 4, 128, 128, 8, 768, 151936, 40960, SYNTH_Q4_K_M },
+    { "q30b-l8", 8, 2048, 32, 4, 128, 128, 8, 768, 151936, 40960, SYNTH_Q4_K_M },
+};
+
+static const struct synth_preset_doc docs[] = {
+    { "tiny", "2 layers, dim 256, 8 experts top-2, vocab 512 (f16)" },
+    { "small", "6 layers, dim 512, 32 experts top-4, built-in vocab (q4_k_m)" },
+    { "q30b", "Qwen3-30B-A3B: 48 layers, dim 2048, 128 experts top-8, expert ffn 768, 32/4 heads of 128, "
+              "vocab 151936, ctx 40960 (q4_k_m, ~17 GB)" },
+    { "q30b-l8", "the same with 8 layers" },
+};
+
+static int preset(const char *name, struct synth_params *p) {
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+        const struct preset *s = &presets[i];
+        if (strcmp(name, s->name)) continue;
+        *p = (struct synth_params){
+            .n_layers = s->layers, .n_embd = s->embd, .n_head = s->heads, .n_head_kv = s->heads_kv,
+            .head_dim = s->head_dim, .n_expert = s->experts, .n_expert_used = s->used, .n_ff_exp = s->ff,
+            .n_vocab = s->vocab, .n_ctx = s->ctx, .rope_base = 1e6f, .rms_eps = 1e-6f, .type = s->type,
+            .skew = SYNTH_DEFAULT_SKEW, .locality = SYNTH_DEFAULT_LOCALITY, .seed = 1, .arch = ARCH,
+        };
+        return 0;
+    }
+    return 1;
+}
+
 const struct synth_arch synth_qwen3moe = {
     .name = ARCH,
     .default_preset = "small",
+    .preset = preset,
+    .presets = docs,
+    .n_presets = sizeof docs / sizeof *docs,
     .write = write_qwen3moe,
 };
