@@ -149,7 +149,7 @@ int moex_seq_n_past(const moex_context *c, int seq) {
 
 int moex_seq_shared_prefix(const moex_context *c, int seq, const int32_t *tokens, int n) {
     API_CHECK(c, -1);
-    API_CHECK(tokens, -1);
+    if (!tokens && n > 0) return api_null(__func__, "tokens");
     if (!seq_ok(c, seq)) return -1;
     struct seq_view v = view(c, seq);
     int past = context_seq_n_past(c->ctx, seq), keep = 0, held = *v.n_tokens < past ? *v.n_tokens : past;

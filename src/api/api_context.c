@@ -190,7 +190,7 @@ int api_shared_prefix(const moex_context *c, const int32_t *tokens, int n) {
 
 int moex_shared_prefix(const moex_context *c, const int32_t *tokens, int n) {
     API_CHECK(c, -1);
-    API_CHECK(tokens, -1);
+    if (!tokens && n > 0) return api_null(__func__, "tokens");
     return api_shared_prefix(c, tokens, n);
 }
 

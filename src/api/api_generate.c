@@ -96,7 +96,7 @@ int moex_generate(moex_context *c, moex_sampler *s, const int32_t *prompt, int n
     API_CHECK(r, -1);
     memset(r, 0, sizeof *r);
     API_CHECK(s, -1);
-    API_CHECK(prompt, -1);
+    if (!prompt && n_prompt > 0) return api_null(__func__, "prompt");
     API_CHECK(p, -1);
     if (api_enter(c, __func__)) return -1;
     int rc = generate(c, s, prompt, n_prompt, p, r);
