@@ -79,7 +79,7 @@ static void walk(const struct packfile *pf, const uint8_t *base, size_t size) {
     }
     if (packfile_entry(pf, in->n_entries) || packfile_find(pf, in->n_layers, 0, PACKFILE_GATE) != -1) abort();
     packfile_verify_data(pf);
-    struct packfile_identity id = { in->model.gguf_size, in->model.hash };
+    struct packfile_identity id = in->model;
     if (packfile_check_model(pf, &id, in->n_layers, in->n_expert, in->n_embd, in->n_ff, in->source_type) !=
         PACKFILE_OK)
         abort();

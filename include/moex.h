@@ -19,8 +19,27 @@
  * The contexts of one model share its worker threads, so evaluation
  * (moex_eval, moex_eval_batch, moex_prefill, moex_generate,
  * moex_context_new) runs on one thread at a time per model; a context (all
- * its sequences) and a sampler belong to one thread at a time.
- * moex_last_error() is per thread. */
+ * its sequences) and a sampler belong to one thread at a time: a second
+ * call on a context while one that evaluates or changes it runs (from
+ * another thread, or from the first call's callback) returns -1 (void
+ * functions: does nothing) with "the context is in use" in the error.
+ * moex_last_error() is per thread.
+ *
+ * NULL arguments. A NULL object (model, context, sampler, decoder, file,
+ * routing recorder, parameters) or NULL for any other pointer argument is
+ * refused with "FUNCTION: NAME is NULL" in moex_last_error() and the
+ * function's error value: -1 for int and double, NULL for pointers, false
+ * for bool, 0 for uint64_t counts (moex_synth_check: not MOEX_SYNTH_OK);
+ * void functions then do nothing (an output struct given is zeroed). The
+ * exceptions: the *_free and
+ * moex_file_discard functions take NULL and do nothing; NULL parameters of
+ * moex_context_new(_seqs) and moex_sampler_new are the defaults; NULL isa
+ * and spec of moex_set_isa and moex_check_sim_figures the defaults; the
+ * len outputs of moex_detokenize and moex_chat_apply, and the shape of
+ * moex_synth_check, may be NULL; a buffer with a count of 0 may be NULL
+ * (text with len 0, out with max_out 0, ids and msgs with n 0, data with n
+ * 0). The functions that take over a moex_file (moex_context_write_trace_file,
+ * moex_routing_write, moex_pack) discard it on any refusal. */
 #ifndef MOEX_H
 #define MOEX_H
 
@@ -78,8 +97,8 @@ struct moex_device_params {
     const char *device;        /* "none" (default: CPU kernels), "cpu", "amx", "sim", "auto" */
     uint64_t hot_budget;       /* device bytes, when hot_fraction is 0: staging first, then the backbone
                                   (dense matmuls), then experts */
-    double hot_fraction;       /* > 0: that share of all experts' device bytes, the staging and the
-                                  backbone on top (default 1) */
+    double hot_fraction;       /* > 0: that share (at most 1) of all experts' device bytes, the staging
+                                  and the backbone on top (default 1); outside 0..1: refused */
     int min_m;                 /* rows from which an expert goes to the device; 0: the device's figure */
     const char *stats_path;    /* routing statistics (moex profile) for the pinned experts, or NULL */
     bool no_overlap;           /* run device and CPU experts one after the other */
@@ -159,8 +178,8 @@ MOEX_API char *moex_chat_apply(const moex_model *m, const struct moex_chat_messa
 
 /* ---- Contexts. */
 struct moex_context_params {
-    int n_ctx;                 /* tokens; 0: min(4096, trained) */
-    int n_batch;               /* most tokens per forward pass; 0: 512 */
+    int n_ctx;                 /* tokens; 0: min(4096, trained); at most 2^24 */
+    int n_batch;               /* most tokens per forward pass; 0: 512; above n_ctx x sequences: that */
     bool kv_f32;               /* KV cache in f32 (default f16) */
     bool trace;                /* record a timeline (moex_context_write_trace) */
 };
@@ -171,12 +190,20 @@ MOEX_API int moex_n_ctx(const moex_context *c);
 /* Tokens the context holds (evaluated). */
 MOEX_API int moex_n_past(const moex_context *c);
 /* Evaluates tokens[0..n) after what the context holds; the last token's
- * logits are then moex_logits. -1 on error, the context then emptied. */
+ * logits are then moex_logits. n = 0 does nothing. -1 on error (n < 0, an
+ * id outside the vocabulary, too many tokens, an evaluation that fails),
+ * and then, as for every evaluating call (moex_eval_all_logits,
+ * moex_prefill, moex_eval_batch): none of the call's tokens is kept, the
+ * context holds what it held before, and there are no logits (moex_logits
+ * NULL) until the next evaluation. */
 MOEX_API int moex_eval(moex_context *c, const int32_t *tokens, int n);
 /* Makes the context hold exactly tokens[0..n): keeps the longest common
  * prefix of what it holds (at least one token is evaluated, for logits),
  * forgets the rest and evaluates the remainder. The conversations of a chat
- * thus cost only their new tokens. -1 on error. */
+ * thus cost only their new tokens. -1 on error, by moex_eval's rule: a
+ * prompt refused (n <= 0, too long, an id outside the vocabulary) leaves
+ * the context as it was; an evaluation that fails leaves it holding the
+ * common prefix. No logits either way. */
 MOEX_API int moex_prefill(moex_context *c, const int32_t *tokens, int n);
 /* Forgets positions >= n_past. */
 MOEX_API void moex_truncate(moex_context *c, int n_past);
@@ -191,13 +218,17 @@ struct moex_sampler_params {
     float top_p;           /* >= 1: off */
     float min_p;           /* <= 0: off */
     float repeat_penalty;  /* 1: off */
-    int repeat_last_n;     /* tokens the penalty looks back over */
+    int repeat_last_n;     /* tokens the penalty looks back over, 0 .. 2^20 */
     uint64_t seed;
 };
 MOEX_API void moex_sampler_params_default(struct moex_sampler_params *p);
+/* NULL with an error for parameters out of range: repeat_last_n outside
+ * 0 .. 2^20, repeat_penalty not > 0, a NaN. */
 MOEX_API moex_sampler *moex_sampler_new(const moex_model *m, const struct moex_sampler_params *p);
 MOEX_API void moex_sampler_free(moex_sampler *s);
-/* Records a token of the context (for the repetition penalty). */
+/* Records a token of the context (for the repetition penalty). An id
+ * outside the vocabulary (< 0 or >= n_vocab) is ignored: not recorded,
+ * with an error in moex_last_error(). */
 MOEX_API void moex_sampler_accept(moex_sampler *s, int32_t id);
 /* Draws from the context's last logits (the repetition penalty rewrites
  * them in place) and records the token; -1 on error. */
@@ -249,7 +280,8 @@ MOEX_API moex_context *moex_context_new_seqs(moex_model *m, const struct moex_co
 /* Evaluates tokens[i] after what sequence seq_ids[i] holds, for i < n; a
  * sequence's tokens go in the order given, interleaved with others' or not.
  * Each sequence in the batch then has the logits of its last token. -1 on
- * error, the sequences of the batch then emptied. */
+ * error, by moex_eval's rule: the sequences of the batch hold what they held
+ * before, without logits. */
 MOEX_API int moex_eval_batch(moex_context *c, const int32_t *tokens, const int32_t *seq_ids, int n);
 /* (n_vocab) logits of sequence seq's last evaluated token; NULL before any. */
 MOEX_API const float *moex_seq_logits(const moex_context *c, int seq);

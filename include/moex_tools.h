@@ -71,7 +71,7 @@ MOEX_API bool moex_chat_template_known(const moex_model *m);
 /* moex_eval with the logits of every position into logits (n, n_vocab):
  * teacher-forced evaluation; moex_logits is then the last row. */
 MOEX_API int moex_eval_all_logits(moex_context *c, const int32_t *tokens, int n, float *logits);
-/* How many of tokens[0..n) the context holds already, from the start. */
+/* How many of tokens[0..n) the context holds already, from the start; -1 on error. */
 MOEX_API int moex_shared_prefix(const moex_context *c, const int32_t *tokens, int n);
 /* The sequences of a context (moex_context_new_seqs). */
 MOEX_API int moex_n_seq(const moex_context *c);

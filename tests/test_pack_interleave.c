@@ -180,7 +180,7 @@ static void flip_host_byte(uint8_t *d, size_t size) {
 
 static void old_version(uint8_t *d, size_t size) {
     (void)size;
-    pf_put32(d + PF_H_VERSION, 1);
+    pf_put32(d + PF_H_VERSION, PF_VERSION - 1);
 }
 
 /* The last matrix in layout variant 7, with every checksum repaired. */
@@ -256,7 +256,7 @@ int main(void) {
         const char *model;
     } refused[] = {
         { "a damaged matrix", "bad checksum in section host data", flip_host_byte, NULL },
-        { "an older version", "pack file version 1; this moex reads version 2", old_version, NULL },
+        { "an older version", "pack file version 2; this moex reads version 3", old_version, NULL },
         { "another model", "packed from another model", NULL, "models/qwen3moe-o1-Q5_K_M.gguf" },
         { "not a pack file", "not a moex pack file", NULL, NULL },
     };

@@ -337,7 +337,7 @@ static void test_refusals(void) {
         struct damage d;
         uint64_t flip;     /* byte to flip, or ~0 */
         size_t keep;       /* bytes to keep (truncation), or 0 */
-        int patch;         /* 1: version 1; 2: layout AMX with a valid header; 3: version 3 */
+        int patch;         /* 1: the version before; 2: layout AMX with a valid header; 3: the version after */
     } cases[] = {
         { { "a flipped header byte", PACKFILE_E_CHECKSUM, "bad checksum in section header" }, PF_H_BUDGET + 1, 0, 0 },
         { { "a flipped plan byte", PACKFILE_E_CHECKSUM, "bad checksum in section plan" }, plan_at + 2, 0, 0 },
@@ -349,8 +349,8 @@ static void test_refusals(void) {
           scales_at + 26 * pf_get32(file + PF_H_SCALE_STRIDE) + 5, 0, 0 },
         { { "a truncated file", PACKFILE_E_TRUNCATED, "truncated" }, ~0ull, size / 2, 0 },
         { { "a truncated header", PACKFILE_E_TRUNCATED, "shorter than the 512-byte header" }, ~0ull, 100, 0 },
-        { { "an older version", PACKFILE_E_VERSION, "pack file version 1; this moex reads version 2" }, ~0ull, 0, 1 },
-        { { "a newer version", PACKFILE_E_VERSION, "pack file version 3" }, ~0ull, 0, 3 },
+        { { "an older version", PACKFILE_E_VERSION, "pack file version 2; this moex reads version 3" }, ~0ull, 0, 1 },
+        { { "a newer version", PACKFILE_E_VERSION, "pack file version 4" }, ~0ull, 0, 3 },
         { { "another device layout", PACKFILE_E_LAYOUT, "packed for device cpu (layout amx" }, ~0ull, 0, 2 },
     };
     int seen_status[16] = { 0 };
@@ -360,7 +360,7 @@ static void test_refusals(void) {
         memcpy(copy, file, size);
         size_t n = c->keep ? c->keep : size;
         if (c->flip != ~0ull) copy[c->flip] ^= 0x10;
-        if (c->patch == 1 || c->patch == 3) pf_put32(copy + PF_H_VERSION, c->patch == 1 ? 1 : 3);
+        if (c->patch == 1 || c->patch == 3) pf_put32(copy + PF_H_VERSION, c->patch == 1 ? PF_VERSION - 1 : PF_VERSION + 1);
         if (c->patch == 2) {
             pf_put32(copy + PF_H_LAYOUT, PACK_AMX);
             fix_header_checksum(copy);

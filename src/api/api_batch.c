@@ -5,7 +5,6 @@
 #include "api/api_impl.h"
 
 #include "model/context.h"
-#include "text/sampler.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +47,7 @@ void api_seqs_free(moex_context *c) {
 }
 
 moex_context *moex_context_new_seqs(moex_model *m, const struct moex_context_params *p, int n_seq) {
+    API_CHECK(m, NULL);
     if (n_seq < 1) return moex_errorf("a context needs at least one sequence, not %d", n_seq), NULL;
     moex_context *c = api_context_new(m, p, n_seq);
     if (!c || n_seq == 1) return c;
@@ -63,10 +63,28 @@ oom:
     return moex_errorf("out of memory"), NULL;
 }
 
-int moex_n_seq(const moex_context *c) { return context_n_seq(c->ctx); }
+int moex_n_seq(const moex_context *c) {
+    API_CHECK(c, -1);
+    return context_n_seq(c->ctx);
+}
 
-int moex_eval_batch(moex_context *c, const int32_t *tokens, const int32_t *seq_ids, int n) {
-    if (n <= 0) return 0;
+/* The sequences of a batch that fails keep what they held before it
+ * (past[s]), without logits: the rule of moex_eval. */
+static void batch_failed(moex_context *c, const bool *in_batch, const int *past) {
+    for (int s = 0; s < context_n_seq(c->ctx); s++) {
+        if (!in_batch[s]) continue;
+        struct seq_view v = view(c, s);
+        if (context_seq_n_past(c->ctx, s) > past[s]) context_seq_truncate(c->ctx, s, past[s]);
+        if (*v.n_tokens > past[s]) *v.n_tokens = past[s];
+        *v.have_logits = false;
+    }
+}
+
+static int eval_batch(moex_context *c, const int32_t *tokens, const int32_t *seq_ids, int n) {
+    if (n < 0) return moex_errorf("%d tokens to evaluate: a count cannot be negative", n);
+    if (n == 0) return 0;
+    if (!tokens) return api_null("moex_eval_batch", "tokens");
+    if (!seq_ids) return api_null("moex_eval_batch", "seq_ids");
     int n_seq = context_n_seq(c->ctx);
     for (int i = 0; i < n; i++)
         if (!seq_ok(c, seq_ids[i])) return -1;
@@ -74,8 +92,9 @@ int moex_eval_batch(moex_context *c, const int32_t *tokens, const int32_t *seq_i
      * tokens are known from the start (then the batch's are appended). */
     float **logits = malloc(sizeof *logits * (size_t)n_seq);
     bool *known = calloc((size_t)n_seq, sizeof *known), *in_batch = calloc((size_t)n_seq, sizeof *in_batch);
+    int *past = calloc((size_t)n_seq, sizeof *past);
     int rc = -1;
-    if (!logits || !known || !in_batch) { moex_errorf("out of memory"); goto done; }
+    if (!logits || !known || !in_batch || !past) { moex_errorf("out of memory"); goto done; }
     for (int s = 0; s < n_seq; s++) {
         struct seq_view v = view(c, s);
         logits[s] = v.logits;
@@ -85,12 +104,12 @@ int moex_eval_batch(moex_context *c, const int32_t *tokens, const int32_t *seq_i
         if (in_batch[s]) continue;
         struct seq_view v = view(c, s);
         in_batch[s] = true;
-        known[s] = *v.n_tokens == context_seq_n_past(c->ctx, s);
+        past[s] = context_seq_n_past(c->ctx, s);
+        known[s] = *v.n_tokens == past[s];
         *v.have_logits = false;
     }
     if (context_eval_seqs(c->ctx, tokens, seq_ids, n, logits) != 0) {
-        for (int s = 0; s < n_seq; s++) /* unknown: the next prefill evaluates everything */
-            if (in_batch[s]) { *view(c, s).n_tokens = 0; context_seq_truncate(c->ctx, s, 0); }
+        batch_failed(c, in_batch, past);
         goto done;
     }
     for (int i = 0; i < n; i++) {
@@ -105,19 +124,33 @@ done:
     free(logits);
     free(known);
     free(in_batch);
+    free(past);
+    return rc;
+}
+
+int moex_eval_batch(moex_context *c, const int32_t *tokens, const int32_t *seq_ids, int n) {
+    if (api_enter(c, __func__)) return -1;
+    int rc = eval_batch(c, tokens, seq_ids, n);
+    api_leave(c);
     return rc;
 }
 
 const float *moex_seq_logits(const moex_context *c, int seq) {
+    API_CHECK(c, NULL);
     if (!seq_ok(c, seq)) return NULL;
     struct seq_view v = view(c, seq);
     return *v.have_logits ? v.logits : NULL;
 }
 
-int moex_seq_n_past(const moex_context *c, int seq) { return seq_ok(c, seq) ? context_seq_n_past(c->ctx, seq) : -1; }
+int moex_seq_n_past(const moex_context *c, int seq) {
+    API_CHECK(c, -1);
+    return seq_ok(c, seq) ? context_seq_n_past(c->ctx, seq) : -1;
+}
 
 int moex_seq_shared_prefix(const moex_context *c, int seq, const int32_t *tokens, int n) {
-    if (!seq_ok(c, seq)) return 0;
+    API_CHECK(c, -1);
+    if (!tokens && n > 0) return api_null(__func__, "tokens");
+    if (!seq_ok(c, seq)) return -1;
     struct seq_view v = view(c, seq);
     int past = context_seq_n_past(c->ctx, seq), keep = 0, held = *v.n_tokens < past ? *v.n_tokens : past;
     while (keep < held && keep < n && v.tokens[keep] == tokens[keep]) keep++;
@@ -125,24 +158,29 @@ int moex_seq_shared_prefix(const moex_context *c, int seq, const int32_t *tokens
 }
 
 void moex_seq_truncate(moex_context *c, int seq, int n_past) {
-    if (!seq_ok(c, seq)) return;
+    if (api_enter(c, __func__)) return;
     if (n_past < 0) n_past = 0;
-    if (n_past >= context_seq_n_past(c->ctx, seq)) return;
-    struct seq_view v = view(c, seq);
-    context_seq_truncate(c->ctx, seq, n_past);
-    if (*v.n_tokens > n_past) *v.n_tokens = n_past;
-    *v.have_logits = false;
+    if (seq_ok(c, seq) && n_past < context_seq_n_past(c->ctx, seq)) {
+        struct seq_view v = view(c, seq);
+        context_seq_truncate(c->ctx, seq, n_past);
+        if (*v.n_tokens > n_past) *v.n_tokens = n_past;
+        *v.have_logits = false;
+    }
+    api_leave(c);
 }
 
 void moex_seq_checkpoint(moex_context *c, int seq) {
+    if (api_enter(c, __func__)) return;
     if (seq_ok(c, seq)) context_seq_checkpoint(c->ctx, seq);
+    api_leave(c);
 }
 
 int32_t moex_sample_seq(moex_sampler *s, const moex_context *c, int seq) {
+    API_CHECK(s, -1);
+    if (api_enter(c, __func__)) return -1;
     const float *logits = moex_seq_logits(c, seq);
-    if (!logits) return moex_errorf("moex_sample_seq: sequence %d has no logits yet", seq), -1;
-    /* the penalties rewrite the logits in place; the next eval replaces them */
-    int32_t id = sampler_sample(s->s, (float *)logits);
-    sampler_accept(s->s, id);
+    int32_t id = logits ? api_sample(s, (float *)logits)
+                        : moex_errorf("moex_sample_seq: sequence %d has no logits yet", seq);
+    api_leave(c);
     return id;
 }

@@ -29,8 +29,10 @@ static uint64_t decode_bytes_per_token(const struct model *m) {
 }
 
 void moex_model_get_info(const moex_model *mm, struct moex_model_info *out) {
-    const struct model *m = mm->model;
+    API_CHECK_VOID(out);
     memset(out, 0, sizeof *out);
+    if (!mm) { api_null(__func__, "m"); return; }
+    const struct model *m = mm->model;
     out->arch = m->arch ? m->arch->name : "";
     if (gguf_get_u32(m->file, "general.file_type", &out->file_type) != 0) out->file_type = UINT32_MAX;
     out->n_layers = m->hp.n_layers;
@@ -41,7 +43,9 @@ void moex_model_get_info(const moex_model *mm, struct moex_model_info *out) {
 }
 
 void moex_context_phase_counters(const moex_context *c, enum moex_phase phase, struct moex_phase_counters *out) {
+    API_CHECK_VOID(out);
     memset(out, 0, sizeof *out);
+    API_CHECK_VOID(c);
     if ((unsigned)phase >= MOE_PHASES) return;
     const struct moe_phase_counters *k = moe_executor_counters(context_executor(c->ctx), (enum moe_phase)phase);
     *out = (struct moex_phase_counters){
@@ -51,14 +55,21 @@ void moex_context_phase_counters(const moex_context *c, enum moex_phase phase, s
     };
 }
 
-bool moex_context_device_modelled(const moex_context *c) { return moe_executor_modelled(context_executor(c->ctx)); }
+bool moex_context_device_modelled(const moex_context *c) {
+    API_CHECK(c, false);
+    return moe_executor_modelled(context_executor(c->ctx));
+}
 
 int64_t moex_context_simulated_ns(const moex_context *c, enum moex_phase phase) {
+    API_CHECK(c, -1);
     if ((unsigned)phase >= MOE_PHASES) return 0;
     return moe_executor_simulation_ns(context_executor(c->ctx), (enum moe_phase)phase);
 }
 
 void moex_context_op_times(const moex_context *c, struct moex_op_times *out) {
+    API_CHECK_VOID(out);
+    memset(out, 0, sizeof *out);
+    API_CHECK_VOID(c);
     const struct op_times *t = context_op_times(c->ctx);
     *out = (struct moex_op_times){ t->attn_matmul, t->attention, t->router, t->experts, t->lm_head,
                                    t->shortconv, t->dense_ffn, t->delta_net, t->other,
@@ -66,6 +77,7 @@ void moex_context_op_times(const moex_context *c, struct moex_op_times *out) {
 }
 
 void moex_context_reset_op_times(moex_context *c) {
+    API_CHECK_VOID(c);
     context_reset_op_times(c->ctx);
     c->barriers0 = threadpool_barriers(c->m->pool);
 }
@@ -73,6 +85,8 @@ void moex_context_reset_op_times(moex_context *c) {
 const char *moex_cpu_features(void) { return cpu_features_string(); }
 
 int moex_measure_bandwidth(moex_model *m, int tries, struct moex_bandwidth *out) {
+    API_CHECK(m, -1);
+    API_CHECK(out, -1);
     if (!m->pool) return moex_errorf("%s was loaded for its tokenizer only (vocab_only)", m->path);
     struct membw_result r;
     if (membw_measure(m->pool, 0, tries, &r)) return -1;

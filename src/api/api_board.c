@@ -10,9 +10,13 @@
 
 static const struct dev *pricer_of(const moex_context *c) { return moe_executor_pricer(context_executor(c->ctx)); }
 
-bool moex_context_has_board(const moex_context *c) { return pricer_of(c) != NULL; }
+bool moex_context_has_board(const moex_context *c) {
+    API_CHECK(c, false);
+    return pricer_of(c) != NULL;
+}
 
 double moex_context_board_dense_ns(moex_context *c, int n_tokens, int n_past) {
+    API_CHECK(c, -1);
     const struct dev *d = pricer_of(c);
     if (!d) return moex_errorf("the context's device has no board model (sim figure board=1)");
     if (!c->board_net) {
@@ -29,8 +33,11 @@ double moex_context_board_dense_ns(moex_context *c, int n_tokens, int n_past) {
 }
 
 void moex_context_board_expert_uses(const moex_context *c, uint64_t *hits, uint64_t *misses) {
-    const struct dev *d = pricer_of(c);
+    API_CHECK_VOID(hits);
+    API_CHECK_VOID(misses);
     *hits = *misses = 0;
+    API_CHECK_VOID(c);
+    const struct dev *d = pricer_of(c);
     if (d) dev_caps(d)->pricing->legacy_uses(d, hits, misses);
 }
 

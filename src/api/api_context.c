@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void moex_context_params_default(struct moex_context_params *p) { memset(p, 0, sizeof *p); }
+void moex_context_params_default(struct moex_context_params *p) {
+    API_CHECK_VOID(p);
+    memset(p, 0, sizeof *p);
+}
 
 /* The executor's start-up notes, once per model: a refused pack file with
  * the command that rebuilds it, or why the device is not used. */
@@ -50,7 +53,10 @@ static void log_start_notes(moex_context *c) {
     }
 }
 
-moex_context *moex_context_new(moex_model *m, const struct moex_context_params *p) { return api_context_new(m, p, 1); }
+moex_context *moex_context_new(moex_model *m, const struct moex_context_params *p) {
+    API_CHECK(m, NULL);
+    return api_context_new(m, p, 1);
+}
 
 moex_context *api_context_new(moex_model *m, const struct moex_context_params *p, int n_seq) {
     struct moex_context_params defaults;
@@ -59,6 +65,7 @@ moex_context *api_context_new(moex_model *m, const struct moex_context_params *p
     moex_context *c = calloc(1, sizeof *c);
     if (!c) return moex_errorf("out of memory"), NULL;
     c->m = m;
+    atomic_init(&c->busy, false);
     c->barriers0 = threadpool_barriers(m->pool);
     struct moe_exec_options experts = m->experts;
     experts.progress = m->progress;
@@ -92,22 +99,53 @@ void moex_context_free(moex_context *c) {
     free(c);
 }
 
-int moex_n_ctx(const moex_context *c) { return context_n_ctx(c->ctx); }
-int moex_n_past(const moex_context *c) { return context_n_past(c->ctx); }
-const float *moex_logits(const moex_context *c) { return c->have_logits ? c->logits : NULL; }
+int api_enter(const moex_context *c, const char *function) {
+    if (!c) return api_null(function, "c");
+    if (atomic_exchange(&((moex_context *)c)->busy, true))
+        return moex_errorf("%s: the context is in use by another call (a context belongs to one thread at a time)",
+                           function);
+    return 0;
+}
+
+void api_leave(const moex_context *c) { atomic_store(&((moex_context *)c)->busy, false); }
+
+int moex_n_ctx(const moex_context *c) {
+    API_CHECK(c, -1);
+    return context_n_ctx(c->ctx);
+}
+
+int moex_n_past(const moex_context *c) {
+    API_CHECK(c, -1);
+    return context_n_past(c->ctx);
+}
+
+const float *moex_logits(const moex_context *c) {
+    API_CHECK(c, NULL);
+    return c->have_logits ? c->logits : NULL;
+}
+
+/* The rule of every evaluating call (include/moex.h): one that fails keeps
+ * none of its tokens, the context holds what it held at `past`, and there
+ * are no logits until the next evaluation. */
+static int failed(moex_context *c, int past) {
+    if (context_n_past(c->ctx) > past) context_truncate(c->ctx, past);
+    if (c->n_tokens > past) c->n_tokens = past;
+    c->have_logits = false;
+    return -1;
+}
 
 /* all_logits: (n, n_vocab) of every position, else NULL. */
-static int eval(moex_context *c, const int32_t *tokens, int n, float *all_logits) {
-    if (n <= 0) return 0;
+int api_eval(moex_context *c, const int32_t *tokens, int n, float *all_logits) {
     int past = context_n_past(c->ctx);
+    if (n < 0) return moex_errorf("%d tokens to evaluate: a count cannot be negative", n), failed(c, past);
+    if (n == 0) return 0;
+    if (!tokens) return api_null("moex_eval", "tokens"), failed(c, past);
     if (n > context_n_ctx(c->ctx) - past)
-        return moex_errorf("%d tokens do not fit after %d in the context of %d", n, past, context_n_ctx(c->ctx));
+        return moex_errorf("%d tokens do not fit after %d in the context of %d", n, past, context_n_ctx(c->ctx)),
+               failed(c, past);
     c->have_logits = false;
-    if (context_eval(c->ctx, tokens, n, all_logits ? all_logits : c->logits, all_logits != NULL) != 0) {
-        c->n_tokens = 0; /* unknown: the next prefill evaluates everything */
-        context_truncate(c->ctx, 0);
-        return -1;
-    }
+    if (context_eval(c->ctx, tokens, n, all_logits ? all_logits : c->logits, all_logits != NULL) != 0)
+        return failed(c, past);
     size_t n_vocab = (size_t)c->m->model->hp.n_vocab;
     if (all_logits) memcpy(c->logits, all_logits + (size_t)(n - 1) * n_vocab, sizeof *c->logits * n_vocab);
     if (c->n_tokens == past) { /* tokens are known from the start */
@@ -119,43 +157,74 @@ static int eval(moex_context *c, const int32_t *tokens, int n, float *all_logits
     return 0;
 }
 
-int moex_eval(moex_context *c, const int32_t *tokens, int n) { return eval(c, tokens, n, NULL); }
+int moex_eval(moex_context *c, const int32_t *tokens, int n) {
+    if (api_enter(c, __func__)) return -1;
+    int rc = api_eval(c, tokens, n, NULL);
+    api_leave(c);
+    return rc;
+}
 
 int moex_eval_all_logits(moex_context *c, const int32_t *tokens, int n, float *logits) {
-    if (!logits) return moex_errorf("moex_eval_all_logits: no logits buffer");
-    return eval(c, tokens, n, logits);
+    if (api_enter(c, __func__)) return -1;
+    int rc = logits ? api_eval(c, tokens, n, logits) : (api_null(__func__, "logits"), failed(c, context_n_past(c->ctx)));
+    api_leave(c);
+    return rc;
 }
 
 void moex_truncate(moex_context *c, int n_past) {
+    if (api_enter(c, __func__)) return;
     if (n_past < 0) n_past = 0;
-    if (n_past >= context_n_past(c->ctx)) return;
-    context_truncate(c->ctx, n_past);
-    if (c->n_tokens > n_past) c->n_tokens = n_past;
-    c->have_logits = false;
+    if (n_past < context_n_past(c->ctx)) {
+        context_truncate(c->ctx, n_past);
+        if (c->n_tokens > n_past) c->n_tokens = n_past;
+        c->have_logits = false;
+    }
+    api_leave(c);
 }
 
-int moex_shared_prefix(const moex_context *c, const int32_t *tokens, int n) {
+int api_shared_prefix(const moex_context *c, const int32_t *tokens, int n) {
     int keep = 0, held = c->n_tokens < context_n_past(c->ctx) ? c->n_tokens : context_n_past(c->ctx);
     while (keep < held && keep < n && c->tokens[keep] == tokens[keep]) keep++;
     return keep;
 }
 
-int moex_prefill(moex_context *c, const int32_t *tokens, int n) {
-    if (n <= 0) return moex_errorf("the prompt has no tokens");
+int moex_shared_prefix(const moex_context *c, const int32_t *tokens, int n) {
+    API_CHECK(c, -1);
+    if (!tokens && n > 0) return api_null(__func__, "tokens");
+    return api_shared_prefix(c, tokens, n);
+}
+
+int api_prefill(moex_context *c, const int32_t *tokens, int n) {
+    int past = context_n_past(c->ctx), n_vocab = c->m->model->hp.n_vocab;
+    if (n <= 0) return moex_errorf("the prompt has no tokens"), failed(c, past);
+    if (!tokens) return api_null("moex_prefill", "tokens"), failed(c, past);
     if (n > context_n_ctx(c->ctx))
-        return moex_errorf("the prompt (%d tokens) does not fit the context of %d tokens", n, context_n_ctx(c->ctx));
-    int keep = moex_shared_prefix(c, tokens, n);
+        return moex_errorf("the prompt (%d tokens) does not fit the context of %d tokens", n, context_n_ctx(c->ctx)),
+               failed(c, past);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return moex_errorf("token id %d is out of range (vocabulary of %d)", tokens[i], n_vocab), failed(c, past);
+    int keep = api_shared_prefix(c, tokens, n);
     if (keep == n) keep--; /* something must be evaluated to get logits */
-    if (keep < context_n_past(c->ctx)) {
+    if (keep < past) {
         context_truncate(c->ctx, keep);
         if (c->n_tokens > keep) c->n_tokens = keep;
     }
     context_checkpoint(c->ctx); /* recurrent state comes back to here cheaply */
-    return moex_eval(c, tokens + keep, n - keep);
+    return api_eval(c, tokens + keep, n - keep, NULL);
+}
+
+int moex_prefill(moex_context *c, const int32_t *tokens, int n) {
+    if (api_enter(c, __func__)) return -1;
+    int rc = api_prefill(c, tokens, n);
+    api_leave(c);
+    return rc;
 }
 
 void moex_context_counters(const moex_context *c, struct moex_counters *out) {
+    API_CHECK_VOID(out);
     memset(out, 0, sizeof *out);
+    API_CHECK_VOID(c);
     const struct moe_executor *e = context_executor(c->ctx);
     for (int p = 0; p < MOE_PHASES; p++) {
         const struct moe_phase_counters *k = moe_executor_counters(e, (enum moe_phase)p);
@@ -171,11 +240,16 @@ void moex_context_counters(const moex_context *c, struct moex_counters *out) {
 }
 
 int moex_context_write_trace(const moex_context *c, const char *path) {
+    API_CHECK(c, -1);
+    API_CHECK(path, -1);
     if (!c->trace) return moex_errorf("the context records no timeline (moex_context_params.trace)");
     return trace_write(c->trace, path);
 }
 
 void moex_context_memory(const moex_context *c, struct moex_memory *out) {
+    API_CHECK_VOID(out);
+    memset(out, 0, sizeof *out);
+    API_CHECK_VOID(c);
     struct context_memory mem;
     context_memory(c->ctx, &mem);
     *out = (struct moex_memory){ mem.kv, mem.conv, mem.recurrent, mem.checkpoint, mem.scratch,
@@ -183,6 +257,7 @@ void moex_context_memory(const moex_context *c, struct moex_memory *out) {
 }
 
 char *moex_context_profile_text(const moex_context *c) {
+    API_CHECK(c, NULL);
     struct api_text t;
     FILE *out = api_text_open(&t);
     if (out) moe_executor_print(context_executor(c->ctx), out);
@@ -190,5 +265,6 @@ char *moex_context_profile_text(const moex_context *c) {
 }
 
 const char *moex_context_note(const moex_context *c) {
+    API_CHECK(c, NULL);
     return c->m->note_said ? "" : moe_executor_note(context_executor(c->ctx));
 }

@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "moe/executor.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 struct board_net;
@@ -40,11 +41,35 @@ struct moex_context {
     int n_tokens, cap;
     uint64_t evaluated;                /* tokens evaluated in all */
     struct api_seq *seqs;              /* (n_seq - 1) sequences 1.. of a multi-sequence context (api_batch.c), or NULL */
+    atomic_bool busy;                  /* a call that evaluates or changes the context is running (api_enter) */
 };
 
 struct moex_sampler {
     struct sampler *s;
 };
+
+/* NULL arguments are refused everywhere (include/moex.h): api_null sets
+ * "FUNCTION: NAME is NULL" and returns -1. */
+int api_null(const char *function, const char *name);
+#define API_CHECK(ptr, ret) do { if (!(ptr)) { api_null(__func__, #ptr); return ret; } } while (0)
+#define API_CHECK_VOID(ptr) do { if (!(ptr)) { api_null(__func__, #ptr); return; } } while (0)
+
+/* A context belongs to one thread at a time: the calls that evaluate or
+ * change it take its busy flag first, so that a second caller (another
+ * thread, or a callback of the first) gets -1 with an error instead of two
+ * calls meeting in the model's threads. api_enter: 0, or -1 with the error
+ * (NULL c included); api_leave gives the flag back. */
+int api_enter(const moex_context *c, const char *function);
+void api_leave(const moex_context *c);
+
+/* The evaluation behind moex_eval, moex_eval_all_logits and moex_prefill,
+ * for callers that hold the context (api_enter). */
+int api_eval(moex_context *c, const int32_t *tokens, int n, float *all_logits);
+int api_prefill(moex_context *c, const int32_t *tokens, int n);
+/* moex_shared_prefix without the checks. */
+int api_shared_prefix(const moex_context *c, const int32_t *tokens, int n);
+/* Draws from logits with s and records the token (moex_sample). */
+int32_t api_sample(moex_sampler *s, float *logits);
 
 /* A context of n_seq sequences (moex_context_new is one of 1); the sequences
  * past the first are api_batch.c's, freed by api_seqs_free. */

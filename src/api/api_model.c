@@ -19,6 +19,8 @@ const char *moex_version(void) { return MOEX_VERSION; }
 
 const char *moex_last_error(void) { return moex_error(); }
 
+int api_null(const char *function, const char *name) { return moex_errorf("%s: %s is NULL", function, name); }
+
 void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, ...) {
     if (!m->log) return;
     char msg[1024];
@@ -30,6 +32,7 @@ void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, .
 }
 
 void moex_model_params_default(struct moex_model_params *p) {
+    API_CHECK_VOID(p);
     memset(p, 0, sizeof *p);
     p->pin_threads = true;
     p->device.device = "none";
@@ -44,6 +47,8 @@ static int dup_opt(const char *s, char **out) {
 }
 
 int moex_pack_path_for(const char *model_path, char *out, size_t size) {
+    API_CHECK(model_path, -1);
+    API_CHECK(out, -1);
     size_t n = strlen(model_path);
     if (n >= 5 && !strcmp(model_path + n - 5, ".gguf")) n -= 5;
     if (n + 6 > size) return moex_errorf("the model path is too long");
@@ -80,12 +85,15 @@ static moex_model *load_vocab(const struct moex_model_params *p) {
 static const char *device_name(const char *d) { return d && *d ? d : "none"; }
 
 moex_model *moex_model_load(const struct moex_model_params *p) {
-    if (!p || !p->path) return moex_errorf("moex_model_load: no model path"), NULL;
+    API_CHECK(p, NULL);
+    if (!p->path) return moex_errorf("moex_model_load: no model path"), NULL;
     if (p->vocab_only) return load_vocab(p);
     const struct moex_device_params *d = &p->device;
     const struct dev_name_info *info = dev_name_info(device_name(d->device));
     if (!info) return moex_errorf("device '%s' is not one of %s", d->device, dev_names()), NULL;
     const char *device = info->name;
+    if (!(d->hot_fraction >= 0 && d->hot_fraction <= 1))
+        return moex_errorf("hot_fraction %g is not a share in 0..1 (0: hot_budget in bytes)", d->hot_fraction), NULL;
     moex_model *m = calloc(1, sizeof *m);
     if (!m) return moex_errorf("out of memory"), NULL;
     m->log = p->log;
@@ -135,12 +143,35 @@ void moex_model_free(moex_model *m) {
     if (counted) api_model_loaded(-1); /* the kernels are no longer in use by it */
 }
 
-const char *moex_model_name(const moex_model *m) { return m->model->name; }
-const char *moex_model_arch(const moex_model *m) { return m->model->arch ? m->model->arch->name : ""; }
-int moex_model_n_vocab(const moex_model *m) { return m->model->hp.n_vocab; }
-int moex_model_n_ctx_train(const moex_model *m) { return m->model->hp.n_ctx_train; }
-uint64_t moex_model_n_params(const moex_model *m) { return m->model->n_params; }
-const char *moex_model_pack_path(const moex_model *m) { return m->pack_path; }
+const char *moex_model_name(const moex_model *m) {
+    API_CHECK(m, NULL);
+    return m->model->name;
+}
+
+const char *moex_model_arch(const moex_model *m) {
+    API_CHECK(m, NULL);
+    return m->model->arch ? m->model->arch->name : "";
+}
+
+int moex_model_n_vocab(const moex_model *m) {
+    API_CHECK(m, -1);
+    return m->model->hp.n_vocab;
+}
+
+int moex_model_n_ctx_train(const moex_model *m) {
+    API_CHECK(m, -1);
+    return m->model->hp.n_ctx_train;
+}
+
+uint64_t moex_model_n_params(const moex_model *m) {
+    API_CHECK(m, 0);
+    return m->model->n_params;
+}
+
+const char *moex_model_pack_path(const moex_model *m) {
+    API_CHECK(m, NULL);
+    return m->pack_path;
+}
 
 int moex_check_sim_figures(const char *spec) {
     struct sim_figures f;
@@ -165,6 +196,7 @@ char *api_text_close(struct api_text *t, bool ok) {
 }
 
 char *moex_file_info(const char *path, bool all_metadata) {
+    API_CHECK(path, NULL);
     struct gguf_file *f = gguf_open(path);
     if (!f) return NULL;
     struct api_text t;

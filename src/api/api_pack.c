@@ -44,6 +44,11 @@ static void layout_result(const struct layout_job *j, struct moex_pack_result *r
 
 int moex_pack(moex_model *m, bool all, moex_file *f, struct moex_pack_result *r) {
     struct atomic_file *file = (struct atomic_file *)f;
+    API_CHECK(f, -1);
+    if (!m || !r) {
+        atomic_file_discard(file);
+        return api_null(__func__, m ? "r" : "m");
+    }
     if (!m->model->arch) {
         atomic_file_discard(file);
         return moex_errorf("%s was loaded for its tokenizer only (vocab_only)", m->path);

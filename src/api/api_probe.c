@@ -296,6 +296,10 @@ const char *moex_sim_figures_help(void) { return sim_figures_help(); }
 int moex_probe(const struct moex_probe_params *p) {
     static const struct moex_probe_shape default_shapes[] = { {2048, 768}, {768, 2048} };
     static const int default_rows[] = { 1, 8, 16, 32, 64, 128 };
+    API_CHECK(p, -1);
+    if (p->n_shapes < 0 || p->n_rows < 0 || (p->n_shapes && !p->shapes) || (p->n_rows && !p->rows))
+        return moex_errorf("moex_probe: %d shapes and %d rows given with shapes %s and rows %s", p->n_shapes, p->n_rows,
+                           p->shapes ? "set" : "NULL", p->rows ? "set" : "NULL");
     const struct moex_probe_shape *shapes = p->n_shapes ? p->shapes : default_shapes;
     int n_shapes = p->n_shapes ? p->n_shapes : 2;
     const int *rows = p->n_rows ? p->rows : default_rows;

@@ -17,6 +17,7 @@ struct moex_routing {
 };
 
 moex_routing *moex_routing_new(moex_context *c) {
+    API_CHECK(c, NULL);
     const struct model *m = c->m->model;
     struct packfile_identity id;
     if (packfile_model_identity(m->file, &id) != PACKFILE_OK) return NULL;
@@ -40,10 +41,22 @@ void moex_routing_free(moex_routing *r) {
     free(r);
 }
 
-void moex_routing_begin_sequence(moex_routing *r) { routing_stats_begin_sequence(r->st); }
-void moex_routing_set_half(moex_routing *r, int half) { routing_stats_set_phase(r->st, half != 0); }
+void moex_routing_begin_sequence(moex_routing *r) {
+    API_CHECK_VOID(r);
+    routing_stats_begin_sequence(r->st);
+}
+
+void moex_routing_set_half(moex_routing *r, int half) {
+    API_CHECK_VOID(r);
+    routing_stats_set_phase(r->st, half != 0);
+}
 
 int moex_routing_write(const moex_routing *r, moex_file *f) {
+    API_CHECK(f, -1);
+    if (!r) {
+        atomic_file_discard((struct atomic_file *)f);
+        return api_null(__func__, "r");
+    }
     return routing_stats_write_file(r->st, (struct atomic_file *)f);
 }
 
@@ -80,6 +93,7 @@ static void report(FILE *out, const struct model *m, const struct routing_stats 
 }
 
 char *moex_routing_report(const moex_routing *r) {
+    API_CHECK(r, NULL);
     struct api_text t;
     FILE *out = api_text_open(&t);
     if (out) report(out, r->c->m->model, r->st);

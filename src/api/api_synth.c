@@ -7,6 +7,7 @@
 #include <string.h>
 
 void moex_synth_params_default(struct moex_synth_params *p) {
+    API_CHECK_VOID(p);
     memset(p, 0, sizeof *p);
     p->skew = p->locality = -1;
     p->seed = -1;
@@ -67,6 +68,7 @@ static enum moex_synth_status resolve(const struct moex_synth_params *in, struct
 }
 
 enum moex_synth_status moex_synth_check(const struct moex_synth_params *in, struct moex_synth_shape *shape) {
+    if (!in) return api_null(__func__, "p"), MOEX_SYNTH_BAD_SHAPE;
     struct synth_params p;
     enum moex_synth_status status = resolve(in, &p);
     if (status == MOEX_SYNTH_OK && shape)
@@ -76,6 +78,8 @@ enum moex_synth_status moex_synth_check(const struct moex_synth_params *in, stru
 }
 
 int moex_synth_write(const struct moex_synth_params *in, const char *path) {
+    if (!in) return api_null(__func__, "p");
+    API_CHECK(path, -1);
     struct synth_params p;
     if (resolve(in, &p) != MOEX_SYNTH_OK) return -1;
     return synth_write(&p, path);

@@ -67,6 +67,7 @@ struct gguf_file {
     const uint8_t *map;          /* whole file */
     uint64_t file_size;
     uint64_t data_offset;        /* start of the tensor data section */
+    uint64_t mtime_ns, inode;    /* the file's modification time (ns since 1970) and inode; 0 for a buffer */
 };
 
 /* Opens and validates path. NULL on any problem, with moex_error() naming the

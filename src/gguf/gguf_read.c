@@ -508,7 +508,12 @@ struct gguf_file *gguf_open(const char *path) {
         moex_errorf("%s: cannot map %zu bytes: %s", path, size, strerror(map_errno));
         return NULL;
     }
-    return open_buffer(map, size, path, size);
+    struct gguf_file *f = open_buffer(map, size, path, size);
+    if (f) {
+        f->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+        f->inode = (uint64_t)st.st_ino;
+    }
+    return f;
 }
 
 void gguf_close(struct gguf_file *f) {

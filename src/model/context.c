@@ -94,8 +94,16 @@ struct context *context_new_seqs(struct model *m, const struct context_params *p
     const struct model_hparams *hp = &m->hp;
     c->m = m;
     c->pool = p->pool;
+    if (p->n_ctx < 0 || p->n_ctx > CONTEXT_MAX_TOKENS || p->n_batch < 0) {
+        if (p->n_batch < 0) moex_errorf("n_batch %d is negative (0: the default)", p->n_batch);
+        else moex_errorf("n_ctx %d is not in 0..%d tokens (0: the default)", p->n_ctx, CONTEXT_MAX_TOKENS);
+        free(c);
+        return NULL;
+    }
     c->n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     c->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    /* A pass never holds more tokens than the sequences have positions. */
+    if ((int64_t)c->n_batch > (int64_t)c->n_ctx * n_seq) c->n_batch = (int)((int64_t)c->n_ctx * n_seq);
     c->n_seq = n_seq;
     c->kv_type = p->kv_type;
     c->kv_elem = p->kv_type == KV_F32 ? 4 : 2;
@@ -117,8 +125,8 @@ struct context *context_new_seqs(struct model *m, const struct context_params *p
     c->run_logits = malloc(max_runs * (size_t)hp->n_vocab * 4);
     if (!c->x || !c->xn || !c->tmp || !c->last_logits || !c->act || !c->run_buf || !c->seq_left || !c->pass_tokens ||
         !c->run_logits) {
+        moex_errorf("out of memory for a context of %d tokens (scratch of a batch of %d)", c->n_ctx, c->n_batch);
         context_free(c);
-        moex_errorf("out of memory for a context of %d tokens", c->n_ctx);
         return NULL;
     }
     struct moe_exec_options cpu_only = { 0 };

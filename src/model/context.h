@@ -22,9 +22,12 @@ typedef void (*route_observer_fn)(void *user, int layer, int n_tokens, int top_k
 
 enum kv_type { KV_F16 = 0, KV_F32 = 1 };
 
+/* The longest context moex makes (n_ctx above it is refused). */
+#define CONTEXT_MAX_TOKENS (1 << 24)
+
 struct context_params {
-    int n_ctx;            /* KV cache length; 0 = min(4096, trained) */
-    int n_batch;          /* most tokens per eval call; 0 = 512 */
+    int n_ctx;            /* KV cache length; 0 = min(4096, trained); at most CONTEXT_MAX_TOKENS */
+    int n_batch;          /* most tokens per eval call; 0 = 512; above n_ctx x sequences: that */
     enum kv_type kv_type;
     struct threadpool *pool;
     const struct moe_exec_options *experts; /* where experts run; NULL: the CPU */

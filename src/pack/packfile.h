@@ -46,10 +46,14 @@ enum packfile_matrix { PACKFILE_GATE = 0, PACKFILE_UP = 1, PACKFILE_DOWN = 2, PA
 
 /* Which GGUF a file was packed from: its size and a hash of its header,
  * metadata and tensor infos in full plus samples of every tensor's data
- * (docs/pack-format.md says which bytes). */
+ * (docs/pack-format.md says which bytes), and the file itself: its
+ * modification time and inode, which change when the file is edited in
+ * place or rewritten between the samples. */
 struct packfile_identity {
     uint64_t gguf_size;
     uint64_t hash;
+    uint64_t mtime_ns;        /* ns since 1970; 0: a model in memory */
+    uint64_t inode;
 };
 
 /* What a file was made for (the header, decoded). */

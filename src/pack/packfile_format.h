@@ -1,6 +1,6 @@
 /* Internal to src/pack (and the fuzz target; gguf_read.c names a pack file
  * given as a model by its magic): the byte layout of pack files,
- * version 2, as docs/pack-format.md specifies it. One place per offset. */
+ * version 3, as docs/pack-format.md specifies it. One place per offset. */
 #ifndef MOEX_PACKFILE_FORMAT_H
 #define MOEX_PACKFILE_FORMAT_H
 
@@ -9,7 +9,7 @@
 
 #define PF_MAGIC "MOEXPACK"
 #define PF_MAGIC_BYTES 8
-#define PF_VERSION 2u
+#define PF_VERSION 3u
 #define PF_HEADER_BYTES 512u
 #define PF_ALIGN 4096u             /* what the writer uses */
 #define PF_ALIGN_MIN 64u           /* what a reader accepts: a power of two in [MIN, MAX] */
@@ -58,6 +58,9 @@ enum {
     PF_H_CODE_STRIDE = 176,  /* bytes between entries' codes: the device slot stride */
     PF_H_SECTIONS = 192,     /* PF_SECTIONS x 32 bytes: kind u32, 0 u32, offset, size, checksum */
     PF_H_N_HOST = 352,       /* entries of the host index: matrices in the CPU's interleaved layout */
+    PF_H_GGUF_MTIME = 360,   /* u64: the GGUF's modification time, ns since 1970 */
+    PF_H_GGUF_INODE = 368,   /* u64: the GGUF's inode */
+    PF_H_RESERVED = 376,     /* to the checksum: 0 */
     PF_H_CHECKSUM = 504,     /* XXH64 of bytes [0, 504) */
 };
 #define PF_SECTION_BYTES 32u

@@ -6,8 +6,10 @@
  * and 4 KiB samples at 4 + size / 16 MiB evenly spaced offsets (the whole
  * tensor when that is smaller). A re-quantized, re-synthesized or edited
  * model changes the header or nearly every sample; an in-place edit of a
- * few bytes between samples goes unseen: the price of a start that reads
- * megabytes, not the whole model. */
+ * few bytes between samples changes the file's modification time (and a
+ * rewrite its inode), which the identity holds too: only an edit between
+ * samples whose time was set back goes unseen, the price of a start that
+ * reads megabytes, not the whole model. */
 #include "pack/packfile.h"
 
 #include "core/error.h"
@@ -48,6 +50,8 @@ int packfile_model_identity(const struct gguf_file *f, struct packfile_identity 
     }
     out->gguf_size = f->file_size;
     out->hash = xxh64_digest(&s);
+    out->mtime_ns = f->mtime_ns;
+    out->inode = f->inode;
     return PACKFILE_OK;
 }
 

@@ -130,6 +130,8 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
 
     in->model.gguf_size = pf_get64(h + PF_H_GGUF_SIZE);
     in->model.hash = pf_get64(h + PF_H_GGUF_HASH);
+    in->model.mtime_ns = pf_get64(h + PF_H_GGUF_MTIME);
+    in->model.inode = pf_get64(h + PF_H_GGUF_INODE);
     uint32_t n_layers = pf_get32(h + PF_H_N_LAYERS), n_expert = pf_get32(h + PF_H_N_EXPERT);
     uint32_t n_embd = pf_get32(h + PF_H_N_EMBD), n_ff = pf_get32(h + PF_H_N_FF);
     if (n_layers < 1 || n_layers > 4096 || n_expert < 1 || n_expert > 65536 || n_embd < 1 || n_embd > PACK_MAX_K ||
@@ -168,7 +170,7 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
     in->n_pinned = (int)n_pinned;
     in->n_entries = (int)n_entries;
     for (uint32_t i = PF_H_N_HOST + 4; i < PF_H_CHECKSUM; i++)
-        if (h[i]) return refuse(name, PACKFILE_E_CORRUPT, "reserved header byte %" PRIu32 " is not zero", i);
+        if (h[i] && (i < PF_H_GGUF_MTIME || i >= PF_H_RESERVED)) return refuse(name, PACKFILE_E_CORRUPT, "reserved header byte %" PRIu32 " is not zero", i);
     if (pf_get32(h + 124) || pf_get64(h + 184))
         return refuse(name, PACKFILE_E_CORRUPT, "reserved header fields are not zero");
     return PACKFILE_OK;
@@ -508,6 +510,11 @@ int packfile_check_model(const struct packfile *pf, const struct packfile_identi
         return refuse(pf->path, PACKFILE_E_MODEL, "packed from another model file (a GGUF of %" PRIu64 " bytes, "
                       "identity %016" PRIx64 "; this model: %" PRIu64 " bytes, identity %016" PRIx64 ")",
                       in->model.gguf_size, in->model.hash, id->gguf_size, id->hash);
+    if (in->model.mtime_ns != id->mtime_ns || in->model.inode != id->inode)
+        return refuse(pf->path, PACKFILE_E_MODEL, "the model file changed since it was packed: modified at %.9f, "
+                      "inode %" PRIu64 ", where the pack file was made from one modified at %.9f, inode %" PRIu64
+                      " (edited in place, rewritten or copied)", id->mtime_ns * 1e-9, id->inode,
+                      in->model.mtime_ns * 1e-9, in->model.inode);
     return PACKFILE_OK;
 }
 

@@ -316,6 +316,8 @@ static int write_tables(struct packfile_writer *w) {
     if (!in->no_device) put_device(h, in);
     pf_put64(h + PF_H_GGUF_SIZE, in->model.gguf_size);
     pf_put64(h + PF_H_GGUF_HASH, in->model.hash);
+    pf_put64(h + PF_H_GGUF_MTIME, in->model.mtime_ns);
+    pf_put64(h + PF_H_GGUF_INODE, in->model.inode);
     pf_put32(h + PF_H_N_LAYERS, (uint32_t)in->n_layers);
     pf_put32(h + PF_H_N_EXPERT, (uint32_t)in->n_expert);
     pf_put32(h + PF_H_N_EMBD, (uint32_t)in->n_embd);

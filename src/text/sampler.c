@@ -1,5 +1,7 @@
 #include "text/sampler.h"
 
+#include "core/error.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@ struct sampler {
     int32_t *recent;      /* ring of the last repeat_last_n tokens */
     int n_recent, next_recent;
     struct candidate *cand;
+    uint8_t *penalized;   /* (n_vocab) set while the penalty visits the ring: once per distinct token */
 };
 
 void sampler_defaults(struct moex_sampler_params *p) {
@@ -28,18 +31,30 @@ void sampler_defaults(struct moex_sampler_params *p) {
     p->seed = 0x5eed;
 }
 
+static int check_params(const struct moex_sampler_params *p, int n_vocab) {
+    if (n_vocab <= 0) return moex_errorf("the sampler needs a vocabulary, not %d tokens", n_vocab);
+    if (isnan(p->temperature) || isnan(p->top_p) || isnan(p->min_p))
+        return moex_errorf("temperature, top_p and min_p must be numbers (not NaN)");
+    if (!(p->repeat_penalty > 0) || isinf(p->repeat_penalty))
+        return moex_errorf("repeat_penalty %g is not a positive number (1: off)", (double)p->repeat_penalty);
+    if (p->repeat_last_n < 0 || p->repeat_last_n > SAMPLER_MAX_LAST_N)
+        return moex_errorf("repeat_last_n %d is not in 0..%d", p->repeat_last_n, SAMPLER_MAX_LAST_N);
+    return 0;
+}
+
 struct sampler *sampler_new(const struct moex_sampler_params *p, int n_vocab) {
+    if (check_params(p, n_vocab)) return NULL;
     struct sampler *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
+    if (!s) return moex_errorf("out of memory"), NULL;
     s->p = *p;
     s->n_vocab = n_vocab;
     s->rng = p->seed * 0x9E3779B97F4A7C15ull + 1;
-    if (s->p.repeat_last_n < 0) s->p.repeat_last_n = 0;
     s->recent = malloc(sizeof *s->recent * (size_t)(s->p.repeat_last_n + 1));
     s->cand = malloc(sizeof *s->cand * (size_t)n_vocab);
-    if (!s->recent || !s->cand) {
+    s->penalized = calloc((size_t)n_vocab, 1);
+    if (!s->recent || !s->cand || !s->penalized) {
         sampler_free(s);
-        return NULL;
+        return moex_errorf("out of memory for a sampler of %d tokens", n_vocab), NULL;
     }
     return s;
 }
@@ -48,14 +63,18 @@ void sampler_free(struct sampler *s) {
     if (!s) return;
     free(s->recent);
     free(s->cand);
+    free(s->penalized);
     free(s);
 }
 
-void sampler_accept(struct sampler *s, int32_t token) {
-    if (s->p.repeat_last_n == 0) return;
+int sampler_accept(struct sampler *s, int32_t token) {
+    if (token < 0 || token >= s->n_vocab)
+        return moex_errorf("token id %d is out of range (vocabulary of %d): not recorded", (int)token, s->n_vocab);
+    if (s->p.repeat_last_n == 0) return 0;
     s->recent[s->next_recent] = token;
     s->next_recent = (s->next_recent + 1) % s->p.repeat_last_n;
     if (s->n_recent < s->p.repeat_last_n) s->n_recent++;
+    return 0;
 }
 
 int32_t argmax(const float *v, int n) {
@@ -81,13 +100,14 @@ static int by_logit_desc(const void *a, const void *b) {
 
 int32_t sampler_sample(struct sampler *s, float *logits) {
     if (s->p.repeat_penalty != 1.0f) {
+        /* Once per distinct token, as the usual implementations do. */
         for (int i = 0; i < s->n_recent; i++) {
-            float *l = &logits[s->recent[i]];
-            /* Once per distinct token, as the usual implementations do. */
-            int seen = 0;
-            for (int j = 0; j < i; j++) seen |= s->recent[j] == s->recent[i];
-            if (!seen) *l = *l > 0 ? *l / s->p.repeat_penalty : *l * s->p.repeat_penalty;
+            int32_t id = s->recent[i];
+            if (s->penalized[id]) continue;
+            s->penalized[id] = 1;
+            logits[id] = logits[id] > 0 ? logits[id] / s->p.repeat_penalty : logits[id] * s->p.repeat_penalty;
         }
+        for (int i = 0; i < s->n_recent; i++) s->penalized[s->recent[i]] = 0;
     }
     if (s->p.temperature <= 0) return argmax(logits, s->n_vocab);
 

@@ -9,13 +9,19 @@
 
 void sampler_defaults(struct moex_sampler_params *p);
 
+/* The longest window the repetition penalty looks back over. */
+#define SAMPLER_MAX_LAST_N (1 << 20)
+
 struct sampler;
+/* NULL with an error for parameters out of range (repeat_last_n above
+ * SAMPLER_MAX_LAST_N, NaN, a penalty <= 0) or out of memory. */
 struct sampler *sampler_new(const struct moex_sampler_params *p, int n_vocab);
 void sampler_free(struct sampler *s);
 /* Picks a token; logits may be modified (penalties). */
 int32_t sampler_sample(struct sampler *s, float *logits);
-/* Records a token of the context (for the repetition penalty). */
-void sampler_accept(struct sampler *s, int32_t token);
+/* Records a token of the context (for the repetition penalty); an id
+ * outside the vocabulary is not recorded: -1 with an error. */
+int sampler_accept(struct sampler *s, int32_t token);
 
 /* Index of the largest value (the first one on ties). */
 int32_t argmax(const float *v, int n);
