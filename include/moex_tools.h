@@ -116,12 +116,17 @@ MOEX_API int64_t moex_context_simulated_ns(const moex_context *c, enum moex_phas
 /* ---- Where the time of the forward passes goes, summed over evaluations
  * since the context was made or reset (nanoseconds). Call while no other
  * thread evaluates the context. */
+#define MOEX_OP_KINDS_MAX 24
+struct moex_op_time {
+    const char *name;                  /* "attention matmuls", "attention", "router", "experts", "lm head",
+                                          "short conv" (lfm2moe), "dense ffn", "delta net" (qwen35moe), ...;
+                                          "other" (embedding, norms, residuals) is the last */
+    bool common;                       /* every architecture has this kind (else only some do) */
+    int64_t ns;
+};
 struct moex_op_times {
-    int64_t attn_matmul, attention, router, experts, lm_head;
-    int64_t shortconv;                 /* short-convolution blocks, their matmuls included (lfm2moe) */
-    int64_t dense_ffn;                 /* dense FFN layers (lfm2moe's leading layers) */
-    int64_t delta_net;                 /* delta-net layers between their projections (qwen35moe) */
-    int64_t other;                     /* the rest: embedding, norms, residuals, ... */
+    int n;                             /* kinds of op, in the library's order */
+    struct moex_op_time op[MOEX_OP_KINDS_MAX];
     uint64_t barriers;                 /* parallel steps of the model's threads (all its contexts) */
 };
 MOEX_API void moex_context_op_times(const moex_context *c, struct moex_op_times *out);

@@ -70,23 +70,23 @@ static void reset_peak_rss(void) {
     fclose(f);
 }
 
-static void print_ops(const char *test, const struct moex_op_times *t, int runs) {
-    double total = (double)(t->attn_matmul + t->attention + t->router + t->experts + t->lm_head + t->other +
-                            t->shortconv + t->dense_ffn + t->delta_net);
+/* Two lines per test: the kinds of op only some architectures have (when
+ * this one has any), then those every one has, "other" last. */
+static void print_ops(FILE *out, const char *test, const struct moex_op_times *t, int runs) {
+    double total = 0;
+    for (int k = 0; k < t->n; k++) total += (double)t->op[k].ns;
     if (total <= 0) return;
-    if (t->shortconv || t->dense_ffn)
-        fprintf(stderr, "%s per run: short conv %.1f ms (%.0f%%), dense ffn %.1f ms (%.0f%%)\n", test,
-                t->shortconv / 1e6 / runs, 100 * t->shortconv / total, t->dense_ffn / 1e6 / runs,
-                100 * t->dense_ffn / total);
-    if (t->delta_net)
-        fprintf(stderr, "%s per run: delta net %.1f ms (%.0f%%)\n", test, t->delta_net / 1e6 / runs,
-                100 * t->delta_net / total);
-    fprintf(stderr, "%s per run: attention matmuls %.1f ms (%.0f%%), attention %.1f ms (%.0f%%), router %.1f ms "
-            "(%.0f%%), experts %.1f ms (%.0f%%), lm head %.1f ms (%.0f%%), other %.1f ms\n", test,
-            t->attn_matmul / 1e6 / runs, 100 * t->attn_matmul / total, t->attention / 1e6 / runs,
-            100 * t->attention / total, t->router / 1e6 / runs, 100 * t->router / total,
-            t->experts / 1e6 / runs, 100 * t->experts / total, t->lm_head / 1e6 / runs,
-            100 * t->lm_head / total, t->other / 1e6 / runs);
+    for (int common = 0; common < 2; common++) {
+        int shown = 0;
+        for (int k = 0; k < t->n; k++) {
+            const struct moex_op_time *o = &t->op[k];
+            if (o->common != (common == 1) || (!common && o->ns == 0)) continue;
+            if (!shown) fprintf(out, "%s per run: ", test);
+            fprintf(out, "%s%s %.1f ms", shown++ ? ", " : "", o->name, o->ns / 1e6 / runs);
+            if (k < t->n - 1) fprintf(out, " (%.0f%%)", 100 * o->ns / total); /* "other" has no share */
+        }
+        if (shown) fputc('\n', out);
+    }
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -245,7 +245,7 @@ int cmd_bench(int argc, char **argv) {
             if (ops) {
                 struct moex_op_times times;
                 moex_context_op_times(s.mc, &times);
-                print_ops(test, &times, (int)reps);
+                print_ops(stderr, test, &times, (int)reps);
                 /* per eval call: a batch for pp, a token for tg */
                 double per_eval = (double)times.barriers / (double)reps / (kind ? n : 1);
                 fprintf(stderr, "%s barriers: %.0f per %s, %.1f per layer\n", test, per_eval, kind ? "token" : "batch",

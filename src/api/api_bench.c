@@ -71,9 +71,11 @@ void moex_context_op_times(const moex_context *c, struct moex_op_times *out) {
     memset(out, 0, sizeof *out);
     API_CHECK_VOID(c);
     const struct op_times *t = context_op_times(c->ctx);
-    *out = (struct moex_op_times){ t->attn_matmul, t->attention, t->router, t->experts, t->lm_head,
-                                   t->shortconv, t->dense_ffn, t->delta_net, t->other,
-                                   threadpool_barriers(c->m->pool) - c->barriers0 };
+    _Static_assert(OP_KINDS <= MOEX_OP_KINDS_MAX, "moex_op_times holds every kind");
+    out->n = OP_KINDS;
+    for (int k = 0; k < OP_KINDS; k++)
+        out->op[k] = (struct moex_op_time){ op_kind_name((enum op_kind)k), op_kind_common((enum op_kind)k), t->ns[k] };
+    out->barriers = threadpool_barriers(c->m->pool) - c->barriers0;
 }
 
 void moex_context_reset_op_times(moex_context *c) {

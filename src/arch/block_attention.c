@@ -285,8 +285,8 @@ static void attention_of(struct context *c, const struct attn_shape *sh, const s
     int64_t t2 = time_ns();
     gate_output(c, sh, w, s, n, quantized, out);
     int64_t t3 = time_ns();
-    c->times.attn_matmul += (t1 - t0) + (t3 - t2);
-    c->times.attention += t2 - t1;
+    c->times.ns[OP_ATTN_MATMUL] += (t1 - t0) + (t3 - t2);
+    c->times.ns[OP_ATTENTION] += t2 - t1;
 }
 
 void attention(struct context *c, const struct attn_shape *sh, const struct attn_weights *w, struct attn_scratch *s,

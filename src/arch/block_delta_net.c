@@ -346,6 +346,6 @@ void delta_net_layer(struct context *c, const struct delta_net_shape *sh, const 
     int64_t t2 = time_ns();
     dense_matmul(c, &w->out, s->o, n, out);
     int64_t t3 = time_ns();
-    c->times.attn_matmul += (t1 - t0) + (t3 - t2);
-    c->times.delta_net += t2 - t1;
+    c->times.ns[OP_ATTN_MATMUL] += (t1 - t0) + (t3 - t2);
+    c->times.ns[OP_DELTA_NET] += t2 - t1;
 }

@@ -45,11 +45,11 @@ void output_head(struct context *c, const float *norm, const struct matrix *head
             rows++;
         }
         if (rows) dense_matmul(c, head, c->xn, rows, logits);
-        c->times.lm_head += time_ns() - t0;
+        c->times.ns[OP_LM_HEAD] += time_ns() - t0;
         return;
     }
     int first = all_logits ? 0 : n - 1;
     rms_norm_rows(c->x + (size_t)first * D, norm, c->xn, n - first, D, eps);
     dense_matmul(c, head, c->xn, n - first, logits ? logits : c->last_logits);
-    c->times.lm_head += time_ns() - t0;
+    c->times.ns[OP_LM_HEAD] += time_ns() - t0;
 }

@@ -186,6 +186,6 @@ void moe_ffn_norm(struct context *c, const struct moe_router *r, int moe_layer, 
     int64_t t1 = time_ns();
     moe_executor_run(c->exec, moe_layer, s->experts, xn, n, s->ids, s->weights, out);
     int64_t t2 = time_ns();
-    c->times.router += t1 - t0;
-    c->times.experts += t2 - t1;
+    c->times.ns[OP_ROUTER] += t1 - t0;
+    c->times.ns[OP_EXPERTS] += t2 - t1;
 }

@@ -45,5 +45,5 @@ void shared_expert_add(struct context *c, const struct shared_expert *w, struct 
         float *o = out + (size_t)t * D;
         for (int i = 0; i < D; i++) o[i] += g * y[i];
     }
-    c->times.experts += time_ns() - t0;
+    c->times.ns[OP_EXPERTS] += time_ns() - t0;
 }

@@ -236,13 +236,13 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
         } else {
             int64_t t1 = time_ns();
             shortconv_layer(c, &L->conv, ws, l, n);
-            c->times.shortconv += time_ns() - t1;
+            c->times.ns[OP_SHORTCONV] += time_ns() - t1;
         }
         if (L->moe_layer < 0) {
             residual_norm_rows(c->pool, c->x, c->tmp, L->ffn_norm, c->xn, n, D, hp->rms_eps);
             int64_t t1 = time_ns();
             ffn_swiglu(c, &L->ffn, ws->ffn, c->xn, n, c->tmp);
-            c->times.dense_ffn += time_ns() - t1;
+            c->times.ns[OP_DENSE_FFN] += time_ns() - t1;
         } else {
             moe_ffn_norm(c, &L->router, L->moe_layer, ws->moe, c->x, c->tmp, L->ffn_norm, hp->rms_eps, c->xn, n, c->tmp);
         }

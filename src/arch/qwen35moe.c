@@ -285,7 +285,7 @@ static int forward(struct context *c, const int32_t *tokens, int n, float *logit
     int64_t t0 = time_ns();
     embed_tokens(&m->token_embd, tokens, n, c->x);
     attn_rope_prepare_runs(ws->attn, &ws->shape, c);
-    c->times.other += time_ns() - t0;
+    c->times.ns[OP_OTHER] += time_ns() - t0;
     const void *xq = attn_input_norm(c, is_delta_net(q, 0) ? NULL : &q->layers[0].attn, c->x, NULL,
                                      q->layers[0].attn_norm, c->xn, n, D, hp->rms_eps);
     for (int l = 0; l < hp->n_layers; l++) {

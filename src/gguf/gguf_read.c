@@ -6,7 +6,7 @@
 #include "gguf/gguf.h"
 #include "gguf/gguf_types.h"
 #include "core/error.h"
-#include "pack/packfile_format.h"
+#include "core/file_magic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -355,7 +355,7 @@ static int read_alignment(struct parser *p, struct gguf_file_impl *impl) {
 
 /* What a file that is not GGUF is likely to be, and what to do, for the message. */
 static const char *instead_of_gguf(const uint8_t *d, uint64_t size) {
-    if (size >= PF_MAGIC_BYTES && !memcmp(d, PF_MAGIC, PF_MAGIC_BYTES))
+    if (size >= MOEX_PACK_MAGIC_BYTES && !memcmp(d, MOEX_PACK_MAGIC, MOEX_PACK_MAGIC_BYTES))
         return "a moex pack file, not a model: the model is the GGUF file it was packed from";
     if (size >= 4 && !memcmp(d, "PK\3\4", 4))
         return "a zip archive (a PyTorch checkpoint?): convert the model to GGUF, e.g. with llama.cpp's "

@@ -245,13 +245,21 @@ int context_seq_n_past(const struct context *c, int seq) {
     return q ? q->n_kept : 0;
 }
 
-/* The sum of every op time: the struct is int64_t fields only, whatever
- * fields architectures add to it. */
+static const struct { const char *name; bool common; } op_kinds[OP_KINDS] = {
+    [OP_ATTN_MATMUL] = { "attention matmuls", true }, [OP_ATTENTION] = { "attention", true },
+    [OP_ROUTER] = { "router", true },                 [OP_EXPERTS] = { "experts", true },
+    [OP_LM_HEAD] = { "lm head", true },               [OP_SHORTCONV] = { "short conv", false },
+    [OP_DENSE_FFN] = { "dense ffn", false },          [OP_DELTA_NET] = { "delta net", false },
+    [OP_OTHER] = { "other", true },
+};
+
+const char *op_kind_name(enum op_kind k) { return (unsigned)k < OP_KINDS ? op_kinds[k].name : "?"; }
+bool op_kind_common(enum op_kind k) { return (unsigned)k < OP_KINDS && op_kinds[k].common; }
+
+/* The sum of every op time. */
 static int64_t timed_ops(const struct op_times *t) {
-    int64_t f[sizeof *t / sizeof(int64_t)], sum = 0;
-    _Static_assert(sizeof *t % sizeof(int64_t) == 0, "struct op_times holds int64_t fields only");
-    memcpy(f, t, sizeof f);
-    for (size_t i = 0; i < sizeof f / sizeof *f; i++) sum += f[i];
+    int64_t sum = 0;
+    for (int k = 0; k < OP_KINDS; k++) sum += t->ns[k];
     return sum;
 }
 
@@ -275,7 +283,7 @@ static int eval_pass(struct context *c, const int32_t *tokens, struct batch_run 
         for (int r = 0; r < n_runs && c->recurrent_total; r++) rewind_state(c, &c->seqs[runs[r].seq]);
     } else {
         int64_t rest = time_ns() - t0 - (timed_ops(&c->times) - counted);
-        if (rest > 0) c->times.other += rest;
+        if (rest > 0) c->times.ns[OP_OTHER] += rest;
         for (int r = 0; r < n_runs; r++) {
             struct sequence *q = &c->seqs[runs[r].seq];
             const int32_t *src = tokens + runs[r].first;

@@ -91,15 +91,28 @@ void context_memory(const struct context *c, struct context_memory *out);
 /* Positions evaluated again after truncations (replays), in total. */
 int64_t context_replayed(const struct context *c);
 
-/* Where the time goes, accumulated over evals (nanoseconds); `other` is the
- * rest of the forward passes' time (embedding, norms, residuals, ...).
- * int64_t fields only: the context sums them. */
+/* Where the time goes, accumulated over evals (nanoseconds), keyed by the
+ * kind of op: a new block adds a kind here and its name in context.c's
+ * table, and the public report (moex_op_times) follows. OP_OTHER is the rest
+ * of the forward passes' time (embedding, norms, residuals, ...). */
+enum op_kind {
+    OP_ATTN_MATMUL,             /* attention's projections (a delta net's too) */
+    OP_ATTENTION,
+    OP_ROUTER,
+    OP_EXPERTS,                 /* routed and shared experts */
+    OP_LM_HEAD,
+    OP_SHORTCONV,               /* short-convolution blocks, their matmuls included (lfm2moe) */
+    OP_DENSE_FFN,               /* dense FFN layers (lfm2moe's leading layers) */
+    OP_DELTA_NET,               /* delta-net layers between their projections: conv, gates, delta rule,
+                                 * gated norm (qwen35moe; the projections are OP_ATTN_MATMUL) */
+    OP_OTHER,
+    OP_KINDS,
+};
+/* "attention matmuls", "short conv", ...; whether every architecture has the kind. */
+const char *op_kind_name(enum op_kind k);
+bool op_kind_common(enum op_kind k);
 struct op_times {
-    int64_t attn_matmul, attention, router, experts, lm_head, other;
-    int64_t shortconv;          /* short-convolution blocks, their matmuls included (lfm2moe) */
-    int64_t dense_ffn;          /* dense FFN layers (lfm2moe's leading layers) */
-    int64_t delta_net;          /* delta-net layers between their projections: conv, gates, delta rule,
-                                 * gated norm (qwen35moe; the projections are attn_matmul) */
+    int64_t ns[OP_KINDS];
 };
 const struct op_times *context_op_times(const struct context *c);
 void context_reset_op_times(struct context *c);

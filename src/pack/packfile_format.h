@@ -1,14 +1,16 @@
-/* Internal to src/pack (and the fuzz target; gguf_read.c names a pack file
- * given as a model by its magic): the byte layout of pack files,
+/* Internal to src/pack (and the fuzz target; the magic is core/file_magic.h's,
+ * which the GGUF reader knows too): the byte layout of pack files,
  * version 3, as docs/pack-format.md specifies it. One place per offset. */
 #ifndef MOEX_PACKFILE_FORMAT_H
 #define MOEX_PACKFILE_FORMAT_H
 
+#include "core/file_magic.h"
+
 #include <stdint.h>
 #include <string.h>
 
-#define PF_MAGIC "MOEXPACK"
-#define PF_MAGIC_BYTES 8
+#define PF_MAGIC MOEX_PACK_MAGIC
+#define PF_MAGIC_BYTES MOEX_PACK_MAGIC_BYTES
 #define PF_VERSION 3u
 #define PF_HEADER_BYTES 512u
 #define PF_ALIGN 4096u             /* what the writer uses */
