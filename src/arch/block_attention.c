@@ -7,6 +7,7 @@
 #include "core/timer.h"
 #include "model/context_impl.h"
 #include "model/model_load.h"
+#include "arch/tensor_names.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -15,12 +16,12 @@
 int attn_bind(struct model *m, struct attn_weights *w, int l, int n_head_kv) {
     const struct model_hparams *hp = &m->hp;
     int D = hp->n_embd, hd = hp->head_dim, q_dim = hp->n_head * hd, kv_dim = n_head_kv * hd;
-    if (model_want_matrix(m, &w->wq, D, q_dim, "blk.%d.attn_q.weight", l) ||
-        model_want_matrix(m, &w->wk, D, kv_dim, "blk.%d.attn_k.weight", l) ||
-        model_want_matrix(m, &w->wv, D, kv_dim, "blk.%d.attn_v.weight", l) ||
-        model_want_matrix(m, &w->wo, q_dim, D, "blk.%d.attn_output.weight", l) ||
-        !(w->q_norm = model_want_vector(m, hd, "blk.%d.attn_q_norm.weight", l)) ||
-        !(w->k_norm = model_want_vector(m, hd, "blk.%d.attn_k_norm.weight", l)))
+    if (model_want_matrix(m, &w->wq, D, q_dim, TN_LAYER(TN_ATTN_Q), l) ||
+        model_want_matrix(m, &w->wk, D, kv_dim, TN_LAYER(TN_ATTN_K), l) ||
+        model_want_matrix(m, &w->wv, D, kv_dim, TN_LAYER(TN_ATTN_V), l) ||
+        model_want_matrix(m, &w->wo, q_dim, D, TN_LAYER(TN_ATTN_OUTPUT), l) ||
+        !(w->q_norm = model_want_vector(m, hd, TN_LAYER(TN_ATTN_Q_NORM), l)) ||
+        !(w->k_norm = model_want_vector(m, hd, TN_LAYER(TN_ATTN_K_NORM), l)))
         return -1;
     return attn_describe(m, w, l);
 }

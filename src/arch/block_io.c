@@ -6,19 +6,20 @@
 #include "gguf/gguf.h"
 #include "model/context_impl.h"
 #include "model/model_load.h"
+#include "arch/tensor_names.h"
 
 int io_bind(struct model *m, const char *final_norm) {
     struct model_hparams *hp = &m->hp;
-    const struct gguf_tensor *emb = gguf_find_tensor(m->file, "token_embd.weight");
+    const struct gguf_tensor *emb = gguf_find_tensor(m->file, TN_TOKEN_EMBD);
     if (!emb) return moex_errorf("%s: tensor 'token_embd.weight' is missing", m->file->path);
     if (emb->ne[1] <= 0 || emb->ne[1] > MODEL_DIM_MAX)
         return moex_errorf("%s: tensor 'token_embd.weight' has an invalid vocabulary size", m->file->path);
     hp->n_vocab = (int)emb->ne[1];
-    if (model_want_matrix(m, &m->token_embd, hp->n_embd, hp->n_vocab, "token_embd.weight") ||
+    if (model_want_matrix(m, &m->token_embd, hp->n_embd, hp->n_vocab, TN_TOKEN_EMBD) ||
         !(m->output_norm = model_want_vector(m, hp->n_embd, "%s", final_norm)))
         return -1;
-    if (!model_has_tensor(m, "output.weight")) m->output = m->token_embd; /* tied embedding */
-    else if (model_want_matrix(m, &m->output, hp->n_embd, hp->n_vocab, "output.weight")) return -1;
+    if (!model_has_tensor(m, TN_OUTPUT)) m->output = m->token_embd; /* tied embedding */
+    else if (model_want_matrix(m, &m->output, hp->n_embd, hp->n_vocab, TN_OUTPUT)) return -1;
     return model_describe_dense(m, DENSE_LM_HEAD, -1, &m->output);
 }
 

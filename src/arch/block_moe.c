@@ -7,6 +7,7 @@
 #include "model/model_load.h"
 #include "moe/executor.h"
 #include "moe/experts.h"
+#include "arch/tensor_names.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,10 +18,10 @@ int moe_bind(struct model *m, struct moe_router *r, int l, int moe_index) {
     struct moe_layer_desc *E = &m->moe_layers[moe_index];
     *E = (struct moe_layer_desc){ .layer = l, .n_expert = hp->n_expert, .n_used = hp->n_expert_used,
                                   .n_ff = hp->n_ff_exp, .n_embd = D };
-    if (model_want_matrix(m, &r->gate_inp, D, hp->n_expert, "blk.%d.ffn_gate_inp.weight", l) ||
-        model_want_experts(m, &E->gate, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_gate_exps.weight", l) ||
-        model_want_experts(m, &E->up, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_up_exps.weight", l) ||
-        model_want_experts(m, &E->down, hp->n_ff_exp, D, hp->n_expert, "blk.%d.ffn_down_exps.weight", l))
+    if (model_want_matrix(m, &r->gate_inp, D, hp->n_expert, TN_LAYER(TN_FFN_GATE_INP), l) ||
+        model_want_experts(m, &E->gate, D, hp->n_ff_exp, hp->n_expert, TN_LAYER(TN_FFN_GATE_EXPS), l) ||
+        model_want_experts(m, &E->up, D, hp->n_ff_exp, hp->n_expert, TN_LAYER(TN_FFN_UP_EXPS), l) ||
+        model_want_experts(m, &E->down, hp->n_ff_exp, D, hp->n_expert, TN_LAYER(TN_FFN_DOWN_EXPS), l))
         return -1;
     return 0;
 }

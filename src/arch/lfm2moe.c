@@ -24,6 +24,7 @@
 #include "gguf/gguf.h"
 #include "model/context_impl.h"
 #include "model/model_load.h"
+#include "arch/tensor_names.h"
 
 #include <float.h>
 #include <stdlib.h>
@@ -117,15 +118,15 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
     const struct model_hparams *hp = &m->hp;
     struct lfm2moe_layer *L = &w->layers[l];
     int D = hp->n_embd;
-    if (!(L->attn_norm = model_want_vector(m, D, "blk.%d.attn_norm.weight", l)) ||
-        !(L->ffn_norm = model_want_vector(m, D, "blk.%d.ffn_norm.weight", l)))
+    if (!(L->attn_norm = model_want_vector(m, D, TN_LAYER(TN_ATTN_NORM), l)) ||
+        !(L->ffn_norm = model_want_vector(m, D, TN_LAYER(TN_FFN_NORM), l)))
         return -1;
     if (L->n_head_kv == 0) {
         L->conv.l_cache = w->l_cache;
         /* The kernel is (n_embd, l_cache) floats: ne = [l_cache, n_embd]. */
-        if (!(L->conv.kernel = model_want_floats(m, w->l_cache, D, "blk.%d.shortconv.conv.weight", l)) ||
-            model_want_matrix(m, &L->conv.in_proj, D, 3 * D, "blk.%d.shortconv.in_proj.weight", l) ||
-            model_want_matrix(m, &L->conv.out_proj, D, D, "blk.%d.shortconv.out_proj.weight", l) ||
+        if (!(L->conv.kernel = model_want_floats(m, w->l_cache, D, TN_LAYER(TN_SHORTCONV_CONV), l)) ||
+            model_want_matrix(m, &L->conv.in_proj, D, 3 * D, TN_LAYER(TN_SHORTCONV_IN_PROJ), l) ||
+            model_want_matrix(m, &L->conv.out_proj, D, D, TN_LAYER(TN_SHORTCONV_OUT_PROJ), l) ||
             model_describe_dense(m, DENSE_SHORTCONV, l, &L->conv.in_proj) ||
             model_describe_dense(m, DENSE_SHORTCONV, l, &L->conv.out_proj))
             return -1;
@@ -134,16 +135,16 @@ static int bind_layer(struct model *m, struct lfm2moe_weights *w, int l) {
     }
     if (l < w->n_dense) {
         L->moe_layer = -1;
-        return model_want_matrix(m, &L->ffn.gate, D, hp->n_ff, "blk.%d.ffn_gate.weight", l) ||
-               model_want_matrix(m, &L->ffn.up, D, hp->n_ff, "blk.%d.ffn_up.weight", l) ||
-               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, "blk.%d.ffn_down.weight", l) ||
+        return model_want_matrix(m, &L->ffn.gate, D, hp->n_ff, TN_LAYER(TN_FFN_GATE), l) ||
+               model_want_matrix(m, &L->ffn.up, D, hp->n_ff, TN_LAYER(TN_FFN_UP), l) ||
+               model_want_matrix(m, &L->ffn.down, hp->n_ff, D, TN_LAYER(TN_FFN_DOWN), l) ||
                        ffn_describe(m, &L->ffn, DENSE_FFN, l)
                    ? -1
                    : 0;
     }
     L->moe_layer = l - w->n_dense;
     L->router = (struct moe_router){ .gating = w->gating, .renormalise = true };
-    if (!(L->router.selection_bias = model_want_vector(m, hp->n_expert, "blk.%d.exp_probs_b.bias", l)) ||
+    if (!(L->router.selection_bias = model_want_vector(m, hp->n_expert, TN_LAYER(TN_EXP_PROBS_B), l)) ||
         moe_bind(m, &L->router, l, L->moe_layer))
         return -1;
     return 0;
@@ -154,7 +155,7 @@ static int bind(struct model *m) {
     struct lfm2moe_weights *w = m->weights;
     /* The final norm is named token_embd_norm in LFM2 files; the head is
      * tied to the embedding. */
-    if (io_bind(m, "token_embd_norm.weight")) return -1;
+    if (io_bind(m, TN_TOKEN_EMBD_NORM)) return -1;
     if (w->vocab_size && w->vocab_size != hp->n_vocab)
         return moex_errorf("%s: lfm2moe.vocab_size is %d but token_embd.weight has %d rows", m->file->path,
                            w->vocab_size, hp->n_vocab);

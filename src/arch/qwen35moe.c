@@ -27,6 +27,7 @@
 #include "gguf/gguf.h"
 #include "model/context_impl.h"
 #include "model/model_load.h"
+#include "arch/tensor_names.h"
 
 #include <float.h>
 #include <stdlib.h>
@@ -146,15 +147,15 @@ static void layer_state(const struct model *m, int layer, struct layer_state *ou
 static int bind_delta_net(struct model *m, const struct qwen35moe *q, struct delta_net_weights *w, int l) {
     int D = m->hp.n_embd, hd = q->dn.dims.head_dim, H = q->dn.dims.n_v_heads;
     int vd = H * hd, ch = (2 * q->dn.dims.n_k_heads + H) * hd;
-    if (model_want_matrix(m, &w->qkv, D, ch, "blk.%d.attn_qkv.weight", l) ||
-        model_want_matrix(m, &w->z, D, vd, "blk.%d.attn_gate.weight", l) ||
-        model_want_matrix(m, &w->beta, D, H, "blk.%d.ssm_beta.weight", l) ||
-        model_want_matrix(m, &w->alpha, D, H, "blk.%d.ssm_alpha.weight", l) ||
-        model_want_matrix(m, &w->conv, q->dn.conv_kernel, ch, "blk.%d.ssm_conv1d.weight", l) ||
-        !(w->dt_bias = model_want_vector(m, H, "blk.%d.ssm_dt.bias", l)) ||
-        !(w->a = model_want_vector(m, H, "blk.%d.ssm_a", l)) ||
-        !(w->norm = model_want_vector(m, hd, "blk.%d.ssm_norm.weight", l)) ||
-        model_want_matrix(m, &w->out, vd, D, "blk.%d.ssm_out.weight", l))
+    if (model_want_matrix(m, &w->qkv, D, ch, TN_LAYER(TN_ATTN_QKV), l) ||
+        model_want_matrix(m, &w->z, D, vd, TN_LAYER(TN_ATTN_GATE), l) ||
+        model_want_matrix(m, &w->beta, D, H, TN_LAYER(TN_SSM_BETA), l) ||
+        model_want_matrix(m, &w->alpha, D, H, TN_LAYER(TN_SSM_ALPHA), l) ||
+        model_want_matrix(m, &w->conv, q->dn.conv_kernel, ch, TN_LAYER(TN_SSM_CONV1D), l) ||
+        !(w->dt_bias = model_want_vector(m, H, TN_LAYER(TN_SSM_DT_BIAS), l)) ||
+        !(w->a = model_want_vector(m, H, TN_LAYER(TN_SSM_A), l)) ||
+        !(w->norm = model_want_vector(m, hd, TN_LAYER(TN_SSM_NORM), l)) ||
+        model_want_matrix(m, &w->out, vd, D, TN_LAYER(TN_SSM_OUT), l))
         return -1;
     if (w->conv.type != QT_F32)
         return moex_errorf("%s: tensor 'blk.%d.ssm_conv1d.weight' must be F32, it is %s", m->file->path, l,
@@ -170,12 +171,12 @@ static int bind_delta_net(struct model *m, const struct qwen35moe *q, struct del
 static int bind_attention(struct model *m, struct attn_weights *w, int l) {
     const struct model_hparams *hp = &m->hp;
     int D = hp->n_embd, hd = hp->head_dim, q_dim = hp->n_head * hd, kv_dim = hp->n_head_kv * hd;
-    if (model_want_matrix(m, &w->wq, D, 2 * q_dim, "blk.%d.attn_q.weight", l) || /* per head [query | gate] */
-        model_want_matrix(m, &w->wk, D, kv_dim, "blk.%d.attn_k.weight", l) ||
-        model_want_matrix(m, &w->wv, D, kv_dim, "blk.%d.attn_v.weight", l) ||
-        model_want_matrix(m, &w->wo, q_dim, D, "blk.%d.attn_output.weight", l) ||
-        !(w->q_norm = model_want_vector(m, hd, "blk.%d.attn_q_norm.weight", l)) ||
-        !(w->k_norm = model_want_vector(m, hd, "blk.%d.attn_k_norm.weight", l)))
+    if (model_want_matrix(m, &w->wq, D, 2 * q_dim, TN_LAYER(TN_ATTN_Q), l) || /* per head [query | gate] */
+        model_want_matrix(m, &w->wk, D, kv_dim, TN_LAYER(TN_ATTN_K), l) ||
+        model_want_matrix(m, &w->wv, D, kv_dim, TN_LAYER(TN_ATTN_V), l) ||
+        model_want_matrix(m, &w->wo, q_dim, D, TN_LAYER(TN_ATTN_OUTPUT), l) ||
+        !(w->q_norm = model_want_vector(m, hd, TN_LAYER(TN_ATTN_Q_NORM), l)) ||
+        !(w->k_norm = model_want_vector(m, hd, TN_LAYER(TN_ATTN_K_NORM), l)))
         return -1;
     return attn_describe(m, w, l);
 }
@@ -188,15 +189,15 @@ static int bind_ffn(struct model *m, const struct qwen35moe *q, struct qwen35moe
     *E = (struct moe_layer_desc){ .layer = l, .n_expert = hp->n_expert, .n_used = hp->n_expert_used,
                                   .n_ff = hp->n_ff_exp, .n_embd = D };
     L->router = (struct moe_router){ .gating = MOE_GATING_SOFTMAX, .renormalise = true };
-    if (!(L->post_attention_norm = model_want_vector(m, D, "blk.%d.post_attention_norm.weight", l)) ||
-        model_want_matrix(m, &L->router.gate_inp, D, hp->n_expert, "blk.%d.ffn_gate_inp.weight", l) ||
-        model_want_experts(m, &E->gate, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_gate_exps.weight", l) ||
-        model_want_experts(m, &E->up, D, hp->n_ff_exp, hp->n_expert, "blk.%d.ffn_up_exps.weight", l) ||
-        model_want_experts(m, &E->down, hp->n_ff_exp, D, hp->n_expert, "blk.%d.ffn_down_exps.weight", l) ||
-        model_want_matrix(m, &L->shexp.gate_inp, D, 1, "blk.%d.ffn_gate_inp_shexp.weight", l) ||
-        model_want_matrix(m, &L->shexp.ffn.gate, D, q->n_ff_shexp, "blk.%d.ffn_gate_shexp.weight", l) ||
-        model_want_matrix(m, &L->shexp.ffn.up, D, q->n_ff_shexp, "blk.%d.ffn_up_shexp.weight", l) ||
-        model_want_matrix(m, &L->shexp.ffn.down, q->n_ff_shexp, D, "blk.%d.ffn_down_shexp.weight", l))
+    if (!(L->post_attention_norm = model_want_vector(m, D, TN_LAYER(TN_POST_ATTENTION_NORM), l)) ||
+        model_want_matrix(m, &L->router.gate_inp, D, hp->n_expert, TN_LAYER(TN_FFN_GATE_INP), l) ||
+        model_want_experts(m, &E->gate, D, hp->n_ff_exp, hp->n_expert, TN_LAYER(TN_FFN_GATE_EXPS), l) ||
+        model_want_experts(m, &E->up, D, hp->n_ff_exp, hp->n_expert, TN_LAYER(TN_FFN_UP_EXPS), l) ||
+        model_want_experts(m, &E->down, hp->n_ff_exp, D, hp->n_expert, TN_LAYER(TN_FFN_DOWN_EXPS), l) ||
+        model_want_matrix(m, &L->shexp.gate_inp, D, 1, TN_LAYER(TN_FFN_GATE_INP_SHEXP), l) ||
+        model_want_matrix(m, &L->shexp.ffn.gate, D, q->n_ff_shexp, TN_LAYER(TN_FFN_GATE_SHEXP), l) ||
+        model_want_matrix(m, &L->shexp.ffn.up, D, q->n_ff_shexp, TN_LAYER(TN_FFN_UP_SHEXP), l) ||
+        model_want_matrix(m, &L->shexp.ffn.down, q->n_ff_shexp, D, TN_LAYER(TN_FFN_DOWN_SHEXP), l))
         return -1;
     return ffn_describe(m, &L->shexp.ffn, DENSE_SHARED_EXPERT, l);
 }
@@ -206,14 +207,14 @@ static int bind_mtp(struct model *m, struct qwen35moe *q, int l) {
     struct qwen35moe_layer *L = &q->layers[l];
     struct qwen35moe_mtp *t = &q->mtp[l - m->hp.n_layers];
     int D = m->hp.n_embd;
-    if (!(L->attn_norm = model_want_vector(m, D, "blk.%d.attn_norm.weight", l)) || bind_attention(m, &L->attn, l) ||
+    if (!(L->attn_norm = model_want_vector(m, D, TN_LAYER(TN_ATTN_NORM), l)) || bind_attention(m, &L->attn, l) ||
         bind_ffn(m, q, L, &t->experts, l) ||
-        model_want_matrix(m, &t->eh_proj, 2 * D, D, "blk.%d.nextn.eh_proj.weight", l) ||
-        !(t->enorm = model_want_vector(m, D, "blk.%d.nextn.enorm.weight", l)) ||
-        !(t->hnorm = model_want_vector(m, D, "blk.%d.nextn.hnorm.weight", l)))
+        model_want_matrix(m, &t->eh_proj, 2 * D, D, TN_LAYER(TN_NEXTN_EH_PROJ), l) ||
+        !(t->enorm = model_want_vector(m, D, TN_LAYER(TN_NEXTN_ENORM), l)) ||
+        !(t->hnorm = model_want_vector(m, D, TN_LAYER(TN_NEXTN_HNORM), l)))
         return -1;
-    if (model_has_tensor(m, "blk.%d.nextn.shared_head_norm.weight", l) &&
-        !(t->shared_head_norm = model_want_vector(m, D, "blk.%d.nextn.shared_head_norm.weight", l)))
+    if (model_has_tensor(m, TN_LAYER(TN_NEXTN_SHARED_HEAD_NORM), l) &&
+        !(t->shared_head_norm = model_want_vector(m, D, TN_LAYER(TN_NEXTN_SHARED_HEAD_NORM), l)))
         return -1;
     return 0;
 }
@@ -221,11 +222,11 @@ static int bind_mtp(struct model *m, struct qwen35moe *q, int l) {
 static int bind(struct model *m) {
     struct model_hparams *hp = &m->hp;
     struct qwen35moe *q = m->weights;
-    if (io_bind(m, "output_norm.weight")) return -1;
+    if (io_bind(m, TN_OUTPUT_NORM)) return -1;
     if (model_alloc_moe(m, hp->n_layers)) return -1;
     for (int l = 0; l < hp->n_layers; l++) {
         struct qwen35moe_layer *L = &q->layers[l];
-        if (!(L->attn_norm = model_want_vector(m, hp->n_embd, "blk.%d.attn_norm.weight", l)) ||
+        if (!(L->attn_norm = model_want_vector(m, hp->n_embd, TN_LAYER(TN_ATTN_NORM), l)) ||
             (is_delta_net(q, l) ? bind_delta_net(m, q, &L->dn, l) : bind_attention(m, &L->attn, l)) ||
             bind_ffn(m, q, L, &m->moe_layers[l], l))
             return -1;

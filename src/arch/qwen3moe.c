@@ -15,6 +15,7 @@
 #include "gguf/gguf.h"
 #include "model/context_impl.h"
 #include "model/model_load.h"
+#include "arch/tensor_names.h"
 
 #include <float.h>
 #include <stdlib.h>
@@ -58,7 +59,7 @@ static void layer_state(const struct model *m, int layer, struct layer_state *ou
 
 static int bind(struct model *m) {
     const struct model_hparams *hp = &m->hp;
-    if (io_bind(m, "output_norm.weight")) return -1;
+    if (io_bind(m, TN_OUTPUT_NORM)) return -1;
     struct qwen3moe_layer *layers = calloc((size_t)hp->n_layers, sizeof *layers);
     m->weights = layers;
     if (!layers || model_alloc_moe(m, hp->n_layers)) return moex_errorf("out of memory");
@@ -66,9 +67,9 @@ static int bind(struct model *m) {
     for (int l = 0; l < hp->n_layers; l++) {
         struct qwen3moe_layer *L = &layers[l];
         L->router = (struct moe_router){ .gating = MOE_GATING_SOFTMAX, .renormalise = true };
-        if (!(L->attn_norm = model_want_vector(m, D, "blk.%d.attn_norm.weight", l)) ||
+        if (!(L->attn_norm = model_want_vector(m, D, TN_LAYER(TN_ATTN_NORM), l)) ||
             attn_bind(m, &L->attn, l, hp->n_head_kv) ||
-            !(L->ffn_norm = model_want_vector(m, D, "blk.%d.ffn_norm.weight", l)) ||
+            !(L->ffn_norm = model_want_vector(m, D, TN_LAYER(TN_FFN_NORM), l)) ||
             moe_bind(m, &L->router, l, l))
             return -1;
     }

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "arch/tensor_names.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +35,8 @@ int board_net_from_model(const struct model *m, struct board_net *out) {
     out->n_head = m->hp.n_head;
     out->key_dim = m->hp.head_dim;
     out->value_dim = m->hp.value_dim;
-    const struct gguf_tensor *head = gguf_find_tensor(m->file, "output.weight");
-    if (!head) head = gguf_find_tensor(m->file, "token_embd.weight"); /* tied */
+    const struct gguf_tensor *head = gguf_find_tensor(m->file, TN_OUTPUT);
+    if (!head) head = gguf_find_tensor(m->file, TN_TOKEN_EMBD); /* tied */
     if (head) out->head = (struct board_matmul){ -1, false, head->ne[0], head->ne[1], (enum qtype)head->type };
     for (uint64_t i = 0; i < m->file->n_tensors; i++) {
         const struct gguf_tensor *t = &m->file->tensors[i];

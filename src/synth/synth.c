@@ -1,6 +1,7 @@
 /* moex synth as a library call: the table of architecture writers, the
  * presets, the tensor types (llama.cpp's rules for the Q4_K_M mix), the
  * checks every shape passes, and the dispatch to the architecture's writer. */
+#include "arch/tensor_names.h"
 #include "synth/synth.h"
 
 #include "arch/arch.h"
@@ -105,15 +106,15 @@ static uint32_t q4_k_m_type(const struct synth_params *p, const char *name) {
     int layer = 0;
     if (sscanf(name, "blk.%d.", &layer) != 1) layer = 0;
     bool eight = p->n_expert == 8; /* llama.cpp special-cases 8-expert models */
-    if (!strcmp(name, "output.weight")) return QT_Q6_K;
+    if (!strcmp(name, TN_OUTPUT)) return QT_Q6_K;
     /* attn_qkv (a delta net's input) counts as attn_v */
-    if (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight")) {
+    if (strstr(name, TN_ATTN_V) || strstr(name, TN_ATTN_QKV)) {
         int i, n;
         attn_v_index(p, layer, &i, &n);
         return eight ? QT_Q8_0 : use_more_bits(i, n) ? QT_Q6_K : QT_Q4_K;
     }
-    if (strstr(name, "attn_k.weight")) return eight ? QT_Q8_0 : QT_Q4_K;
-    if (strstr(name, "attn_output.weight")) return eight ? QT_Q5_K : QT_Q4_K;
+    if (strstr(name, TN_ATTN_K)) return eight ? QT_Q8_0 : QT_Q4_K;
+    if (strstr(name, TN_ATTN_OUTPUT)) return eight ? QT_Q5_K : QT_Q4_K;
     if (strstr(name, "ffn_down")) return use_more_bits(layer, p->n_layers) ? QT_Q6_K : QT_Q4_K;
     return QT_Q4_K;
 }
@@ -123,7 +124,7 @@ uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64
      * delta net's decay vector alone. */
     size_t len = strlen(name);
     if (strstr(name, "_norm.weight") || strstr(name, "ffn_gate_inp") || strstr(name, ".bias") ||
-        strstr(name, "shortconv.conv.weight") || strstr(name, "ssm_conv1d") ||
+        strstr(name, TN_SHORTCONV_CONV) || strstr(name, "ssm_conv1d") ||
         (len > 6 && !strcmp(name + len - 6, ".ssm_a")))
         return QT_F32;
     uint32_t t;
@@ -131,8 +132,8 @@ uint32_t synth_tensor_type(const struct synth_params *p, const char *name, int64
     case SYNTH_Q8_0: t = QT_Q8_0; break;
     case SYNTH_Q4_K: t = QT_Q4_K; break;
     case SYNTH_Q6_K: /* llama.cpp's Q6_K: 8-expert models keep attn_k and attn_v in Q8_0 */
-        t = p->n_expert == 8 && (strstr(name, "attn_k.weight") || strstr(name, "attn_v.weight") ||
-                                 strstr(name, "attn_qkv.weight")) ? QT_Q8_0 : QT_Q6_K;
+        t = p->n_expert == 8 && (strstr(name, TN_ATTN_K) || strstr(name, TN_ATTN_V) ||
+                                 strstr(name, TN_ATTN_QKV)) ? QT_Q8_0 : QT_Q6_K;
         break;
     case SYNTH_Q4_K_M: t = q4_k_m_type(p, name); break;
     default: t = QT_F16; break;

@@ -1,19 +1,20 @@
 /* The tensors a synthetic model is made of: their names and shapes. */
+#include "arch/tensor_names.h"
 #include "synth/synth_design.h"
 
 #include <stdio.h>
 
 static const char *const kind_names[SK_COUNT] = {
-    [SK_OUTPUT] = "output.weight", [SK_OUTPUT_NORM] = "output_norm.weight", [SK_TOKEN_EMBD] = "token_embd.weight",
-    [SK_ATTN_K] = "attn_k", [SK_ATTN_K_NORM] = "attn_k_norm", [SK_ATTN_NORM] = "attn_norm",
-    [SK_ATTN_OUTPUT] = "attn_output", [SK_ATTN_Q] = "attn_q", [SK_ATTN_Q_NORM] = "attn_q_norm",
-    [SK_ATTN_V] = "attn_v", [SK_FFN_DOWN_EXPS] = "ffn_down_exps", [SK_FFN_GATE_EXPS] = "ffn_gate_exps",
-    [SK_FFN_GATE_INP] = "ffn_gate_inp", [SK_FFN_NORM] = "ffn_norm", [SK_FFN_UP_EXPS] = "ffn_up_exps",
+    [SK_OUTPUT] = TN_OUTPUT, [SK_OUTPUT_NORM] = TN_OUTPUT_NORM, [SK_TOKEN_EMBD] = TN_TOKEN_EMBD,
+    [SK_ATTN_K] = TN_ATTN_K, [SK_ATTN_K_NORM] = TN_ATTN_K_NORM, [SK_ATTN_NORM] = TN_ATTN_NORM,
+    [SK_ATTN_OUTPUT] = TN_ATTN_OUTPUT, [SK_ATTN_Q] = TN_ATTN_Q, [SK_ATTN_Q_NORM] = TN_ATTN_Q_NORM,
+    [SK_ATTN_V] = TN_ATTN_V, [SK_FFN_DOWN_EXPS] = TN_FFN_DOWN_EXPS, [SK_FFN_GATE_EXPS] = TN_FFN_GATE_EXPS,
+    [SK_FFN_GATE_INP] = TN_FFN_GATE_INP, [SK_FFN_NORM] = TN_FFN_NORM, [SK_FFN_UP_EXPS] = TN_FFN_UP_EXPS,
 };
 
 void synth_kind_name(enum synth_kind k, int layer, char *out, int out_size) {
     if (k < SK_FIRST_LAYER_KIND) snprintf(out, (size_t)out_size, "%s", kind_names[k]);
-    else snprintf(out, (size_t)out_size, "blk.%d.%s.weight", layer, kind_names[k]);
+    else snprintf(out, (size_t)out_size, "blk.%d.%s", layer, kind_names[k]);
 }
 
 int synth_kind_shape(const struct synth_params *p, int n_vocab, enum synth_kind k, int64_t ne[3]) {

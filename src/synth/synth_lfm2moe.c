@@ -6,6 +6,7 @@
  * (synth_design.h), so expert popularity has the design's skew; the short
  * convolutions and dense FFNs add small random terms, and the selection bias
  * is small enough to keep the skew. */
+#include "arch/tensor_names.h"
 #include "synth/synth_arch.h"
 
 #include "core/error.h"
@@ -140,9 +141,9 @@ static struct synth_tensor *plan_tensors(const struct synth_params *p, int n_voc
     add_kind(p, &pl, n_vocab, SK_TOKEN_EMBD, 0);
     /* Tied embeddings: llama-quantize gives token_embd the output's type. */
     struct synth_tensor *embd = &pl.t[0];
-    embd->type = synth_tensor_type(p, "output.weight", embd->ne[0]);
+    embd->type = synth_tensor_type(p, TN_OUTPUT, embd->ne[0]);
     embd->row_bytes = quant_row_size((enum qtype)embd->type, embd->ne[0]);
-    add(p, &pl, "token_embd_norm.weight", K_FINAL_NORM, 0, 1, D, 1, 1);
+    add(p, &pl, TN_TOKEN_EMBD_NORM, K_FINAL_NORM, 0, 1, D, 1, 1);
 #define LAYER_NAME(s) (snprintf(name, sizeof name, "blk.%d." s, l), name)
     for (int l = 0; l < p->n_layers; l++) {
         bool attn = is_attention(p, l), dense = l < p->n_dense;
@@ -158,12 +159,12 @@ static struct synth_tensor *plan_tensors(const struct synth_params *p, int n_voc
             add_kind(p, &pl, n_vocab, SK_ATTN_V, l);
         }
         if (dense) {
-            add(p, &pl, LAYER_NAME("ffn_down.weight"), K_FFN_DOWN, l, 2, p->n_ff, D, 1);
-            add(p, &pl, LAYER_NAME("ffn_gate.weight"), K_FFN_GATE, l, 2, D, p->n_ff, 1);
+            add(p, &pl, LAYER_NAME(TN_FFN_DOWN), K_FFN_DOWN, l, 2, p->n_ff, D, 1);
+            add(p, &pl, LAYER_NAME(TN_FFN_GATE), K_FFN_GATE, l, 2, D, p->n_ff, 1);
             add_kind(p, &pl, n_vocab, SK_FFN_NORM, l);
-            add(p, &pl, LAYER_NAME("ffn_up.weight"), K_FFN_UP, l, 2, D, p->n_ff, 1);
+            add(p, &pl, LAYER_NAME(TN_FFN_UP), K_FFN_UP, l, 2, D, p->n_ff, 1);
         } else {
-            add(p, &pl, LAYER_NAME("exp_probs_b.bias"), K_EXP_PROBS_B, l, 1, p->n_expert, 1, 1);
+            add(p, &pl, LAYER_NAME(TN_EXP_PROBS_B), K_EXP_PROBS_B, l, 1, p->n_expert, 1, 1);
             add_kind(p, &pl, n_vocab, SK_FFN_DOWN_EXPS, l);
             add_kind(p, &pl, n_vocab, SK_FFN_GATE_EXPS, l);
             add_kind(p, &pl, n_vocab, SK_FFN_GATE_INP, l);
@@ -171,9 +172,9 @@ static struct synth_tensor *plan_tensors(const struct synth_params *p, int n_voc
             add_kind(p, &pl, n_vocab, SK_FFN_UP_EXPS, l);
         }
         if (!attn) {
-            add(p, &pl, LAYER_NAME("shortconv.conv.weight"), K_CONV, l, 2, L_CACHE, D, 1);
-            add(p, &pl, LAYER_NAME("shortconv.in_proj.weight"), K_IN_PROJ, l, 2, D, 3 * D, 1);
-            add(p, &pl, LAYER_NAME("shortconv.out_proj.weight"), K_OUT_PROJ, l, 2, D, D, 1);
+            add(p, &pl, LAYER_NAME(TN_SHORTCONV_CONV), K_CONV, l, 2, L_CACHE, D, 1);
+            add(p, &pl, LAYER_NAME(TN_SHORTCONV_IN_PROJ), K_IN_PROJ, l, 2, D, 3 * D, 1);
+            add(p, &pl, LAYER_NAME(TN_SHORTCONV_OUT_PROJ), K_OUT_PROJ, l, 2, D, D, 1);
         }
     }
 #undef LAYER_NAME

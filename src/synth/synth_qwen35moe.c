@@ -7,6 +7,7 @@
  * in attn_interval). The delta-net layers and the shared expert get
  * well-scaled random weights whose outputs are small next to the residual,
  * so that they do not undo the design. */
+#include "arch/tensor_names.h"
 #include "synth/synth_arch.h"
 
 #include "core/error.h"
@@ -138,41 +139,41 @@ static struct synth_tensor *plan_tensors(const struct synth_params *p, int n_voc
     int64_t D = p->n_embd, hd = p->head_dim, q = (int64_t)p->n_head * hd, kv = (int64_t)p->n_head_kv * hd;
     int64_t E = p->n_expert, F = p->n_ff_exp, FS = p->n_ff_shexp, S = p->ssm_state, H = p->ssm_v_heads;
     int64_t vd = H * S, ch = (2 * p->ssm_k_heads + H) * S;
-    add(p, &pl, "output.weight", SK_OUTPUT, -1, 2, D, n_vocab, 1);
-    add(p, &pl, "output_norm.weight", SK_OUTPUT_NORM, -1, 1, D, 1, 1);
-    add(p, &pl, "token_embd.weight", SK_TOKEN_EMBD, -1, 2, D, n_vocab, 1);
+    add(p, &pl, TN_OUTPUT, SK_OUTPUT, -1, 2, D, n_vocab, 1);
+    add(p, &pl, TN_OUTPUT_NORM, SK_OUTPUT_NORM, -1, 1, D, 1, 1);
+    add(p, &pl, TN_TOKEN_EMBD, SK_TOKEN_EMBD, -1, 2, D, n_vocab, 1);
     for (int l = 0; l < p->n_layers; l++) {
         bool dn = is_delta_net(p, l);
-        if (dn) add(p, &pl, "attn_gate.weight", QK_ATTN_GATE, l, 2, D, vd, 1);
+        if (dn) add(p, &pl, TN_ATTN_GATE, QK_ATTN_GATE, l, 2, D, vd, 1);
         else {
-            add(p, &pl, "attn_k.weight", SK_ATTN_K, l, 2, D, kv, 1);
-            add(p, &pl, "attn_k_norm.weight", SK_ATTN_K_NORM, l, 1, hd, 1, 1);
+            add(p, &pl, TN_ATTN_K, SK_ATTN_K, l, 2, D, kv, 1);
+            add(p, &pl, TN_ATTN_K_NORM, SK_ATTN_K_NORM, l, 1, hd, 1, 1);
         }
-        add(p, &pl, "attn_norm.weight", SK_ATTN_NORM, l, 1, D, 1, 1);
-        if (dn) add(p, &pl, "attn_qkv.weight", QK_ATTN_QKV, l, 2, D, ch, 1);
+        add(p, &pl, TN_ATTN_NORM, SK_ATTN_NORM, l, 1, D, 1, 1);
+        if (dn) add(p, &pl, TN_ATTN_QKV, QK_ATTN_QKV, l, 2, D, ch, 1);
         else {
-            add(p, &pl, "attn_output.weight", SK_ATTN_OUTPUT, l, 2, q, D, 1);
-            add(p, &pl, "attn_q.weight", QK_ATTN_Q, l, 2, D, 2 * q, 1);
-            add(p, &pl, "attn_q_norm.weight", SK_ATTN_Q_NORM, l, 1, hd, 1, 1);
-            add(p, &pl, "attn_v.weight", SK_ATTN_V, l, 2, D, kv, 1);
+            add(p, &pl, TN_ATTN_OUTPUT, SK_ATTN_OUTPUT, l, 2, q, D, 1);
+            add(p, &pl, TN_ATTN_Q, QK_ATTN_Q, l, 2, D, 2 * q, 1);
+            add(p, &pl, TN_ATTN_Q_NORM, SK_ATTN_Q_NORM, l, 1, hd, 1, 1);
+            add(p, &pl, TN_ATTN_V, SK_ATTN_V, l, 2, D, kv, 1);
         }
-        add(p, &pl, "ffn_down_exps.weight", SK_FFN_DOWN_EXPS, l, 3, F, D, E);
-        add(p, &pl, "ffn_down_shexp.weight", QK_SH_DOWN, l, 2, FS, D, 1);
-        add(p, &pl, "ffn_gate_exps.weight", SK_FFN_GATE_EXPS, l, 3, D, F, E);
-        add(p, &pl, "ffn_gate_inp.weight", SK_FFN_GATE_INP, l, 2, D, E, 1);
-        add(p, &pl, "ffn_gate_inp_shexp.weight", QK_SH_GATE_INP, l, 1, D, 1, 1);
-        add(p, &pl, "ffn_gate_shexp.weight", QK_SH_GATE, l, 2, D, FS, 1);
-        add(p, &pl, "ffn_up_exps.weight", SK_FFN_UP_EXPS, l, 3, D, F, E);
-        add(p, &pl, "ffn_up_shexp.weight", QK_SH_UP, l, 2, D, FS, 1);
-        add(p, &pl, "post_attention_norm.weight", SK_FFN_NORM, l, 1, D, 1, 1);
+        add(p, &pl, TN_FFN_DOWN_EXPS, SK_FFN_DOWN_EXPS, l, 3, F, D, E);
+        add(p, &pl, TN_FFN_DOWN_SHEXP, QK_SH_DOWN, l, 2, FS, D, 1);
+        add(p, &pl, TN_FFN_GATE_EXPS, SK_FFN_GATE_EXPS, l, 3, D, F, E);
+        add(p, &pl, TN_FFN_GATE_INP, SK_FFN_GATE_INP, l, 2, D, E, 1);
+        add(p, &pl, TN_FFN_GATE_INP_SHEXP, QK_SH_GATE_INP, l, 1, D, 1, 1);
+        add(p, &pl, TN_FFN_GATE_SHEXP, QK_SH_GATE, l, 2, D, FS, 1);
+        add(p, &pl, TN_FFN_UP_EXPS, SK_FFN_UP_EXPS, l, 3, D, F, E);
+        add(p, &pl, TN_FFN_UP_SHEXP, QK_SH_UP, l, 2, D, FS, 1);
+        add(p, &pl, TN_POST_ATTENTION_NORM, SK_FFN_NORM, l, 1, D, 1, 1);
         if (dn) {
-            add(p, &pl, "ssm_a", QK_SSM_A, l, 1, H, 1, 1);
-            add(p, &pl, "ssm_alpha.weight", QK_SSM_ALPHA, l, 2, D, H, 1);
-            add(p, &pl, "ssm_beta.weight", QK_SSM_BETA, l, 2, D, H, 1);
-            add(p, &pl, "ssm_conv1d.weight", QK_SSM_CONV, l, 2, p->ssm_conv, ch, 1);
-            add(p, &pl, "ssm_dt.bias", QK_SSM_DT, l, 1, H, 1, 1);
-            add(p, &pl, "ssm_norm.weight", QK_SSM_NORM, l, 1, S, 1, 1);
-            add(p, &pl, "ssm_out.weight", QK_SSM_OUT, l, 2, vd, D, 1);
+            add(p, &pl, TN_SSM_A, QK_SSM_A, l, 1, H, 1, 1);
+            add(p, &pl, TN_SSM_ALPHA, QK_SSM_ALPHA, l, 2, D, H, 1);
+            add(p, &pl, TN_SSM_BETA, QK_SSM_BETA, l, 2, D, H, 1);
+            add(p, &pl, TN_SSM_CONV1D, QK_SSM_CONV, l, 2, p->ssm_conv, ch, 1);
+            add(p, &pl, TN_SSM_DT_BIAS, QK_SSM_DT, l, 1, H, 1, 1);
+            add(p, &pl, TN_SSM_NORM, QK_SSM_NORM, l, 1, S, 1, 1);
+            add(p, &pl, TN_SSM_OUT, QK_SSM_OUT, l, 2, vd, D, 1);
         }
     }
     *n_out = pl.n;
