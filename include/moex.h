@@ -274,8 +274,9 @@ MOEX_API int moex_generate(moex_context *c, moex_sampler *s, const int32_t *prom
  * same for one row and for several; else within about 1e-5). The
  * single-sequence functions above work on sequence 0. A context and its
  * sequences belong to one thread at a time, like any context. */
-/* A context of n_seq sequences of p->n_ctx tokens each (memory: n_seq times
- * one sequence's state), one expert executor for all. NULL on error. */
+/* A context of n_seq sequences (1 to 4096) of p->n_ctx tokens each (memory:
+ * n_seq times one sequence's state), one expert executor for all. NULL on
+ * error. */
 MOEX_API moex_context *moex_context_new_seqs(moex_model *m, const struct moex_context_params *p, int n_seq);
 /* Evaluates tokens[i] after what sequence seq_ids[i] holds, for i < n; a
  * sequence's tokens go in the order given, interleaved with others' or not.

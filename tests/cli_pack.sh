@@ -69,7 +69,7 @@ n=$(grep -c "bad checksum in section data" "$tmp/err")
 head -c 100000 "$tmp/m.mxpk" > "$tmp/trunc.mxpk"
 refused "a truncated file" "$tmp/trunc.mxpk" "truncated"
 cp "$tmp/m.mxpk" "$tmp/old.mxpk"; printf '\000' | dd of="$tmp/old.mxpk" bs=1 seek=8 conv=notrunc 2>/dev/null
-refused "an older version" "$tmp/old.mxpk" "pack file version 0; this moex reads version 2"
+refused "an older version" "$tmp/old.mxpk" "pack file version 0; this moex reads version 3"
 refused "not a pack file" "$model" "not a moex pack file"
 expect "pack another model" 0 "$MOEX_BIN" pack -m "$MOEX_ORACLE/models/qwen3moe-o1-Q8_0.gguf" --device cpu \
     -o "$tmp/q8.mxpk" -q

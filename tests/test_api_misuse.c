@@ -63,7 +63,8 @@ static void context_sizes(moex_model *m) {
     CHECK(context_of(m, INT_MAX, 0) == NULL && says("n_ctx 2147483647"));
     CHECK(context_of(m, -1, 0) == NULL && says("n_ctx -1"));
     CHECK(context_of(m, 0, -5) == NULL && says("n_batch -5"));
-    CHECK(moex_context_new_seqs(m, NULL, INT_MAX) == NULL && moex_last_error()[0]);
+    CHECK(moex_context_new_seqs(m, NULL, INT_MAX) == NULL && says("sequences, not 2147483647"));
+    CHECK(moex_context_new_seqs(m, NULL, 0) == NULL && says("sequences, not 0"));
 }
 
 /* A scratch allocation that fails (the address space capped in a child

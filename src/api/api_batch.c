@@ -48,7 +48,6 @@ void api_seqs_free(moex_context *c) {
 
 moex_context *moex_context_new_seqs(moex_model *m, const struct moex_context_params *p, int n_seq) {
     API_CHECK(m, NULL);
-    if (n_seq < 1) return moex_errorf("a context needs at least one sequence, not %d", n_seq), NULL;
     moex_context *c = api_context_new(m, p, n_seq);
     if (!c || n_seq == 1) return c;
     size_t V = (size_t)m->model->hp.n_vocab;

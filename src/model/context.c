@@ -88,7 +88,10 @@ static int alloc_state(struct context *c) {
 struct context *context_new(struct model *m, const struct context_params *p) { return context_new_seqs(m, p, 1); }
 
 struct context *context_new_seqs(struct model *m, const struct context_params *p, int n_seq) {
-    if (n_seq < 1) { moex_errorf("a context needs at least one sequence, not %d", n_seq); return NULL; }
+    if (n_seq < 1 || n_seq > CONTEXT_MAX_SEQS) {
+        moex_errorf("a context holds 1 to %d sequences, not %d", CONTEXT_MAX_SEQS, n_seq);
+        return NULL;
+    }
     struct context *c = calloc(1, sizeof *c);
     if (!c) { moex_errorf("out of memory"); return NULL; }
     const struct model_hparams *hp = &m->hp;

@@ -22,8 +22,9 @@ typedef void (*route_observer_fn)(void *user, int layer, int n_tokens, int top_k
 
 enum kv_type { KV_F16 = 0, KV_F32 = 1 };
 
-/* The longest context moex makes (n_ctx above it is refused). */
+/* The longest context moex makes, and the most sequences in one (more are refused). */
 #define CONTEXT_MAX_TOKENS (1 << 24)
+#define CONTEXT_MAX_SEQS 4096
 
 struct context_params {
     int n_ctx;            /* KV cache length; 0 = min(4096, trained); at most CONTEXT_MAX_TOKENS */
