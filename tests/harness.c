@@ -51,12 +51,22 @@ void *read_whole_file(const char *path, size_t *size) {
 }
 
 static uint64_t rand_state = 0x9e3779b97f4a7c15ull;
-void test_seed(uint64_t seed) { rand_state = seed; }
+void test_seed(uint64_t seed) { rand_state = seed ? seed : 0x9e3779b97f4a7c15ull; }
 uint64_t test_rand(void) {
     rand_state ^= rand_state << 13;
     rand_state ^= rand_state >> 7;
     rand_state ^= rand_state << 17;
     return rand_state;
+}
+
+float test_uniform(void) { return (float)((test_rand() >> 40) * 0x1p-24); }
+
+float test_symmetric(void) { return 2.0f * test_uniform() - 1.0f; }
+
+float test_gauss(void) {
+    float u1 = test_uniform(), u2 = test_uniform();
+    if (u1 < 1e-7f) u1 = 1e-7f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }
 
 int test_finish(void) {

@@ -31,6 +31,11 @@ int test_finish(void);
  * process, which starts at 0x9e3779b97f4a7c15 (test_seed sets it; not 0). */
 void test_seed(uint64_t seed);
 uint64_t test_rand(void);
+/* The same stream as floats: uniform in [0, 1), uniform in [-1, 1), and a
+ * standard normal (Box-Muller). */
+float test_uniform(void);
+float test_symmetric(void);
+float test_gauss(void);
 
 /* Space- or newline-separated integers from a file (oracle id lists); the
  * count read, at most max (0 if the file cannot be read). */

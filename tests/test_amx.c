@@ -30,10 +30,6 @@
 #endif
 
 static uint32_t rnd(void) { return (uint32_t)(test_rand() >> 16); }
-static float gauss(void) {
-    float u = ((float)(rnd() & 0xFFFFFF) + 1.0f) / 16777217.0f, v = (float)(rnd() & 0xFFFFFF) / 16777216.0f;
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
-}
 
 static const float GUARD = -12345.0f;
 
@@ -41,7 +37,7 @@ static const float GUARD = -12345.0f;
  * apart from noise, so that its codes are mostly +-127. */
 static float *make_weight(int K, int N, bool extreme) {
     float *w = malloc((size_t)K * N * sizeof *w);
-    for (size_t i = 0; i < (size_t)K * N; i++) w[i] = extreme ? (rnd() & 1 ? 1.0f : -1.0f) : gauss() * 0.1f;
+    for (size_t i = 0; i < (size_t)K * N; i++) w[i] = extreme ? (rnd() & 1 ? 1.0f : -1.0f) : test_gauss() * 0.1f;
     return w;
 }
 

@@ -21,10 +21,6 @@
 
 static uint32_t rnd(void) { return (uint32_t)(test_rand() >> 16); }
 static float uniform(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() & 0xFFFFFF) / 16777216.0f; }
-static float gauss(void) {
-    float u = uniform(1e-7f, 1.0f), v = uniform(0.0f, 1.0f);
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
-}
 
 /* The AVX2 pack path runs when the CPU has AVX2 and the ISA ceiling allows it. */
 static bool avx2_on(void) { return quant_active_isa() == ISA_AVX2 || quant_active_isa() == ISA_AVX512; }
@@ -50,7 +46,7 @@ static void *make_weight(enum qtype t, int K, int N) {
     for (int n = 0; n < N; n++) {
         char *dst = w + row * (size_t)n;
         float amp = uniform(0.01f, 2.0f);
-        for (int k = 0; k < K; k++) x[k] = amp * gauss();
+        for (int k = 0; k < K; k++) x[k] = amp * test_gauss();
         if (n % 2 == 0 || t == QT_F16 || t == QT_BF16 || t == QT_F32) {
             tr->from_float(x, dst, K);
             continue;
@@ -112,7 +108,7 @@ static void test_rounding_rule(void) {
     /* activations: rows with their own scales; non-finite is an error */
     float act[3][64];
     for (int r = 0; r < 3; r++)
-        for (int k = 0; k < 64; k++) act[r][k] = (float)(r + 1) * gauss();
+        for (int k = 0; k < 64; k++) act[r][k] = (float)(r + 1) * test_gauss();
     int8_t qa[3][64];
     float sa[3];
     CHECK(w8a8_quantize_act(&act[0][0], 3, 64, 64, &qa[0][0], sa) == 0);
@@ -369,7 +365,7 @@ static void test_pack_matrix(struct threadpool *pool) {
     CHECK(pack_bytes(PACK_AMX, K, N) == (size_t)K * N);
     /* a NaN in one row fails the whole matrix */
     float *f = malloc((size_t)K * N * sizeof *f);
-    for (int i = 0; i < K * N; i++) f[i] = gauss();
+    for (int i = 0; i < K * N; i++) f[i] = test_gauss();
     f[K * 70 + 3] = NAN;
     CHECK(pack_matrix(pool, PACK_PATH_BEST, QT_F32, f, K, N, PACK_ROWS, rows, s_rows) == PACK_E_VALUE);
     free(f);
@@ -425,7 +421,7 @@ struct shape {
 /* Activations for M rows of K. */
 static void make_act(int M, int K, int8_t *q, float *scales) {
     float *x = malloc((size_t)M * K * sizeof *x);
-    for (int i = 0; i < M * K; i++) x[i] = gauss() * (1.0f + (float)(i / K % 5));
+    for (int i = 0; i < M * K; i++) x[i] = test_gauss() * (1.0f + (float)(i / K % 5));
     CHECK(w8a8_quantize_act(x, M, K, K, q, scales) == 0);
     free(x);
 }
@@ -567,7 +563,7 @@ static void test_backends_equal(struct threadpool *pool) {
     if (ref) {
         const int K = 33, N = 37, M = 3;
         float *wf = malloc((size_t)K * N * sizeof *wf);
-        for (int i = 0; i < K * N; i++) wf[i] = gauss();
+        for (int i = 0; i < K * N; i++) wf[i] = test_gauss();
         CHECK(dev_pack(ref, 2, QT_F32, wf, K, N) == DEV_OK);
         int8_t *codes = malloc((size_t)K * N), a[M * 33];
         float cs[37], rs[M], o[M * 40];

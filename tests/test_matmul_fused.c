@@ -11,12 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t rng_state = 7;
-static float uniform(void) { /* [-1, 1) */
-    rng_state = rng_state * 1664525u + 1013904223u;
-    return (float)(rng_state >> 8) / (float)(1u << 23) - 1.0f;
-}
-
 enum { COLS = 512, MATS = 6 };
 
 int main(void) {
@@ -30,7 +24,7 @@ int main(void) {
         const struct matrix *wp[MATS];
         for (int k = 0; k < MATS; k++) {
             float *f = malloc(sizeof(float) * COLS * rows[k]);
-            for (int i = 0; i < COLS * rows[k]; i++) f[i] = uniform();
+            for (int i = 0; i < COLS * rows[k]; i++) f[i] = test_symmetric();
             size_t row_bytes = quant_row_size(types[ti], COLS);
             void *data = malloc(row_bytes * rows[k]);
             for (int r = 0; r < rows[k]; r++) tr->from_float(f + (size_t)r * COLS, (char *)data + r * row_bytes, COLS);
@@ -42,7 +36,7 @@ int main(void) {
         for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
             int M = Ms[mi];
             float *x = malloc(sizeof(float) * COLS * M);
-            for (int i = 0; i < COLS * M; i++) x[i] = uniform() * 4.0f;
+            for (int i = 0; i < COLS * M; i++) x[i] = test_symmetric() * 4.0f;
             void *scratch = malloc(matmul_scratch_size(&w[0], M));
             float *want[MATS], *got[MATS];
             for (int k = 0; k < MATS; k++) {

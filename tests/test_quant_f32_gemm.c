@@ -9,12 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t rng = 99;
-static float rnd(void) {
-    rng = rng * 1664525u + 1013904223u;
-    return (float)((int32_t)(rng >> 8) % 20001 - 10000) * 1e-4f;
-}
-
 /* the kernels quant_init(isa) dispatched */
 static void check(enum isa isa, int n, int rows, int acts) {
     const vec_dot_fn dot = quant_traits(QT_F32)->vec_dot;
@@ -24,8 +18,8 @@ static void check(enum isa isa, int n, int rows, int acts) {
     const size_t w_stride = sizeof(float) * (size_t)(n + 3), a_stride = sizeof(float) * (size_t)(n + 5);
     float *w = malloc(w_stride * rows), *a = malloc(a_stride * acts);
     float *got = malloc(sizeof(float) * rows * acts), *want = malloc(sizeof(float) * rows * acts);
-    for (size_t i = 0; i < w_stride / 4 * rows; i++) w[i] = rnd();
-    for (size_t i = 0; i < a_stride / 4 * acts; i++) a[i] = rnd();
+    for (size_t i = 0; i < w_stride / 4 * rows; i++) w[i] = test_symmetric();
+    for (size_t i = 0; i < a_stride / 4 * acts; i++) a[i] = test_symmetric();
     gemm(n, w, w_stride, rows, a, a_stride, acts, got, (size_t)rows);
     for (int c = 0; c < acts; c++)
         for (int r = 0; r < rows; r++)

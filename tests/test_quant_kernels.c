@@ -15,19 +15,6 @@
 #pragma STDC FP_CONTRACT OFF /* d * q + m rounds twice, as in ggml */
 #endif
 
-static uint64_t rng_state;
-static uint64_t rng_next(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float rng_uniform(void) { return (float)((rng_next() >> 40) * 0x1p-24); }
-static float rng_gauss(void) {
-    float u1 = rng_uniform(), u2 = rng_uniform();
-    if (u1 < 1e-7f) u1 = 1e-7f;
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
-}
 
 static const enum qtype weight_types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0,
                                           QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K};
@@ -38,19 +25,19 @@ static const enum qtype weight_types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q
 static void make_weights(enum qtype t, int n, void *dst, int kind) {
     const struct qtype_traits *tr = quant_traits(t);
     float *x = malloc((size_t)n * sizeof(float));
-    float sigma = 0.02f + rng_uniform();
-    for (int i = 0; i < n; i++) x[i] = sigma * rng_gauss() + (kind == 2 ? 0.5f * sigma : 0.0f);
+    float sigma = 0.02f + test_uniform();
+    for (int i = 0; i < n; i++) x[i] = sigma * test_gauss() + (kind == 2 ? 0.5f * sigma : 0.0f);
     tr->from_float(x, dst, n);
     free(x);
     if (kind != 1) return;
     size_t bytes = quant_row_size(t, n);
     uint8_t *p = dst;
     if (t == QT_F32 || t == QT_F16 || t == QT_BF16) return;
-    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rng_next();
+    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)test_rand();
     int nb = n / tr->block_size;
     for (int b = 0; b < nb; b++) {
         uint8_t *blk = p + (size_t)b * tr->type_size;
-        uint16_t d = f32_to_fp16(rng_uniform() * 0.01f), dmin = f32_to_fp16(rng_uniform() * 0.01f);
+        uint16_t d = f32_to_fp16(test_uniform() * 0.01f), dmin = f32_to_fp16(test_uniform() * 0.01f);
         if (t == QT_Q6_K) memcpy(blk + offsetof(struct block_q6_K, d), &d, 2);
         else memcpy(blk, &d, 2);
         if (t == QT_Q4_K || t == QT_Q5_K || t == QT_Q4_1 || t == QT_Q5_1) memcpy(blk + 2, &dmin, 2);
@@ -59,8 +46,8 @@ static void make_weights(enum qtype t, int n, void *dst, int kind) {
 
 static void make_acts(enum qtype act_type, int n, void *dst, int kind) {
     float *x = malloc((size_t)n * sizeof(float));
-    float sigma = 0.1f + 3 * rng_uniform();
-    for (int i = 0; i < n; i++) x[i] = sigma * rng_gauss();
+    float sigma = 0.1f + 3 * test_uniform();
+    for (int i = 0; i < n; i++) x[i] = sigma * test_gauss();
     if (kind == 1) /* a block of zeros and some outliers */
         for (int i = 0; i < n && i < 300; i++) x[i] = i % 97 == 5 ? 40.0f : 0.0f;
     quant_kernels(act_type, ISA_SCALAR)->quantize_act(x, dst, n);
@@ -103,9 +90,9 @@ static void test_dots(void) {
                 int n = ns[ni];
                 size_t wrow = quant_row_size(t, n), arow = quant_row_size(at, n);
                 for (int seed = 0; seed < 4; seed++) {
-                    rng_state = 1000u * (unsigned)seed + (unsigned)n + 77u * (unsigned)t;
+                    test_seed(1000u * (unsigned)seed + (unsigned)n + 77u * (unsigned)t);
                     /* gemm tile shapes up to 9 x 9 with padded strides */
-                    int nw = 1 + (int)(rng_next() % 9), na = 1 + (int)(rng_next() % 9);
+                    int nw = 1 + (int)(test_rand() % 9), na = 1 + (int)(test_rand() % 9);
                     if (seed == 3 && ni == 0) { /* more activation rows than one pass of a tile takes */
                         nw = 13;
                         na = 37;
@@ -167,9 +154,9 @@ static void test_quantize_act(void) {
         size_t bytes = quant_row_size(at, n);
         int compared = 0;
         for (int seed = 0; seed < 8; seed++) {
-            rng_state = 555u + (unsigned)seed;
-            for (int i = 0; i < n; i++) x[i] = rng_gauss() * (seed + 1);
-            if (seed == 1) for (int i = 0; i < n; i++) x[i] = (float)((int)(rng_next() % 255) - 127) * 0.5f; /* ties */
+            test_seed(555u + (unsigned)seed);
+            for (int i = 0; i < n; i++) x[i] = test_gauss() * (seed + 1);
+            if (seed == 1) for (int i = 0; i < n; i++) x[i] = (float)((int)(test_rand() % 255) - 127) * 0.5f; /* ties */
             if (seed == 2) for (int i = 0; i < 512; i++) x[i] = 0.0f;
             if (seed == 3) { x[3] = -500.0f; x[700] = 500.0f; x[300] = 500.0f; x[301] = -500.0f; }
             if (seed == 4) for (int i = 0; i < n; i++) x[i] = (float)(i % 64) / 127.0f * ((i & 1) ? -1 : 1);
@@ -228,8 +215,8 @@ static void test_roundtrip(void) {
     const int n = 256 * 64;
     float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
     void *q = malloc((size_t)n * 4);
-    rng_state = 4242;
-    for (int i = 0; i < n; i++) x[i] = rng_gauss();
+    test_seed(4242);
+    for (int i = 0; i < n; i++) x[i] = test_gauss();
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const struct qtype_traits *tr = quant_traits(cases[c].t);
         tr->from_float(x, q, n);
@@ -290,11 +277,11 @@ static void test_b32_formats(void) {
     enum { NB = 4096 };
     uint8_t *raw = malloc((size_t)NB * 24), *again = malloc((size_t)NB * 24);
     float *y = malloc((size_t)NB * 32 * sizeof *y), *x = malloc((size_t)NB * 32 * sizeof *x);
-    rng_state = 9090;
+    test_seed(9090);
     for (int ti = 0; ti < 3; ti++) {
         enum qtype t = types[ti];
         const struct qtype_traits *tr = quant_traits(t);
-        for (size_t i = 0; i < (size_t)NB * tr->type_size; i++) raw[i] = (uint8_t)rng_next();
+        for (size_t i = 0; i < (size_t)NB * tr->type_size; i++) raw[i] = (uint8_t)test_rand();
         tr->to_float(raw, y, NB * 32);
         int bad = 0;
         for (int b = 0; b < NB; b++)
@@ -305,14 +292,14 @@ static void test_b32_formats(void) {
             }
         CHECKF(bad == 0, "%s: %d values dequantize differently from the written-out formula", tr->name, bad);
         /* the type's quantizer on gaussian rows, with zero and constant blocks */
-        for (int i = 0; i < NB * 32; i++) x[i] = (0.01f + (float)(i / 4096)) * rng_gauss();
+        for (int i = 0; i < NB * 32; i++) x[i] = (0.01f + (float)(i / 4096)) * test_gauss();
         for (int i = 0; i < 64; i++) x[i] = i < 32 ? 0.0f : 0.25f;
         tr->from_float(x, raw, NB * 32);
         tr->to_float(raw, y, NB * 32);
         tr->from_float(y, again, NB * 32);
         CHECKF(memcmp(raw, again, (size_t)NB * tr->type_size) == 0, "%s: quantize(dequantize(q)) != q", tr->name);
     }
-    for (int i = 0; i < NB * 32; i++) x[i] = rng_gauss() * (float)(1 + i % 7);
+    for (int i = 0; i < NB * 32; i++) x[i] = test_gauss() * (float)(1 + i % 7);
     struct block_q8_1 *a = (struct block_q8_1 *)(void *)raw;
     struct block_q8_0 b;
     int bad = 0;

@@ -15,18 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 7;
-static uint64_t rng_next(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float rng_gauss(void) {
-    float u1 = (float)((rng_next() >> 40) * 0x1p-24), u2 = (float)((rng_next() >> 40) * 0x1p-24);
-    if (u1 < 1e-7f) u1 = 1e-7f;
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
-}
 
 /* kind 0: quantized gaussians; kind 1: random bytes with sane fp16 scales
  * (every nibble and 6-bit scale pattern). */
@@ -35,18 +23,18 @@ static void make_rows(enum qtype t, int rows, int n, uint8_t *dst, int kind) {
     float *x = malloc(sizeof(float) * (size_t)n);
     for (int r = 0; r < rows; r++) {
         uint8_t *row = dst + (size_t)r * row_bytes;
-        for (int i = 0; i < n; i++) x[i] = 0.05f * rng_gauss();
+        for (int i = 0; i < n; i++) x[i] = 0.05f * test_gauss();
         quant_traits(t)->from_float(x, row, n);
         if (kind != 1) continue;
-        for (size_t i = 0; i < row_bytes; i++) row[i] = (uint8_t)rng_next();
+        for (size_t i = 0; i < row_bytes; i++) row[i] = (uint8_t)test_rand();
         for (int b = 0; b < n / QK_K; b++) {
             if (t == QT_Q6_K) {
-                ((struct block_q6_K *)row + b)->d = f32_to_fp16((float)(rng_next() % 1000) * 1e-5f);
+                ((struct block_q6_K *)row + b)->d = f32_to_fp16((float)(test_rand() % 1000) * 1e-5f);
                 continue;
             }
             struct block_q4_K *blk = (struct block_q4_K *)row + b;
-            blk->d = f32_to_fp16((float)(rng_next() % 1000) * 1e-5f);
-            blk->dmin = f32_to_fp16((float)(rng_next() % 1000) * 1e-5f);
+            blk->d = f32_to_fp16((float)(test_rand() % 1000) * 1e-5f);
+            blk->dmin = f32_to_fp16((float)(test_rand() % 1000) * 1e-5f);
         }
     }
     free(x);
@@ -55,8 +43,8 @@ static void make_rows(enum qtype t, int rows, int n, uint8_t *dst, int kind) {
 static void make_acts(int cols, int n, uint8_t *dst, size_t stride) {
     float *x = malloc(sizeof(float) * (size_t)n);
     for (int c = 0; c < cols; c++) {
-        float sigma = 0.1f + (float)(rng_next() % 300) * 0.01f;
-        for (int i = 0; i < n; i++) x[i] = sigma * rng_gauss();
+        float sigma = 0.1f + (float)(test_rand() % 300) * 0.01f;
+        for (int i = 0; i < n; i++) x[i] = sigma * test_gauss();
         if (c == 1) for (int i = 0; i < n && i < 300; i++) x[i] = i % 97 == 5 ? 40.0f : 0.0f;
         quant_quantize_act(QT_Q8_K, x, dst + (size_t)c * stride, n);
     }

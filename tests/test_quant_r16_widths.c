@@ -12,23 +12,17 @@
 
 enum { ROWS = 2 * QUANT_R16_ROWS, MAX_M = 48 };
 
-static uint32_t rng = 12345;
-static float rnd(void) {
-    rng = rng * 1664525u + 1013904223u;
-    return (float)((int32_t)(rng >> 8) % 2001 - 1000) * 1e-3f;
-}
-
 static void check(enum qtype t, int n) {
     const size_t rb = quant_row_size(t, n), ab = quant_row_size(QT_Q8_K, n);
     uint8_t *w = malloc(rb * ROWS), *packed = malloc(rb * ROWS), *a = malloc(ab * MAX_M);
     float *x = malloc(sizeof(float) * (size_t)n);
     float *want = malloc(sizeof(float) * ROWS * MAX_M), *got = malloc(sizeof(float) * ROWS * MAX_M);
     for (int r = 0; r < ROWS; r++) {
-        for (int i = 0; i < n; i++) x[i] = rnd() * (1.0f + (float)(r % 5));
+        for (int i = 0; i < n; i++) x[i] = test_symmetric() * (1.0f + (float)(r % 5));
         quant_traits(t)->from_float(x, w + (size_t)r * rb, n);
     }
     for (int c = 0; c < MAX_M; c++) {
-        for (int i = 0; i < n; i++) x[i] = rnd() * 4.0f;
+        for (int i = 0; i < n; i++) x[i] = test_symmetric() * 4.0f;
         quant_quantize_act(QT_Q8_K, x, a + (size_t)c * ab, n);
     }
     CHECK(quant_r16_pack(t, w, rb, ROWS, n, packed) == 0);
