@@ -167,7 +167,7 @@ int cmd_bench(int argc, char **argv) {
             double *modelled_rate = malloc(sizeof(double) * (size_t)(reps + 1));
             enum moex_phase phase = kind == 0 ? MOEX_PHASE_PREFILL : MOEX_PHASE_DECODE;
             double board_dense = 0, board_experts = 0; /* the measured runs' modelled ns */
-            for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up */
+            for (int r = so.no_warmup ? 0 : -1; r < reps && !rc; r++) { /* r = -1: warm-up */
                 moex_truncate(s.mc, 0);
                 if (r == 0) moex_context_reset_op_times(s.mc);
                 struct moex_phase_counters before, pc;

@@ -12,13 +12,17 @@
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: moex chat [-m MODEL] [--system TEXT] [--no-think] [options]\n"
+            "usage: moex chat [-m MODEL] [-sys TEXT] [--no-think] [options]\n"
             "Reads one user message per line from standard input and streams the\n"
             "model's replies (a line of any length is one message). Empty line: ignored;\n"
             "/exit or end of input: quit; /reset: start a new conversation.\n\n"
-            "  -s, --system TEXT     system prompt\n"
+            "  -sys, --system-prompt TEXT  system prompt (--system TEXT: the same)\n"
+            "  -e, --escape          turn \\n, \\t, \\\\, \\xHH... in the system prompt into the\n"
+            "                        characters they name (default, as llama.cpp)\n"
+            "      --no-escape       take the system prompt as typed\n"
             "      --no-think        Qwen3: ask for replies without a thinking block\n"
-            "  -n, --n-predict N     most tokens per reply (default 1024)\n");
+            "  -n, --n-predict N     most tokens per reply (default 1024); -1: until an end of\n"
+            "                        generation or a full context\n");
     sampler_opts_help(out);
     session_opts_help(out);
 }
@@ -69,7 +73,7 @@ int cmd_chat(int argc, char **argv) {
     session_opts_defaults(&so);
     sampler_opts_defaults(&sm);
     const char *system = NULL;
-    bool think = true;
+    bool think = true, escape = true;
     int64_t n_predict = 1024;
     for (int i = 1; i < argc; i++) {
         int r = session_opts_parse(&so, argc, argv, &i);
@@ -78,20 +82,31 @@ int cmd_chat(int argc, char **argv) {
         if (r) continue;
         const char *a = argv[i], *v;
         if (cli_is_help(a)) { help(stdout); return 0; }
-        else if (!strcmp(a, "-s") || !strcmp(a, "--system")) { if (!(system = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-sys") || !strcmp(a, "--system-prompt") || !strcmp(a, "--system")) {
+            if (!(system = cli_value(argc, argv, &i))) return 2;
+        }
+        else if (!strcmp(a, "-e") || !strcmp(a, "--escape")) escape = true;
+        else if (!strcmp(a, "--no-escape")) escape = false;
         else if (!strcmp(a, "--no-think")) think = false;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int("--n-predict", v, 1, 1 << 24, &n_predict)) return 2;
+            if (!(v = cli_value(argc, argv, &i)) || parse_n_predict(v, 1, &n_predict)) return 2;
         } else return cli_usage("chat", "unknown option '%s'", a);
     }
     if (session_opts_finish(&so)) return 2;
+    char *system_text = system ? strdup(system) : NULL;
+    if (system && !system_text) return cli_fail("out of memory");
+    if (system_text && escape) text_unescape(system_text);
+    system = system_text;
     struct session s;
     int opened = session_open(&s, &so);
-    if (opened) return opened;
+    if (opened) { free(system_text); return opened; }
+    if (n_predict > moex_n_ctx(s.mc)) n_predict = moex_n_ctx(s.mc);
+    sampler_opts_finish(&sm); /* the seed is said after the start-up's notes */
     int rc = 1;
     if (!moex_model_has_tokenizer(s.mm)) {
         cli_fail("chat: -m %s: the model has no tokenizer", so.model_path ? so.model_path : default_model_path());
         session_close(&s);
+        free(system_text);
         return 2;
     }
     if (!moex_chat_template_known(s.mm))
@@ -158,6 +173,7 @@ int cmd_chat(int argc, char **argv) {
     rc = 0;
 done:
     free(line);
+    free(system_text);
     conversation_clear(&conv);
     free(conv.msgs);
     free(reply_ids);

@@ -23,8 +23,8 @@ static void help(FILE *out) {
             "  -f, --file FILE       the text of FILE (- for standard input)\n"
             "      --no-parse-special  treat special-token text as plain text\n"
             "  --logits OUT          output file; - writes to standard output (not a terminal)\n");
-    session_opts_help_with(out, &(struct session_help){ .groups = SESSION_ALL, .ctx_default = "the number of tokens",
-                                                        .batch_default = "the number of tokens: one batch" });
+    session_opts_help_with(out, &(struct session_help){ .groups = SESSION_ALL, .ctx_default = "the number of ids",
+                                                        .batch_default = "the number of ids: one batch" });
 }
 
 /* Ids separated by whitespace or commas, each checked as --tokens's are.

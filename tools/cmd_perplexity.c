@@ -40,6 +40,7 @@ static void help(FILE *out) {
             "  -c, --ctx-size N         tokens per chunk (default %d)\n"
             "      --chunks N           at most N chunks (default: all the text holds)\n"
             "  -b, --batch-size N       most tokens per forward pass (default: the chunk)\n"
+            "      --ctx N, --batch N   the same as --ctx-size, --batch-size\n"
             "      --kl-divergence-base FILE  where the reference run's probabilities go (or\n"
             "                           come from, with --kl-divergence)\n"
             "      --kl-divergence      compare this run with --kl-divergence-base FILE\n"

@@ -51,6 +51,7 @@ struct session_opts {
     int n_ctx, n_batch;
     bool kv_f32;                     /* --kv-type f32 */
     bool pin;
+    bool no_warmup;                  /* --no-warmup: bench skips its warm-up run; nothing else has one */
     const char *isa;                 /* --isa: the most the CPU kernels may use (moex_set_isa) */
     bool no_interleave;              /* --no-interleave [MOEX_INTERLEAVE=0] */
     struct moex_device_params experts; /* --device, --hot-budget, --min-m, --stats, --no-overlap, --sim,
