@@ -203,9 +203,9 @@ void session_opts_help_with(FILE *out, const struct session_help *h) {
     unsigned g = h->groups;
     fprintf(out,
             "  -m, --model FILE    GGUF model (default: the built-in small model, made on first use\n"
-            "                      in %s)\n"
-            "  -t, --threads N     worker threads (default: physical cores)\n",
+            "                      in %s)\n",
             default_model_path());
+    if (!h->own_threads) fprintf(out, "  -t, --threads N     worker threads (default: physical cores)\n");
     if (g & SESSION_CONTEXT)
         fprintf(out,
                 "  -c, --ctx-size N    context length in tokens (default: %s)\n"

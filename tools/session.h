@@ -42,6 +42,7 @@ struct session_help {
     const char *ctx_default;         /* -c's default in words; NULL: the library's (min(4096, trained)) */
     const char *batch_default;       /* -b's; NULL: the library's (512) */
     bool device_required;
+    bool own_threads;                /* the command lists -t itself (moex bench: a list) */
 };
 
 struct session_opts {
