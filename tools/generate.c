@@ -119,6 +119,10 @@ struct stream_out {
     int n;
 };
 
+static const volatile sig_atomic_t *stop_flag;
+
+void generate_stop_on(const volatile sig_atomic_t *flag) { stop_flag = flag; }
+
 static int put_token(void *user, int32_t id, const char *text, size_t len) {
     struct stream_out *o = user;
     if (id >= 0) {
@@ -127,7 +131,7 @@ static int put_token(void *user, int32_t id, const char *text, size_t len) {
         o->n++;
     }
     if (o->text_out && len) { fwrite(text, 1, len, o->text_out); fflush(o->text_out); }
-    return 0;
+    return stop_flag && *stop_flag;
 }
 
 int generate(struct session *s, moex_sampler *smp, const int32_t *prompt, int n_prompt, int checkpoint_at,

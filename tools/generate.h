@@ -4,6 +4,7 @@
 
 #include "session.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,10 @@ void text_unescape(char *s);
 /* -n N: N >= 0 tokens, -1 until an end of generation or a full context
  * (*n = INT32_MAX, bounded by the context where it is used). */
 int parse_n_predict(const char *v, int64_t min, int64_t *n);
+
+/* A flag (set by a signal handler) that stops generate() at the next token
+ * when non-zero: the generation then finishes as MOEX_FINISH_CALLBACK. NULL: none. */
+void generate_stop_on(const volatile sig_atomic_t *flag);
 
 /* moex_generate (the context keeps what it shares with the prompt and
  * evaluates the rest), streaming text to `text_out` (when the model has a
