@@ -10,7 +10,7 @@ command -v python3 > /dev/null || { echo "SKIP: no python3 to read the CSV and J
 fail=0
 M=$tmp/tiny.gguf
 "$MOEX_BIN" synth -o "$M" --preset tiny > /dev/null 2>&1 || { echo "FAIL: synth"; exit 1; }
-B="-m $M -p 8,16 -n 3 -pg 4,2 -d 0,5 -t 1,2 -b 4,16 -r 2 --no-roofline --no-pin"
+B="-m $M -p 8,16 -n 3 -pg 4,2 -d 0,5 -t 1,2 -b 4,16 -r 2 --no-warmup --no-roofline --no-pin"
 # 2 threads x 2 batch sizes x 2 depths x (2 pp + 1 tg + 1 pg) = 32 rows
 for f in csv json jsonl; do
     # shellcheck disable=SC2086
