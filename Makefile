@@ -1,5 +1,5 @@
 # Thin wrapper over CMake so that a newcomer needs two commands:
-#   make run    build, then generate text with the built-in small model
+#   make run    build the tool only, then generate text with the built-in small model
 #   make test   build, then run every test (ctest)
 #   make install PREFIX=DIR   build, then install moex, libmoex (.a, .so), moex.h, moex.pc under DIR
 BUILD ?= build
@@ -7,13 +7,19 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all run test install clean
+.PHONY: all configure tool run test install clean
 
-all:
+configure:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+all: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: all
+# Only the tool: no test or benchmark is built before the first token.
+tool: configure
+	cmake --build $(BUILD) -j $(JOBS) --target moex
+
+run: tool
 	./$(BUILD)/moex run
 
 # ctest shows no output of a skipped test: its SKIP line (the reason) is

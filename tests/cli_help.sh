@@ -24,7 +24,7 @@ listed_options() {
     grep -E '^ +-' "$1" | tr ' ' '\n' | sed 's/^[(]//; s/[,;:)]*$//' | grep -E '^--?[a-zA-Z][a-zA-Z0-9-]*$' | sort -u
 }
 
-for c in run chat eval tokenize bench info synth profile probe pack serve; do
+for c in run chat eval tokenize perplexity bench info synth profile probe pack serve; do
     "$MOEX_BIN" "$c" --help > "$tmp/help" 2>&1 || { no "$c --help: exit status"; continue; }
     if [ "$c" = serve ] && grep -q "without HTTP support" "$tmp/help"; then
         echo "note: serve built without HTTP support, its options not checked"
@@ -68,7 +68,7 @@ got=$("$MOEX_BIN" --version) && [ -n "$want" ] && [ "$got" = "$want" ] || no "mo
 "$MOEX_BIN" synth --preset tiny --ctx 1000 -o "$tmp/tiny.gguf" -q 2> "$tmp/err" || { no "synth"; cat "$tmp/err"; exit 1; }
 m=$tmp/tiny.gguf
 ctx_of() { sed -n 's/^moex profile: context of \([0-9]*\) tokens.*/\1/p' "$tmp/err"; }
-ctx_default() { "$MOEX_BIN" "$1" --help | sed -n 's/^ *-c, --ctx N *context length in tokens (default: \(.*\))$/\1/p'; }
+ctx_default() { "$MOEX_BIN" "$1" --help | sed -n 's/^ *-c, --ctx-size N *context length in tokens (default: \(.*\))$/\1/p'; }
 [ "$(ctx_default run)" = "min(4096, trained)" ] || no "run --help: -c default '$(ctx_default run)'"
 "$MOEX_BIN" run -m "$m" -p hi -n 1 -t 1 --no-pin --profile > /dev/null 2> "$tmp/err" || no "run --profile"
 [ "$(ctx_of)" = 1000 ] || no "run: context of '$(ctx_of)' tokens, --help says min(4096, trained) = 1000"

@@ -24,7 +24,7 @@ writer() {
     pack) $wrap "$B" pack -m "$tmp/in/m.gguf" --device cpu -q -t 1 -o "$2" ;;
     logits) $wrap "$B" eval -m "$tmp/in/m.gguf" --tokens "$ids" -t 1 --logits "$2" ;;
     stats) $wrap "$B" profile -m "$tmp/in/wide.gguf" --random-tokens 64 --seq 32 -q -t 1 -o "$2" ;;
-    trace) $wrap "$B" run -m "$tmp/in/m.gguf" --tokens 1,2,3 -n 64 --print-ids -t 1 --trace "$2" ;;
+    trace) $wrap "$B" run -m "$tmp/in/m.gguf" --tokens 1,2,3 -n 64 --ignore-eos --print-ids -t 1 --trace "$2" ;;
     default) MOEX_CACHE=$(dirname "$2") $wrap "$B" tokenize -p hi ;; # OUT is DIR/small.gguf
     esac
 }
@@ -212,10 +212,10 @@ model=$tmp/in/live.gguf
 cp "$model" "$tmp/in/live-copy.gguf"
 "$B" profile -m "$model" --random-tokens 8 -q -o "$tmp/in/live.stats" > /dev/null 2>&1
 if [ "$strace_ok" -eq 1 ]; then
-    "$B" run -m "$tmp/in/live-copy.gguf" -p "Once upon" -n 16 -t 1 > "$tmp/want.txt" 2> /dev/null
+    "$B" run -m "$tmp/in/live-copy.gguf" -p "Once upon" -n 16 --seed 1 -t 1 > "$tmp/want.txt" 2> /dev/null
     rm -f "$tmp/stop.log"
     $trace -o "$tmp/stop.log" -e trace=write -e inject=write:signal=STOP:when=1 \
-        "$B" run -m "$model" -p "Once upon" -n 16 -t 1 > "$tmp/got.txt" 2> "$tmp/run.err" &
+        "$B" run -m "$model" -p "Once upon" -n 16 --seed 1 -t 1 > "$tmp/got.txt" 2> "$tmp/run.err" &
     pid=$!
     tries=0 # bounded: the stop comes within the run's start-up
     while ! grep -q "SIGSTOP" "$tmp/stop.log" 2>/dev/null && [ "$tries" -lt 1200 ]; do tries=$((tries + 1)); sleep 0.05; done

@@ -136,9 +136,9 @@ for c in run chat; do
     bad "$c: --min-p 1.5" 2 "--min-p" "'1.5'" -- "$MOEX_BIN" $c -m "$m" --min-p 1.5
     bad "$c: --repeat-penalty 0" 2 "--repeat-penalty" "'0'" -- "$MOEX_BIN" $c -m "$m" --repeat-penalty 0
     bad "$c: --repeat-last-n x" 2 "--repeat-last-n" "'x'" -- "$MOEX_BIN" $c -m "$m" --repeat-last-n x
-    bad "$c: --seed -1" 2 "--seed" "'-1'" -- "$MOEX_BIN" $c -m "$m" --seed -1
+    bad "$c: --seed -2" 2 "--seed" "'-2'" -- "$MOEX_BIN" $c -m "$m" --seed -2
     bad "$c: --seed 2^64" 2 "--seed" "'18446744073709551616'" -- "$MOEX_BIN" $c -m "$m" --seed 18446744073709551616
-    bad "$c: -n -1" 2 "--n-predict" "'-1'" -- "$MOEX_BIN" $c -m "$m" -n -1
+    bad "$c: -n -2" 2 "--n-predict" "'-2'" -- "$MOEX_BIN" $c -m "$m" -n -2
     bad "$c: --temp without a value" 2 "--temp" -- "$MOEX_BIN" $c -m "$m" --temp
 done
 bad "chat: -n 0" 2 "--n-predict" "'0'" -- "$MOEX_BIN" chat -m "$m" -n 0

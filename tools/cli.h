@@ -18,6 +18,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 /* Strict parsers: the whole string must be a value in range; on failure they
  * print "moex: <what>: invalid value '<s>'" to stderr and return -1. */

@@ -16,9 +16,13 @@ static void help(FILE *out) {
             "Streams the continuation of the prompt, then prints prompt and generation\n"
             "speed (tokens/s) on stderr. Without -m, runs the built-in small model.\n\n"
             "  -p, --prompt TEXT     prompt text (default: \"%s\")\n"
-            "  -f, --file FILE       read the prompt from FILE (- for standard input)\n"
+            "  -e, --escape          turn \\n, \\t, \\\\, \\xHH... in -p into the characters they name\n"
+            "                        (default, as llama.cpp)\n"
+            "      --no-escape       take -p as typed\n"
+            "  -f, --file FILE       read the prompt from FILE (- for standard input; taken as it is)\n"
             "      --tokens IDS      prompt as comma-separated token ids\n"
             "  -n, --n-predict N     tokens to generate (default 128)\n"
+            "                        (-1: until an end of generation or a full context)\n"
             "      --print-ids       print only the generated token ids, on one line, instead of text\n"
             "      --ignore-eos      do not stop at end-of-generation tokens\n"
             "      --no-parse-special  treat <|...|> in the prompt as plain text\n",
@@ -48,7 +52,7 @@ int cmd_run(int argc, char **argv) {
     sampler_opts_defaults(&sm);
     const char *prompt = NULL, *file = NULL, *tokens = NULL;
     int64_t n_predict = 128;
-    bool print_ids = false, ignore_eos = false, parse_special = true;
+    bool print_ids = false, ignore_eos = false, parse_special = true, escape = true;
     for (int i = 1; i < argc; i++) {
         int r = session_opts_parse(&so, argc, argv, &i);
         if (!r) r = sampler_opts_parse(&sm, argc, argv, &i);
@@ -66,8 +70,10 @@ int cmd_run(int argc, char **argv) {
         }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             const char *v = cli_value(argc, argv, &i);
-            if (!v || cli_parse_int("--n-predict", v, 0, 1 << 24, &n_predict)) return 2;
+            if (!v || parse_n_predict(v, 0, &n_predict)) return 2;
         }
+        else if (!strcmp(a, "-e") || !strcmp(a, "--escape")) escape = true;
+        else if (!strcmp(a, "--no-escape")) escape = false;
         else if (!strcmp(a, "--print-ids")) print_ids = true;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-parse-special")) parse_special = false;
@@ -86,6 +92,7 @@ int cmd_run(int argc, char **argv) {
     struct session s;
     int opened = session_open(&s, &so);
     if (opened) { free(text); return opened; }
+    sampler_opts_finish(&sm); /* the seed is said after the start-up's notes */
     int rc = 1, n_prompt = 0;
     int32_t *ids = NULL;
     if (tokens) {
@@ -94,6 +101,7 @@ int cmd_run(int argc, char **argv) {
         if (!moex_model_has_tokenizer(s.mm)) { cli_fail("run: the model has no tokenizer; use --tokens"); rc = 2; goto done; }
         if (!file) {
             text = strdup(prompt ? prompt : default_prompt);
+            if (text && escape) text_unescape(text);
             text_len = text ? strlen(text) : 0;
         }
         if (!text) { cli_fail("out of memory"); goto done; }
@@ -117,7 +125,7 @@ int cmd_run(int argc, char **argv) {
     moex_sampler *smp = moex_sampler_new(s.mm, &sm.params);
     struct moex_generate_result r;
     if (!smp) cli_fail("out of memory");
-    else if (generate(&s, smp, ids, n_prompt, 0, (int)n_predict, ignore_eos, print_ids ? NULL : stdout,
+    else if (generate(&s, smp, ids, n_prompt, 0, (int)(n_predict < moex_n_ctx(s.mc) ? n_predict : moex_n_ctx(s.mc)), ignore_eos, print_ids ? NULL : stdout,
                       print_ids ? stdout : NULL, NULL, &r) == 0) {
         if (!print_ids) { putchar('\n'); fflush(stdout); }
         generate_report(stderr, "prompt", &r);

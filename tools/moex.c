@@ -18,6 +18,7 @@ static const struct command commands[] = {
     { "chat", cmd_chat, "interactive multi-turn chat" },
     { "eval", cmd_eval, "teacher-forced evaluation of token ids; writes logits" },
     { "tokenize", cmd_tokenize, "print the token ids of a text" },
+    { "perplexity", cmd_perplexity, "perplexity of a text, and KL divergence against a saved run (llama-perplexity style)" },
     { "bench", cmd_bench, "prompt processing and generation throughput (llama-bench style)" },
     { "info", cmd_info, "describe a GGUF file (default: the built-in model): metadata and tensors" },
     { "synth", cmd_synth, "make a synthetic GGUF model (--arch)" },
@@ -30,7 +31,7 @@ static const struct command commands[] = {
 static void usage(FILE *out) {
     fprintf(out, "usage: moex COMMAND [options]   (moex COMMAND --help for its options; moex --version)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
 int main(int argc, char **argv) {

@@ -134,11 +134,11 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--threads", v, 1, 256, &n)) return -1;
         o->threads = (int)n;
-    } else if ((o->groups & SESSION_CONTEXT) && (!strcmp(a, "-c") || !strcmp(a, "--ctx"))) {
+    } else if ((o->groups & SESSION_CONTEXT) && (!strcmp(a, "-c") || !strcmp(a, "--ctx-size") || !strcmp(a, "--ctx"))) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--ctx", v, 1, 1 << 20, &n)) return -1;
         o->n_ctx = (int)n;
         o->given |= SESSION_GIVEN_CTX;
-    } else if ((o->groups & SESSION_CONTEXT) && (!strcmp(a, "-b") || !strcmp(a, "--batch"))) {
+    } else if ((o->groups & SESSION_CONTEXT) && (!strcmp(a, "-b") || !strcmp(a, "--batch-size") || !strcmp(a, "--batch"))) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int("--batch", v, 1, 1 << 16, &n)) return -1;
         o->n_batch = (int)n;
     } else if ((o->groups & SESSION_CONTEXT) && (!strcmp(a, "--kv-type"))) {
@@ -146,6 +146,8 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         if (!strcmp(v, "f16")) o->kv_f32 = false;
         else if (!strcmp(v, "f32")) o->kv_f32 = true;
         else return cli_fail("--kv-type: invalid value '%s' (expected f16 or f32)", v), -1;
+    } else if (!strcmp(a, "--no-warmup")) {
+        o->no_warmup = true;
     } else if (!strcmp(a, "--no-pin")) {
         o->pin = false;
     } else if (!strcmp(a, "--isa")) {
@@ -204,13 +206,14 @@ void session_opts_help_with(FILE *out, const struct session_help *h) {
     unsigned g = h->groups;
     fprintf(out,
             "  -m, --model FILE    GGUF model (default: the built-in small model, made on first use\n"
-            "                      in %s)\n"
-            "  -t, --threads N     worker threads (default: physical cores)\n",
+            "                      in %s)\n",
             default_model_path());
+    if (!h->own_threads) fprintf(out, "  -t, --threads N     worker threads (default: physical cores)\n");
     if (g & SESSION_CONTEXT)
         fprintf(out,
-                "  -c, --ctx N         context length in tokens (default: %s)\n"
-                "  -b, --batch N       most tokens per forward pass (default: %s)\n"
+                "  -c, --ctx-size N    context length in tokens (default: %s)\n"
+                "  -b, --batch-size N  most tokens per forward pass (default: %s)\n"
+                "      --ctx N, --batch N  the same as --ctx-size, --batch-size\n"
                 "      --kv-type T     KV cache type: f16 (default) or f32\n",
                 h->ctx_default ? h->ctx_default : "min(4096, trained)", h->batch_default ? h->batch_default : "512");
     fprintf(out,
@@ -252,6 +255,8 @@ void session_opts_help_with(FILE *out, const struct session_help *h) {
                 "                      each kind of dense matmul (rows on the device and the CPU)\n"
                 "      --trace FILE    write a Chrome trace-event timeline (opens in Perfetto)\n");
     fprintf(out,
+            "      --no-warmup     taken for llama.cpp's command lines: moex runs no warm-up pass\n"
+            "                      before the work (moex bench: no warm-up run before each test)\n"
             "      --no-pin        do not pin worker threads to CPUs (pinned by default: an unpinned\n"
             "                      pool migrates and costs ~25 us per parallel step instead of ~2)\n"
             "      --isa I         the most the CPU kernels may use: scalar, avx2, avx512 or neon\n"

@@ -42,6 +42,7 @@ struct session_help {
     const char *ctx_default;         /* -c's default in words; NULL: the library's (min(4096, trained)) */
     const char *batch_default;       /* -b's; NULL: the library's (512) */
     bool device_required;
+    bool own_threads;                /* the command lists -t itself (moex bench: a list) */
 };
 
 struct session_opts {
@@ -51,6 +52,7 @@ struct session_opts {
     int n_ctx, n_batch;
     bool kv_f32;                     /* --kv-type f32 */
     bool pin;
+    bool no_warmup;                  /* --no-warmup: bench skips its warm-up run; nothing else has one */
     const char *isa;                 /* --isa: the most the CPU kernels may use (moex_set_isa) */
     bool no_interleave;              /* --no-interleave [MOEX_INTERLEAVE=0] */
     struct moex_device_params experts; /* --device, --hot-budget, --min-m, --stats, --no-overlap, --sim,
