@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 
 static int parse_device(const char *what, const char *v, struct session_opts *o) {
-    static const char *names[] = { "cpu", "amx", "sim", "auto", "none" };
+    static const char *names[] = { "cpu", "amx", "sim", "rknpu", "auto", "none" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(v, names[i])) { o->experts.device = names[i]; return 0; }
-    cli_fail("%s: invalid value '%s' (expected cpu, amx, sim, auto or none)", what, v);
+    cli_fail("%s: invalid value '%s' (expected cpu, amx, sim, rknpu, auto or none)", what, v);
     return -1;
 }
 
@@ -64,7 +64,8 @@ static void note_unused(const struct session_opts *o) {
     bool none = !strcmp(device, "none");
     char unused[128] = "";
     for (size_t i = 0; i < sizeof device_only / sizeof device_only[0]; i++) {
-        bool used = !none && (device_only[i].bit != SESSION_GIVEN_SIM || !strcmp(device, "sim"));
+        bool used = !none && (device_only[i].bit != SESSION_GIVEN_SIM || !strcmp(device, "sim") ||
+                              !strcmp(device, "rknpu"));
         if (!(o->given & device_only[i].bit) || used) continue;
         size_t n = strlen(unused);
         snprintf(unused + n, sizeof unused - n, "%s%s", n ? ", " : "", device_only[i].name);
@@ -178,6 +179,10 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         if (!(v = cli_value(argc, argv, i)) || cli_check_sim("--sim", v, v)) return -1;
         o->experts.sim_figures = v;
         o->given |= SESSION_GIVEN_SIM;
+    } else if (!strcmp(a, "--rknpu")) { /* the rknpu device's options travel in the sim figures' string */
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        o->experts.sim_figures = v;
+        o->given |= SESSION_GIVEN_SIM;
     } else if ((o->groups & SESSION_RUNTIME) && (!strcmp(a, "--pack"))) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         o->experts.pack_path = v;
@@ -235,6 +240,7 @@ void session_opts_help_with(FILE *out, const struct session_help *h) {
                 "                      admit experts by the CPU times measured in this run instead of a\n"
                 "                      fixed cost model (logits may then differ run to run)\n");
     fprintf(out, "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n");
+    fprintf(out, "      --rknpu OPTS    rknpu device options: fake=rocket|rknpu, cores=N, domains=N, ... (docs/rknpu.md)\n");
     if (g & SESSION_RUNTIME)
         fprintf(out,
                 "      --pack FILE     fill the device's experts, and the CPU's interleaved layout, from this\n"

@@ -28,6 +28,7 @@ static const struct backend backends[] = {
     {"amx", NULL},
 #endif
     {"sim", &dev_sim_ops},
+    {"rknpu", &dev_rknpu_ops},
 };
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -80,7 +81,7 @@ static void pool_free(struct dev *d) {
     d->n_slots = 0;
 }
 
-const char *dev_backend_names(void) { return "cpu amx sim"; }
+const char *dev_backend_names(void) { return "cpu amx sim rknpu"; }
 
 const char *dev_status_string(int status) {
     switch (status) {
