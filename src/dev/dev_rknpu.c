@@ -385,10 +385,19 @@ static void rk_close(struct dev *d) {
 
 /* ---- device memory ---- */
 
+/* The scratch objects one window holds (rk_pool_alloc). */
+static uint64_t scratch_bytes(const struct rk_dev *rk) {
+    uint64_t tasks = rk->driver == RKNPU_DRIVER_VENDOR
+                         ? rk->limits.program_words / RKNPU_PROGRAM_WORDS * sizeof(struct rknpu_task) + 2 * RK_PAGE
+                         : 0;
+    return rk->limits.feature_bytes + rk->limits.output_bytes + rk->limits.program_words * 8 + tasks;
+}
+
+/* The first window from window_next with room for `bytes` and its scratch. */
 static int window_room(struct rk_dev *rk, uint64_t bytes) {
     for (int tries = 0; tries < rk->n_windows; tries++) {
         int w = (rk->window_next + tries) % rk->n_windows;
-        if (rk->window_used[w] + bytes <= rk->window_bytes) return w;
+        if (rk->window_used[w] + bytes + scratch_bytes(rk) <= rk->window_bytes) return w;
     }
     return -1;
 }
@@ -403,17 +412,26 @@ static int rk_mem_alloc(struct dev *d, uint64_t bytes, struct dev_region *r) {
         r->host = p, r->bytes = bytes, r->handle = -1;
         return DEV_OK;
     }
-    /* pieces of whole slots that also end on pages, so that they map side by side */
-    uint64_t piece = r->unit;
-    while (piece % RK_PAGE) piece += r->unit;
-    if (RK_BO_MAX >= piece) piece = RK_BO_MAX / piece * piece;
+    /* pieces of whole slots that also end on pages, so that they map side by
+     * side; each as large as the window it goes to still holds, beside the
+     * scratch that window will need */
+    uint64_t unit = r->unit;
+    while (unit % RK_PAGE) unit += r->unit;
     void *range = mmap(NULL, map, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (range == MAP_FAILED) return moex_errorf("rknpu: no address space for %zu bytes", map), DEV_E_NOMEM;
     rk->codes_host = range;
     rk->codes_map = map;
     for (uint64_t at = 0; at < bytes; rk->n_bos++) {
-        uint64_t size = bytes - at < piece ? bytes - at : piece;
-        int w = rk->n_bos < RK_MAX_BOS ? window_room(rk, (size + RK_PAGE - 1) / RK_PAGE * RK_PAGE) : -1;
+        uint64_t left = bytes - at, want = left < unit ? left : unit;
+        int w = rk->n_bos < RK_MAX_BOS ? window_room(rk, (want + RK_PAGE - 1) / RK_PAGE * RK_PAGE) : -1;
+        uint64_t size = 0;
+        if (w >= 0) {
+            uint64_t room = rk->window_bytes - rk->window_used[w] - scratch_bytes(rk);
+            size = room / unit * unit;
+            if (size > RK_BO_MAX / unit * unit) size = RK_BO_MAX / unit * unit;
+            if (size == 0) size = unit;
+            if (size > left) size = left;
+        }
         int err = ENOSPC;
         if (w >= 0 && bo_create(rk, w, size, false, (int8_t *)range + at, &rk->bos[rk->n_bos]) == 0) {
             rk->window_used[w] += rk->bos[rk->n_bos].size;
@@ -425,7 +443,7 @@ static int rk_mem_alloc(struct dev *d, uint64_t bytes, struct dev_region *r) {
         if (rk->driver == RKNPU_DRIVER_VENDOR && err == EFAULT) vendor_action(rk, RKNPU_ACT_RESET);
         moex_errorf("rknpu: %llu bytes of slots in %d %s of %llu MiB: object %d of %llu bytes: %s",
                     (unsigned long long)bytes, rk->n_windows, rk->driver == RKNPU_DRIVER_ROCKET ? "windows" : "domains",
-                    (unsigned long long)(rk->window_bytes >> 20), rk->n_bos, (unsigned long long)size,
+                    (unsigned long long)(rk->window_bytes >> 20), rk->n_bos, (unsigned long long)(size ? size : want),
                     w < 0 ? "every window is full" : strerror(err));
         for (int b = 0; b < rk->n_bos; b++) bo_destroy(rk, &rk->bos[b], false);
         rk->n_bos = 0;
@@ -614,6 +632,10 @@ static int rk_submit(struct dev *d, const struct dev_exec_job *jobs, int n_jobs,
         at += n;
     }
     return DEV_OK;
+}
+
+struct rknpu_fake *dev_rknpu_fake(struct dev *d) {
+    return d && d->ops == &dev_rknpu_ops ? ((struct rk_dev *)d->backend)->fake : NULL;
 }
 
 const struct dev_ops dev_rknpu_ops = {
