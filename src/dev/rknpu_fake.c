@@ -238,7 +238,7 @@ static int rocket_submit(struct rknpu_fake *f, int fd, const struct rocket_submi
                 snprintf(why, sizeof why, "%s: BO %u is in the in and the out list (executed nothing)",
                          rknpu_refusal_name(RKNPU_R_IN_OUT), in[i]);
                 note_refusal(f, RKNPU_R_IN_OUT, why);
-                err = EINVAL;
+                err = EIO;
             }
         for (uint32_t i = 0; i < job->in_bo_handle_count + job->out_bo_handle_count && !err; i++) {
             uint32_t h = i < job->in_bo_handle_count ? in[i] : out[i - job->in_bo_handle_count];
@@ -246,7 +246,7 @@ static int rocket_submit(struct rknpu_fake *f, int fd, const struct rocket_submi
                 snprintf(why, sizeof why, "%s: BO %u was not handed to the device with FINI_BO",
                          rknpu_refusal_name(RKNPU_R_UNSYNCED), h);
                 note_refusal(f, RKNPU_R_UNSYNCED, why);
-                err = EINVAL;
+                err = EIO;
             }
         }
         if (!err && inject) err = f->o.fail_errno ? f->o.fail_errno : ETIMEDOUT;
