@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "dev/dev.h"
+#include "dev/dev_rknpu.h"
 #include "dev/rknpu_fake.h"
 #include "dev/rknpu_gen.h"
 #include "quant/quant.h"
@@ -256,6 +257,8 @@ static void test_options(void) {
                "%s", moex_error());
     }
     CHECK(strstr(dev_backend_names(), "rknpu"));
+    CHECK(dev_rknpu_check_options("fake=rknpu,domains=2,scratch_mib=8") == 0);
+    CHECK(dev_rknpu_check_options("fake=rknpu,") == 0 && dev_rknpu_check_options("domains") != 0);
 }
 
 int main(void) {

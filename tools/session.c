@@ -181,6 +181,7 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         o->given |= SESSION_GIVEN_SIM;
     } else if (!strcmp(a, "--rknpu")) { /* the rknpu device's options travel in the sim figures' string */
         if (!(v = cli_value(argc, argv, i))) return -1;
+        if (moex_check_rknpu_options(v)) return cli_fail("--rknpu: %s", moex_last_error()), -1;
         o->experts.sim_figures = v;
         o->given |= SESSION_GIVEN_SIM;
     } else if ((o->groups & SESSION_RUNTIME) && (!strcmp(a, "--pack"))) {

@@ -25,6 +25,7 @@
 #include "dev/dev_impl.h"
 
 #include "core/error.h"
+#include "dev/dev_rknpu.h"
 #include "dev/rknpu_fake.h"
 #include "dev/rknpu_gen.h"
 #include "dev/rknpu_uapi.h"
@@ -136,6 +137,12 @@ static int parse_options(const char *spec, struct rk_options *o, char *copy, siz
         if (rc != DEV_OK) return rc;
     }
     return DEV_OK;
+}
+
+int dev_rknpu_check_options(const char *spec) {
+    struct rk_options o;
+    char copy[256];
+    return parse_options(spec, &o, copy, sizeof copy) == DEV_OK ? 0 : -1;
 }
 
 /* ---- finding the device ---- */

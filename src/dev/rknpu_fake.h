@@ -48,8 +48,4 @@ void rknpu_fake_free(struct rknpu_fake *f);
 struct rknpu_sys rknpu_fake_sys(struct rknpu_fake *f);
 void rknpu_fake_get_stats(const struct rknpu_fake *f, struct rknpu_fake_stats *s);
 
-/* The fake under an rknpu device opened with fake=..., or NULL. */
-struct dev;
-struct rknpu_fake *dev_rknpu_fake(struct dev *d);
-
 #endif
