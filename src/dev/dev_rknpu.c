@@ -26,12 +26,14 @@
 
 #include "core/error.h"
 #include "dev/dev_rknpu.h"
+#include "dev/rknpu_capture.h"
 #include "dev/rknpu_fake.h"
 #include "dev/rknpu_gen.h"
 #include "dev/rknpu_uapi.h"
 #include "pack/w8a8.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,12 +77,14 @@ struct rk_dev {
     char description[256];
     char version[32];
     bool in_submit;
+    char capture_dir[200]; /* "" when not recording */
 };
 
 /* ---- options ---- */
 
 struct rk_options {
     const char *fake;     /* "rocket", "rknpu" or NULL */
+    const char *capture;  /* a directory: every submit is recorded there (rknpu_capture.h) */
     const char *provider; /* NULL: the first that serves */
     int cores, domains, fail_submit;
     int fail_errno;
@@ -112,6 +116,8 @@ static int parse_options(const char *spec, struct rk_options *o, char *copy, siz
                 return moex_errorf("rknpu: %s=%s (expected rocket or rknpu)", kv, v), DEV_E_OPTION;
             if (!strcmp(kv, "fake")) o->fake = v;
             else o->provider = v;
+        } else if (!strcmp(kv, "capture")) {
+            o->capture = v;
         } else if (!strcmp(kv, "cores")) {
             rc = parse_int(kv, v, 1, 3, &o->cores);
         } else if (!strcmp(kv, "domains")) {
@@ -131,7 +137,7 @@ static int parse_options(const char *spec, struct rk_options *o, char *copy, siz
             else return moex_errorf("rknpu: fail=%s (expected timeout, wedge or efault)", v), DEV_E_OPTION;
         } else {
             return moex_errorf("rknpu: unknown option '%s' (expected fake, provider, cores, domains, window_mib, "
-                               "scratch_mib, fail_submit, fail)", kv),
+                               "scratch_mib, fail_submit, fail, capture)", kv),
                    DEV_E_OPTION;
         }
         if (rc != DEV_OK) return rc;
@@ -351,6 +357,7 @@ static int rk_open(struct dev *d, const struct dev_options *opt) {
             return moex_errorf("rknpu: power-on and reset: %s", strerror(err)), DEV_E_UNAVAILABLE;
         }
     }
+    if (o.capture) snprintf(rk->capture_dir, sizeof rk->capture_dir, "%s", o.capture);
     uint64_t scratch = o.scratch_mib << 20;
     rk->limits = (struct rknpu_limits){scratch / 2, scratch, scratch / 4 / 8};
     snprintf(rk->description, sizeof rk->description,
@@ -554,6 +561,35 @@ static int vendor_submit(struct rk_dev *rk, struct rk_scratch *s, const struct r
     return rc;
 }
 
+/* Records one submit as a golden capture: its programs, feature cubes, the
+ * weights of its jobs and the output partials the device wrote. */
+static int capture(struct dev *d, const struct dev_exec_job *jobs, const int *order, int n,
+                   const struct rknpu_stream *st, uint64_t feat, uint64_t out) {
+    struct rk_dev *rk = d->backend;
+    struct rknpu_capture_region regions[3 + DEV_MAX_JOBS];
+    int r = 3;
+    uint32_t va = 0;
+    struct rk_scratch *s = &rk->scratch[rk->bos[slot_bo(d, jobs[order[0]].slot, &va)].window];
+    for (int i = 0; i < n; i++) { /* each weight once */
+        const struct dev_slot *slot = &d->slots[jobs[order[i]].slot];
+        slot_bo(d, jobs[order[i]].slot, &va);
+        bool seen = false;
+        for (int k = 3; k < r; k++) seen |= regions[k].va == va;
+        if (!seen)
+            regions[r++] = (struct rknpu_capture_region){RKNPU_CAP_WEIGHTS, va, (uint64_t)slot->K * (uint64_t)slot->N,
+                                                         dev_slot_codes(d, jobs[order[i]].slot)};
+    }
+    regions[0] = (struct rknpu_capture_region){RKNPU_CAP_PROGRAMS, st->base, st->n * 8, s->regcmd.host};
+    regions[1] = (struct rknpu_capture_region){RKNPU_CAP_FEATURES, (uint32_t)s->feature.iova, feat, s->feature.host};
+    regions[2] = (struct rknpu_capture_region){RKNPU_CAP_OUTPUT, (uint32_t)s->output.iova, out, s->output.host};
+    char path[256];
+    static _Atomic int next_capture; /* unique among the devices of a process */
+    snprintf(path, sizeof path, "%s/capture-%04d.bin", rk->capture_dir, atomic_fetch_add(&next_capture, 1));
+    if (rknpu_capture_write(path, rk->driver == RKNPU_DRIVER_VENDOR, st->programs, regions, r) != 0)
+        return moex_errorf("rknpu: recording %s: %s", path, strerror(errno));
+    return 0;
+}
+
 /* One submit: jobs order[0..n) on the weight object b. */
 static int run_part(struct dev *d, const struct dev_exec_job *jobs, const int *order, int n, int b) {
     struct rk_dev *rk = d->backend;
@@ -603,6 +639,7 @@ static int run_part(struct dev *d, const struct dev_exec_job *jobs, const int *o
         }
         return moex_errorf("rknpu: a submit of %d programs failed: %s", st.programs, strerror(err)), DEV_E_SUBMIT;
     }
+    if (rk->capture_dir[0] && capture(d, jobs, order, n, &st, feat, out) != 0) return DEV_E_SUBMIT;
     const int32_t *partials = (const int32_t *)(const void *)s->output.host;
     for (int i = 0; i < n; i++) {
         const struct dev_exec_job *j = &jobs[order[i]];
