@@ -62,7 +62,7 @@ has "the option named" "fake=tpu" "$tmp/err"
 
 # probe and the decoded program
 expect "probe on the fake" 0 "$MOEX_BIN" probe --device rknpu --rknpu fake=rknpu --shape 2048x768 --m 8 --no-pack-types
-has "driver, version, windows" "rknpu 0.9.8.*IOMMU domains" "$tmp/out"
+has "driver, version, windows" "rknpu 0.9.8), windows: 1 IOMMU domain x 4096 MiB" "$tmp/out"
 expect "dump a program" 0 "$MOEX_BIN" probe --dump-program 64,2048,768
 has "named fields" "CNA.DATA_SIZE0 = 0x00010040 (DATAIN_HEIGHT=64 DATAIN_WIDTH=1)" "$tmp/out"
 has "two K-slices" "program 2 of 2" "$tmp/out"

@@ -201,6 +201,20 @@ static int probe_nodes(struct rk_dev *rk, enum rknpu_driver drv, char *why, size
 
 /* ---- buffer objects ---- */
 
+static void bo_destroy(struct rk_dev *rk, struct rk_bo *bo, bool unmap) {
+    if (!bo->handle) return;
+    int fd = rk->driver == RKNPU_DRIVER_ROCKET ? rk->fds[bo->window] : rk->fds[0];
+    if (unmap && bo->host) rk->sys.munmap(rk->sys.ctx, bo->host, bo->size);
+    if (rk->driver == RKNPU_DRIVER_ROCKET) {
+        struct rkdrm_gem_close g = {.handle = bo->handle};
+        rk->sys.ioctl(rk->sys.ctx, fd, RKDRM_IOCTL_GEM_CLOSE, &g);
+    } else {
+        struct rknpu_mem_destroy dsy = {.handle = bo->handle, .obj_addr = bo->obj_addr};
+        rk->sys.ioctl(rk->sys.ctx, fd, RKNPU_IOCTL_MEM_DESTROY, &dsy);
+    }
+    memset(bo, 0, sizeof *bo);
+}
+
 static int bo_create(struct rk_dev *rk, int window, uint64_t size, bool tasks, void *at, struct rk_bo *bo) {
     *bo = (struct rk_bo){.window = window, .size = (size + RK_PAGE - 1) / RK_PAGE * RK_PAGE};
     int fd = rk->driver == RKNPU_DRIVER_ROCKET ? rk->fds[window] : rk->fds[0];
@@ -232,31 +246,10 @@ static int bo_create(struct rk_dev *rk, int window, uint64_t size, bool tasks, v
     return 0;
 undo: {
     int err = errno;
-    if (bo->host && !at) rk->sys.munmap(rk->sys.ctx, bo->host, bo->size);
-    if (rk->driver == RKNPU_DRIVER_ROCKET) {
-        struct rkdrm_gem_close g = {.handle = bo->handle};
-        rk->sys.ioctl(rk->sys.ctx, fd, RKDRM_IOCTL_GEM_CLOSE, &g);
-    } else {
-        struct rknpu_mem_destroy dsy = {.handle = bo->handle, .obj_addr = bo->obj_addr};
-        rk->sys.ioctl(rk->sys.ctx, fd, RKNPU_IOCTL_MEM_DESTROY, &dsy);
-    }
+    bo_destroy(rk, bo, !at); /* a mapping inside the caller's range stays the caller's */
     errno = err;
     return -1;
 }
-}
-
-static void bo_destroy(struct rk_dev *rk, struct rk_bo *bo, bool unmap) {
-    if (!bo->handle) return;
-    int fd = rk->driver == RKNPU_DRIVER_ROCKET ? rk->fds[bo->window] : rk->fds[0];
-    if (unmap && bo->host) rk->sys.munmap(rk->sys.ctx, bo->host, bo->size);
-    if (rk->driver == RKNPU_DRIVER_ROCKET) {
-        struct rkdrm_gem_close g = {.handle = bo->handle};
-        rk->sys.ioctl(rk->sys.ctx, fd, RKDRM_IOCTL_GEM_CLOSE, &g);
-    } else {
-        struct rknpu_mem_destroy dsy = {.handle = bo->handle, .obj_addr = bo->obj_addr};
-        rk->sys.ioctl(rk->sys.ctx, fd, RKNPU_IOCTL_MEM_DESTROY, &dsy);
-    }
-    memset(bo, 0, sizeof *bo);
 }
 
 /* Hands a range the host wrote to the device (rocket: FINI_BO; rknpu: a
@@ -361,10 +354,9 @@ static int rk_open(struct dev *d, const struct dev_options *opt) {
     uint64_t scratch = o.scratch_mib << 20;
     rk->limits = (struct rknpu_limits){scratch / 2, scratch, scratch / 4 / 8};
     snprintf(rk->description, sizeof rk->description,
-             "RK3588 NPU, %s%s driver (%s), %d %s of %llu MiB, W8A8 1x1-conv programs", o.fake ? "fake " : "",
+             "RK3588 NPU, %s%s driver (%s), windows: %d %s x %llu MiB, W8A8 1x1-conv programs", o.fake ? "fake " : "",
              rk->driver == RKNPU_DRIVER_ROCKET ? "rocket" : "rknpu", rk->version, rk->n_windows,
-             rk->driver == RKNPU_DRIVER_ROCKET ? "cores with a window each" : "IOMMU domains",
-             (unsigned long long)o.window_mib);
+             rk->driver == RKNPU_DRIVER_ROCKET ? "fd (core)" : "IOMMU domain", (unsigned long long)o.window_mib);
     d->backend = rk;
     d->layout = PACK_RKNPU;
     d->caps = (struct dev_caps){
