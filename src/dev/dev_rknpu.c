@@ -19,7 +19,9 @@
  * Submission. A batch is split by rknpu_batch_plan (the jobs of one weight
  * object together, as a chain may read only one, and no more than the
  * scratch holds); each part is one SUBMIT: under rocket one job of one task
- * per program, under rknpu one PC-chained run of all programs. A failed
+ * per program, under rknpu one PC-chained run of all programs. Parts go in
+ * waves of one per window: under rocket with several fds (cores) a wave's
+ * parts are all queued before the first is waited for. A failed
  * ioctl (a full window, a timeout, a wedge) is DEV_E_SUBMIT or DEV_E_DEVMEM,
  * which the executor turns into a CPU fallback. */
 #include "dev/dev_impl.h"
@@ -582,68 +584,91 @@ static int capture(struct dev *d, const struct dev_exec_job *jobs, const int *or
     return 0;
 }
 
-/* One submit: jobs order[0..n) on the weight object b. */
-static int run_part(struct dev *d, const struct dev_exec_job *jobs, const int *order, int n, int b) {
+/* One submit of a batch: jobs order[0..n) on the weight object b. */
+struct part {
+    const int *order;
+    int n, b;
+    struct rknpu_stream st;
+    uint64_t feat, out, out_at[DEV_MAX_JOBS]; /* bytes of features and partials; each job's partials */
+    int rc, err;
+};
+
+/* Writes a part's features and programs into its window's scratch and
+ * submits them. Under rocket SUBMIT only queues: parts on other fds (cores)
+ * run meanwhile, and part_finish waits. */
+static void part_start(struct dev *d, const struct dev_exec_job *jobs, struct part *pt) {
     struct rk_dev *rk = d->backend;
-    struct rk_bo *weights = &rk->bos[b];
+    struct rk_bo *weights = &rk->bos[pt->b];
     struct rk_scratch *s = &rk->scratch[weights->window];
-    struct rknpu_stream st = {.words = (uint64_t *)(void *)s->regcmd.host, .cap = rk->limits.program_words,
-                              .base = (uint32_t)s->regcmd.iova};
-    uint64_t feat = 0, out = 0, out_at[DEV_MAX_JOBS];
-    for (int i = 0; i < n; i++) {
-        const struct dev_exec_job *j = &jobs[order[i]];
+    pt->st = (struct rknpu_stream){.words = (uint64_t *)(void *)s->regcmd.host, .cap = rk->limits.program_words,
+                                   .base = (uint32_t)s->regcmd.iova};
+    pt->feat = pt->out = 0;
+    pt->err = 0;
+    for (int i = 0; i < pt->n; i++) {
+        const struct dev_exec_job *j = &jobs[pt->order[i]];
         const struct dev_slot *slot = &d->slots[j->slot];
         uint32_t w_va = 0;
         slot_bo(d, j->slot, &w_va);
-        rknpu_feature_fill(s->feature.host + feat, j->act, (size_t)slot->K, j->m, slot->K);
-        struct rknpu_matmul mm = {j->m, slot->K, slot->N, (uint32_t)(s->feature.iova + feat), w_va,
-                                  (uint32_t)(s->output.iova + out)};
-        if (rknpu_emit_matmul(&st, &mm) != 0) return DEV_E_SUBMIT;
-        out_at[i] = out;
-        feat += rknpu_feature_bytes(j->m, slot->K);
-        out += rknpu_output_bytes(j->m, slot->K, slot->N);
+        rknpu_feature_fill(s->feature.host + pt->feat, j->act, (size_t)slot->K, j->m, slot->K);
+        struct rknpu_matmul mm = {j->m, slot->K, slot->N, (uint32_t)(s->feature.iova + pt->feat), w_va,
+                                  (uint32_t)(s->output.iova + pt->out)};
+        if (rknpu_emit_matmul(&pt->st, &mm) != 0) {
+            pt->rc = DEV_E_SUBMIT;
+            return;
+        }
+        pt->out_at[i] = pt->out;
+        pt->feat += rknpu_feature_bytes(j->m, slot->K);
+        pt->out += rknpu_output_bytes(j->m, slot->K, slot->N);
     }
-    rknpu_stream_link(&st, rk->driver == RKNPU_DRIVER_VENDOR);
-    int rc = bo_to_device(rk, &s->feature, feat) | bo_to_device(rk, &s->regcmd, st.n * 8);
-    if (rk->driver == RKNPU_DRIVER_ROCKET) rc |= bo_to_device(rk, &s->output, out);
+    rknpu_stream_link(&pt->st, rk->driver == RKNPU_DRIVER_VENDOR);
+    int rc = bo_to_device(rk, &s->feature, pt->feat) | bo_to_device(rk, &s->regcmd, pt->st.n * 8);
+    if (rk->driver == RKNPU_DRIVER_ROCKET) rc |= bo_to_device(rk, &s->output, pt->out);
     if (weights->dirty) rc |= bo_to_device(rk, weights, weights->size);
     weights->dirty = rc != 0;
     if (rc == 0) {
         if (rk->driver == RKNPU_DRIVER_ROCKET) {
-            rc = rocket_submit(rk, s, weights, &st);
+            rc = rocket_submit(rk, s, weights, &pt->st);
         } else {
             /* the first submit into fresh output objects leaves them stale: run it twice */
-            rc = vendor_submit(rk, s, &st);
-            if (rc == 0 && !s->warm) rc = vendor_submit(rk, s, &st);
+            rc = vendor_submit(rk, s, &pt->st);
+            if (rc == 0 && !s->warm) rc = vendor_submit(rk, s, &pt->st);
             s->warm = rc == 0;
         }
     }
-    if (rc == 0) rc = bo_from_device(rk, &s->output, out);
-    if (rc != 0) {
-        int err = errno;
+    pt->err = rc != 0 ? errno : 0;
+    pt->rc = rc != 0 ? DEV_E_SUBMIT : DEV_OK;
+}
+
+/* Waits for a started part and writes its jobs' outputs. */
+static void part_finish(struct dev *d, const struct dev_exec_job *jobs, struct part *pt) {
+    struct rk_dev *rk = d->backend;
+    struct rk_scratch *s = &rk->scratch[rk->bos[pt->b].window];
+    if (pt->rc == DEV_OK && bo_from_device(rk, &s->output, pt->out) != 0) pt->rc = DEV_E_SUBMIT, pt->err = errno;
+    if (pt->rc != DEV_OK) {
         if (rk->driver == RKNPU_DRIVER_VENDOR) vendor_action(rk, RKNPU_ACT_RESET); /* the driver's self-healing */
-        if (rk->fake) {
-            struct rknpu_fake_stats fs;
-            rknpu_fake_get_stats(rk->fake, &fs);
-            return moex_errorf("rknpu: a submit of %d programs failed: %s%s%s", st.programs, strerror(err),
-                               fs.refusals ? "; the model: " : "", fs.refusals ? fs.why : ""),
-                   DEV_E_SUBMIT;
-        }
-        return moex_errorf("rknpu: a submit of %d programs failed: %s", st.programs, strerror(err)), DEV_E_SUBMIT;
+        struct rknpu_fake_stats fs = {0};
+        if (rk->fake) rknpu_fake_get_stats(rk->fake, &fs);
+        char why[256];
+        snprintf(why, sizeof why, "%s", pt->err ? strerror(pt->err) : moex_error());
+        moex_errorf("rknpu: a submit of %d programs failed: %s%s%s", pt->st.programs, why,
+                    fs.refusals ? "; the model: " : "", fs.refusals ? fs.why : "");
+        return;
     }
-    if (rk->capture_dir[0] && capture(d, jobs, order, n, &st, feat, out) != 0) return DEV_E_SUBMIT;
+    if (rk->capture_dir[0] && capture(d, jobs, pt->order, pt->n, &pt->st, pt->feat, pt->out) != 0) {
+        pt->rc = DEV_E_SUBMIT;
+        return;
+    }
     const int32_t *partials = (const int32_t *)(const void *)s->output.host;
-    for (int i = 0; i < n; i++) {
-        const struct dev_exec_job *j = &jobs[order[i]];
+    for (int i = 0; i < pt->n; i++) {
+        const struct dev_exec_job *j = &jobs[pt->order[i]];
         const struct dev_slot *slot = &d->slots[j->slot];
         const float *cs = dev_slot_scales(d, j->slot);
-        const int32_t *p = partials + out_at[i] / 4;
+        const int32_t *p = partials + pt->out_at[i] / 4;
         for (int m = 0; m < j->m; m++)
             for (int c = 0; c < slot->N; c++)
                 j->out[(size_t)m * j->out_stride + (size_t)c] =
                     w8a8_out(rknpu_output_at(p, j->m, slot->K, slot->N, m, c), j->act_scale[m], cs[c]);
     }
-    return DEV_OK;
 }
 
 static int rk_submit(struct dev *d, const struct dev_exec_job *jobs, int n_jobs, uint64_t *modelled_ns) {
@@ -651,7 +676,7 @@ static int rk_submit(struct dev *d, const struct dev_exec_job *jobs, int n_jobs,
     struct rk_dev *rk = d->backend;
     rk->in_submit = true;
     struct rknpu_job_shape shapes[DEV_MAX_JOBS];
-    int submit_of[DEV_MAX_JOBS], order[DEV_MAX_JOBS];
+    int submit_of[DEV_MAX_JOBS], order[DEV_MAX_JOBS], first[DEV_MAX_JOBS + 1];
     for (int j = 0; j < n_jobs; j++) {
         uint32_t va;
         const struct dev_slot *s = &d->slots[jobs[j].slot];
@@ -660,14 +685,38 @@ static int rk_submit(struct dev *d, const struct dev_exec_job *jobs, int n_jobs,
     }
     int parts = rknpu_batch_plan(shapes, n_jobs, &rk->limits, submit_of, order);
     if (parts < 0) return DEV_E_SHAPE;
-    for (int at = 0, part = 0; part < parts; part++) {
-        int n = 0;
-        while (at + n < n_jobs && submit_of[order[at + n]] == part) n++;
-        int rc = run_part(d, jobs, order + at, n, shapes[order[at]].buffer);
-        if (rc != DEV_OK) return rc;
-        at += n;
+    for (int at = 0, part = 0; part <= parts; part++) { /* where each part's jobs start in order[] */
+        first[part] = at;
+        while (at < n_jobs && submit_of[order[at]] == part) at++;
     }
-    return DEV_OK;
+    /* waves of at most one part per window: each window's scratch holds one part at a time */
+    bool *done = calloc((size_t)parts, sizeof *done);
+    struct part *wave = malloc(RK_MAX_WINDOWS * sizeof *wave);
+    if (!done || !wave) {
+        free(done);
+        free(wave);
+        return moex_errorf("rknpu: out of memory"), DEV_E_NOMEM;
+    }
+    int rc = DEV_OK;
+    for (int left = parts; left > 0 && rc == DEV_OK;) {
+        int n = 0;
+        bool busy[RK_MAX_WINDOWS] = {false};
+        for (int p = 0; p < parts && n < RK_MAX_WINDOWS; p++) {
+            int b = shapes[order[first[p]]].buffer, w = rk->bos[b].window;
+            if (done[p] || busy[w]) continue;
+            busy[w] = done[p] = true;
+            wave[n++] = (struct part){.order = order + first[p], .n = first[p + 1] - first[p], .b = b};
+        }
+        for (int i = 0; i < n; i++) part_start(d, jobs, &wave[i]);
+        for (int i = 0; i < n; i++) {
+            part_finish(d, jobs, &wave[i]);
+            if (rc == DEV_OK && wave[i].rc != DEV_OK) rc = wave[i].rc;
+        }
+        left -= n;
+    }
+    free(done);
+    free(wave);
+    return rc;
 }
 
 struct rknpu_fake *dev_rknpu_fake(struct dev *d) {
