@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RK_BO_MAX (256ull << 20) /* a weight object: few mappings, none near the 4 GiB BO limit */
@@ -270,7 +271,11 @@ static int bo_to_device(struct rk_dev *rk, struct rk_bo *bo, uint64_t bytes) {
  * which reports the job's failure; rknpu: an invalidate). */
 static int bo_from_device(struct rk_dev *rk, struct rk_bo *bo, uint64_t bytes) {
     if (rk->driver == RKNPU_DRIVER_ROCKET) {
-        struct rocket_prep_bo p = {.handle = bo->handle, .timeout_ns = INT64_MAX};
+        struct timespec now; /* the timeout is absolute (drm_timeout_abs_to_jiffies) */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        struct rocket_prep_bo p = {.handle = bo->handle,
+                                   .timeout_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec +
+                                                 (int64_t)RK_SUBMIT_TIMEOUT_MS * 1000000};
         return rk->sys.ioctl(rk->sys.ctx, rk->fds[bo->window], ROCKET_IOCTL_PREP_BO, &p);
     }
     struct rknpu_mem_sync s = {.flags = RKNPU_SYNC_FROM_DEVICE, .obj_addr = bo->obj_addr,
