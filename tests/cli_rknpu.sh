@@ -60,6 +60,9 @@ has "the failure counted" "device failures: 0 allocations, [1-9]" "$tmp/err"
 expect "a bad option" 2 "$MOEX_BIN" run -m "$model" --device rknpu --rknpu fake=tpu -n 1 -p Hi
 has "the option named" "fake=tpu" "$tmp/err"
 
+expect "--rknpu with another device" 0 "$MOEX_BIN" run -m "$model" --device cpu --rknpu fake=rocket -n 1 -p Hi
+has "--rknpu noted as unused" "note: --rknpu changes nothing with --device cpu" "$tmp/err"
+
 # probe and the decoded program
 expect "probe on the fake" 0 "$MOEX_BIN" probe --device rknpu --rknpu fake=rknpu --shape 2048x768 --m 8 --no-pack-types
 has "driver, version, windows" "rknpu 0.9.8), windows: 1 IOMMU domain x 4096 MiB" "$tmp/out"

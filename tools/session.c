@@ -58,14 +58,14 @@ static void note_unused(const struct session_opts *o) {
         { SESSION_GIVEN_BUDGET, "--hot-budget" }, { SESSION_GIVEN_MIN_M, "--min-m" },
         { SESSION_GIVEN_STATS, "--stats" },       { SESSION_GIVEN_OVERLAP, "--no-overlap" },
         { SESSION_GIVEN_SIM, "--sim" },           { SESSION_GIVEN_ADAPTIVE, "--adaptive-placement" },
-        { SESSION_GIVEN_BACKBONE, "--no-backbone" },
+        { SESSION_GIVEN_BACKBONE, "--no-backbone" },  { SESSION_GIVEN_RKNPU, "--rknpu" },
     };
     const char *device = o->experts.device;
     bool none = !strcmp(device, "none");
     char unused[128] = "";
     for (size_t i = 0; i < sizeof device_only / sizeof device_only[0]; i++) {
-        bool used = !none && (device_only[i].bit != SESSION_GIVEN_SIM || !strcmp(device, "sim") ||
-                              !strcmp(device, "rknpu"));
+        bool used = !none && (device_only[i].bit != SESSION_GIVEN_SIM || !strcmp(device, "sim")) &&
+                    (device_only[i].bit != SESSION_GIVEN_RKNPU || !strcmp(device, "rknpu"));
         if (!(o->given & device_only[i].bit) || used) continue;
         size_t n = strlen(unused);
         snprintf(unused + n, sizeof unused - n, "%s%s", n ? ", " : "", device_only[i].name);
@@ -114,7 +114,7 @@ int session_opts_finish(struct session_opts *o) {
         if (parse_bool("MOEX_BACKBONE", v, &backbone)) return -1;
         o->experts.no_backbone = !backbone;
     }
-    if (!(given & SESSION_GIVEN_SIM) && (v = getenv("MOEX_SIM"))) {
+    if (!(given & (SESSION_GIVEN_SIM | SESSION_GIVEN_RKNPU)) && (v = getenv("MOEX_SIM"))) {
         if (cli_check_sim("MOEX_SIM", v, v)) return -1;
         o->experts.sim_figures = v;
     }
@@ -183,7 +183,7 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         if (moex_check_rknpu_options(v)) return cli_fail("--rknpu: %s", moex_last_error()), -1;
         o->experts.sim_figures = v;
-        o->given |= SESSION_GIVEN_SIM;
+        o->given |= SESSION_GIVEN_RKNPU;
     } else if ((o->groups & SESSION_RUNTIME) && (!strcmp(a, "--pack"))) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         o->experts.pack_path = v;
