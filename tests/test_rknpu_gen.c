@@ -309,6 +309,15 @@ static void test_batch_plan(void) {
     struct rknpu_cost c;
     CHECK(rknpu_batch_cost(jobs, 5, &lim, &c) == 0 && c.submits == 3);
     CHECK(c.tasks == (uint64_t)(2 + 1 + 2 + 2 + 2) && c.words == c.tasks * RKNPU_PROGRAM_WORDS);
+    struct rknpu_task_cost tasks[16];
+    int n_tasks = rknpu_batch_tasks(jobs, 5, &lim, tasks, 16);
+    CHECK(n_tasks == (int)c.tasks);
+    uint64_t feat = 0, out = 0, words = 0;
+    for (int t = 0; t < n_tasks && t < 16; t++) feat += tasks[t].feature_bytes, out += tasks[t].output_bytes, words += tasks[t].words;
+    CHECK(feat == c.feature_bytes && out == c.output_bytes && words == c.words);
+    CHECK(tasks[0].submit == 0 && tasks[0].job == 0 && tasks[0].mt == 8 && tasks[0].kc == 1024 && tasks[0].nc == 768);
+    CHECK(tasks[2].job == 2 && tasks[2].mt == 4 && tasks[2].kc == 768 && tasks[n_tasks - 1].submit == 2);
+    CHECK(rknpu_batch_tasks(jobs, 5, &lim, NULL, 0) == n_tasks);
     lim.output_bytes = 64 * 768 * 4 * 2; /* the last job alone fills it */
     CHECK(rknpu_batch_plan(jobs, 5, &lim, submit_of, order) == 3);
     lim.output_bytes = 1024;

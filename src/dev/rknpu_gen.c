@@ -211,23 +211,28 @@ void rknpu_feature_fill(int8_t *cube, const int8_t *a, size_t stride, int M, int
     }
 }
 
-void rknpu_cost_matmul(struct rknpu_cost *c, int M, int K, int N) {
+/* Calls fn for each tile of an M x K x N matmul, in program order. */
+static void for_each_tile(int M, int K, int N, void (*fn)(void *arg, int mt, int kc, int nc), void *arg) {
     const int mp = rknpu_rows(M);
     for (int n0 = 0; n0 < N; n0 += PACK_RKNPU_N_SLICE) {
         int nc = N - n0 < PACK_RKNPU_N_SLICE ? N - n0 : PACK_RKNPU_N_SLICE;
         for (int k0 = 0; k0 < K; k0 += PACK_RKNPU_K_SLICE) {
             int kc = K - k0 < PACK_RKNPU_K_SLICE ? K - k0 : PACK_RKNPU_K_SLICE, mt_max = rknpu_m_tile(kc);
-            for (int m0 = 0; m0 < mp; m0 += mt_max) {
-                uint64_t mt = (uint64_t)(mp - m0 < mt_max ? mp - m0 : mt_max);
-                c->tasks++;
-                c->words += RKNPU_PROGRAM_WORDS;
-                c->feature_bytes += mt * (uint64_t)kc;
-                c->weight_bytes += (uint64_t)kc * (uint64_t)nc;
-                c->output_bytes += mt * (uint64_t)nc * 4;
-            }
+            for (int m0 = 0; m0 < mp; m0 += mt_max) fn(arg, mp - m0 < mt_max ? mp - m0 : mt_max, kc, nc);
         }
     }
 }
+
+static void add_tile(void *arg, int mt, int kc, int nc) {
+    struct rknpu_cost *c = arg;
+    c->tasks++;
+    c->words += RKNPU_PROGRAM_WORDS;
+    c->feature_bytes += (uint64_t)mt * (uint64_t)kc;
+    c->weight_bytes += (uint64_t)kc * (uint64_t)nc;
+    c->output_bytes += (uint64_t)mt * (uint64_t)nc * 4;
+}
+
+void rknpu_cost_matmul(struct rknpu_cost *c, int M, int K, int N) { for_each_tile(M, K, N, add_tile, c); }
 
 int rknpu_batch_plan(const struct rknpu_job_shape *jobs, int n, const struct rknpu_limits *lim, int *submit_of,
                      int *order) {
@@ -271,4 +276,37 @@ int rknpu_batch_cost(const struct rknpu_job_shape *jobs, int n, const struct rkn
     c->submits = (uint64_t)submits;
     for (int j = 0; j < n; j++) rknpu_cost_matmul(c, jobs[j].M, jobs[j].K, jobs[j].N);
     return 0;
+}
+
+struct task_list {
+    struct rknpu_task_cost *tasks, at;
+    int max, n;
+};
+
+static void list_tile(void *arg, int mt, int kc, int nc) {
+    struct task_list *l = arg;
+    if (l->tasks && l->n < l->max) {
+        struct rknpu_task_cost t = l->at;
+        t.mt = mt, t.kc = kc, t.nc = nc, t.words = RKNPU_PROGRAM_WORDS;
+        t.feature_bytes = (uint64_t)mt * (uint64_t)kc;
+        t.weight_bytes = (uint64_t)kc * (uint64_t)nc;
+        t.output_bytes = (uint64_t)mt * (uint64_t)nc * 4;
+        l->tasks[l->n] = t;
+    }
+    l->n++;
+}
+
+int rknpu_batch_tasks(const struct rknpu_job_shape *jobs, int n, const struct rknpu_limits *lim,
+                      struct rknpu_task_cost *tasks, int max) {
+    enum { MAX = 1024 };
+    int submit_of[MAX], order[MAX];
+    if (n < 0 || n > MAX) return moex_errorf("rknpu: %d jobs in a batch (at most %d)", n, MAX);
+    if (rknpu_batch_plan(jobs, n, lim, submit_of, order) < 0) return -1;
+    struct task_list l = {.tasks = tasks, .max = max};
+    for (int i = 0; i < n; i++) {
+        const struct rknpu_job_shape *j = &jobs[order[i]];
+        l.at = (struct rknpu_task_cost){.submit = submit_of[order[i]], .job = order[i]};
+        for_each_tile(j->M, j->K, j->N, list_tile, &l);
+    }
+    return l.n;
 }

@@ -117,5 +117,15 @@ int rknpu_batch_plan(const struct rknpu_job_shape *jobs, int n, const struct rkn
                      int *order);
 /* The whole batch's cost: its submits, tasks, words and bytes. -1 as above. */
 int rknpu_batch_cost(const struct rknpu_job_shape *jobs, int n, const struct rknpu_limits *lim, struct rknpu_cost *c);
+/* The same task by task, in the order the device runs them: up to max
+ * entries into tasks (NULL: count only); the number of tasks, or -1. */
+struct rknpu_task_cost {
+    int submit, job;                      /* which submit, which job of the batch */
+    int mt, kc, nc;                       /* the tile: rows, inputs, outputs */
+    uint32_t words;
+    uint64_t feature_bytes, weight_bytes, output_bytes;
+};
+int rknpu_batch_tasks(const struct rknpu_job_shape *jobs, int n, const struct rknpu_limits *lim,
+                      struct rknpu_task_cost *tasks, int max);
 
 #endif
