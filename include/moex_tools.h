@@ -19,7 +19,8 @@ struct moex_device_desc {
     const char *name;
     const char *summary;       /* one line for --help */
     bool offloads;             /* false for "none": every matmul on the CPU's kernels */
-    bool takes_figures;        /* reads moex_device_params.sim_figures (the sim's figures) */
+    bool takes_figures;        /* reads moex_device_params.sim_figures: the device's own options */
+    const char *figures_option; /* the moex tool's option for them ("--sim", "--rknpu"), or NULL */
 };
 /* "none cpu amx sim auto": every name, in the table's order. Safe from any thread. */
 MOEX_API const char *moex_device_names(void);
@@ -269,6 +270,13 @@ struct moex_probe_params {
 MOEX_API int moex_probe(const struct moex_probe_params *p);
 /* The sim device's figures, one per line with its meaning and default. */
 MOEX_API const char *moex_sim_figures_help(void);
+/* The programs the rknpu device runs for one W8A8 matmul of M rows by a K x N
+ * weight, every command word decoded into its register's named fields
+ * (docs/rknpu.md); 0, or -1 when the shape is outside the NPU's envelope. */
+MOEX_API int moex_rknpu_program(int M, int K, int N, void (*write)(void *user, const char *text, size_t len),
+                                void *user);
+/* 0 when an rknpu option string ("fake=rocket,cores=3", docs/rknpu.md) parses, else -1. */
+MOEX_API int moex_check_rknpu_options(const char *spec);
 
 /* ---- Synthetic models: GGUF files of any shape with random, well-scaled
  * weights and a router that prefers experts by a Zipf law per layer and keeps

@@ -377,6 +377,10 @@ static void tools(void) {
     moex_synth_params_default(&sp);
     REFUSED(moex_synth_check(NULL, NULL) != MOEX_SYNTH_OK, "moex_synth_check", "p");
     CHECK(moex_synth_check(&sp, NULL) == MOEX_SYNTH_OK); /* shape may be NULL */
+    covers("moex_rknpu_program");
+    REFUSED(moex_rknpu_program(4, 64, 64, NULL, NULL) == -1, "moex_rknpu_program", "write");
+    covers("moex_check_rknpu_options");
+    CHECK(moex_check_rknpu_options(NULL) == 0); /* NULL: the defaults, as moex_check_sim_figures */
     covers("moex_synth_presets");
     CHECK(strstr(moex_synth_presets(), "tiny") != NULL);
     covers("moex_device_names");

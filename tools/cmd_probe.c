@@ -10,7 +10,8 @@
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: moex probe [--device cpu|amx|sim] [--shape KxN ...] [--m 1,8,16,32,64,128] [-t N]\n"
+            "usage: moex probe [--device cpu|amx|sim|rknpu] [--shape KxN ...] [--m 1,8,16,32,64,128] [-t N]\n"
+            "       moex probe --dump-program M,K,N   the rknpu device's programs for one matmul, decoded\n"
             "For each weight shape (K inputs x N outputs, a Q4_K weight) and each number of\n"
             "rows M, times the CPU path (Q4_K weights, activations quantized to Q8_K once)\n"
             "and the device with the weight resident (activations quantized to int8 once),\n"
@@ -23,6 +24,7 @@ static void help(FILE *out) {
             "  -t, --threads N  threads (default: one per physical core)\n"
             "  --sim-preset P   sim preset (rk3588, the default)\n"
             "  --sim SPEC       sim figures: [rk3588,]key=value,... (--sim-help lists them)\n"
+            "  --rknpu OPTS     rknpu device options: fake=rocket|rknpu, cores=N, domains=N (docs/rknpu.md)\n"
             "  --no-pack-types  skip the table of host packing per source type\n");
 }
 
@@ -48,7 +50,7 @@ static void write_stdout(void *user, const char *text, size_t len) {
 }
 
 int cmd_probe(int argc, char **argv) {
-    const char *device = NULL, *m_list = "1,8,16,32,64,128", *sim = NULL, *preset = "rk3588";
+    const char *device = NULL, *m_list = "1,8,16,32,64,128", *sim = NULL, *preset = "rk3588", *rknpu = NULL;
     bool pack_types = true;
     struct moex_probe_shape shapes[16];
     int n_shapes = 0;
@@ -67,6 +69,20 @@ int cmd_probe(int argc, char **argv) {
             if (moex_device_describe(device, &desc) != 0 || !desc.offloads)
                 return cli_fail("--device: invalid value '%s' (expected a device: one of %s but none)", device,
                                 moex_device_names()), 2;
+        } else if (!strcmp(a, "--rknpu")) {
+            if (!(rknpu = cli_value(argc, argv, &i))) return 2;
+            if (moex_check_rknpu_options(rknpu)) return cli_fail("--rknpu: %s", moex_last_error()), 2;
+        } else if (!strcmp(a, "--dump-program")) {
+            int64_t *mkn = NULL;
+            if (!(v = cli_value(argc, argv, &i))) return 2;
+            if (cli_parse_int_list("--dump-program", v, 1, 1 << 20, &mkn) != 3) {
+                free(mkn);
+                return cli_fail("--dump-program: invalid value '%s' (expected M,K,N)", v), 2;
+            }
+            int rc = moex_rknpu_program((int)mkn[0], (int)mkn[1], (int)mkn[2], write_stdout, NULL);
+            free(mkn);
+            if (rc != 0) return cli_fail("--dump-program: %s", moex_last_error()), 2;
+            return 0;
         } else if (!strcmp(a, "--shape")) {
             if (!(v = cli_value(argc, argv, &i))) return 2;
             if (n_shapes == 16) return cli_fail("--shape: at most 16 shapes"), 2;
@@ -103,6 +119,11 @@ int cmd_probe(int argc, char **argv) {
     if (!rows) { free(ms); return cli_fail("out of memory"); }
     for (int i = 0; i < n_m; i++) rows[i] = (int)ms[i];
     free(ms);
+    /* a device whose own options are --rknpu's gets them instead of the sim's figures */
+    struct moex_device_desc desc;
+    if (device && moex_device_describe(device, &desc) == 0 && desc.figures_option &&
+        !strcmp(desc.figures_option, "--rknpu"))
+        snprintf(sim_spec, sizeof sim_spec, "%s", rknpu ? rknpu : "");
     struct moex_probe_params p = { device, shapes, n_shapes, rows, n_m, (int)threads, sim_spec, !pack_types,
                                    write_stdout, NULL };
     int rc = moex_probe(&p);

@@ -60,14 +60,16 @@ static void note_unused(const struct session_opts *o) {
         { SESSION_GIVEN_BUDGET, "--hot-budget" }, { SESSION_GIVEN_MIN_M, "--min-m" },
         { SESSION_GIVEN_STATS, "--stats" },       { SESSION_GIVEN_OVERLAP, "--no-overlap" },
         { SESSION_GIVEN_SIM, "--sim" },           { SESSION_GIVEN_ADAPTIVE, "--adaptive-placement" },
-        { SESSION_GIVEN_BACKBONE, "--no-backbone" },
+        { SESSION_GIVEN_BACKBONE, "--no-backbone" },  { SESSION_GIVEN_RKNPU, "--rknpu" },
     };
     const char *device = o->experts.device;
     struct moex_device_desc desc = { 0 };
     moex_device_describe(device, &desc);
     char unused[128] = "";
     for (size_t i = 0; i < sizeof device_only / sizeof device_only[0]; i++) {
-        bool used = desc.offloads && (device_only[i].bit != SESSION_GIVEN_SIM || desc.takes_figures);
+        bool used = desc.offloads && (device_only[i].bit == SESSION_GIVEN_SIM || device_only[i].bit == SESSION_GIVEN_RKNPU
+                                          ? desc.figures_option && !strcmp(desc.figures_option, device_only[i].name)
+                                          : true);
         if (!(o->given & device_only[i].bit) || used) continue;
         size_t n = strlen(unused);
         snprintf(unused + n, sizeof unused - n, "%s%s", n ? ", " : "", device_only[i].name);
@@ -116,7 +118,7 @@ int session_opts_finish(struct session_opts *o) {
         if (parse_bool("MOEX_BACKBONE", v, &backbone)) return -1;
         o->experts.no_backbone = !backbone;
     }
-    if (!(given & SESSION_GIVEN_SIM) && (v = getenv("MOEX_SIM"))) {
+    if (!(given & (SESSION_GIVEN_SIM | SESSION_GIVEN_RKNPU)) && (v = getenv("MOEX_SIM"))) {
         if (cli_check_sim("MOEX_SIM", v, v)) return -1;
         o->experts.sim_figures = v;
     }
@@ -183,6 +185,11 @@ int session_opts_parse(struct session_opts *o, int argc, char **argv, int *i) {
         if (!(v = cli_value(argc, argv, i)) || cli_check_sim("--sim", v, v)) return -1;
         o->experts.sim_figures = v;
         o->given |= SESSION_GIVEN_SIM;
+    } else if (!strcmp(a, "--rknpu")) { /* the rknpu device's options travel in the sim figures' string */
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        if (moex_check_rknpu_options(v)) return cli_fail("--rknpu: %s", moex_last_error()), -1;
+        o->experts.sim_figures = v;
+        o->given |= SESSION_GIVEN_RKNPU;
     } else if ((o->groups & SESSION_RUNTIME) && (!strcmp(a, "--pack"))) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         o->experts.pack_path = v;
@@ -241,6 +248,7 @@ void session_opts_help_with(FILE *out, const struct session_help *h) {
                 "                      admit experts by the CPU times measured in this run instead of a\n"
                 "                      fixed cost model (logits may then differ run to run)\n");
     fprintf(out, "      --sim FIGURES   sim device figures: rk3588[,key=value...] [MOEX_SIM]\n");
+    fprintf(out, "      --rknpu OPTS    rknpu device options: fake=rocket|rknpu, cores=N, domains=N, ... (docs/rknpu.md)\n");
     if (g & SESSION_RUNTIME)
         fprintf(out,
                 "      --pack FILE     fill the device's experts, and the CPU's interleaved layout, from this\n"

@@ -23,6 +23,7 @@ enum {
     SESSION_GIVEN_ADAPTIVE = 1 << 9,
     SESSION_GIVEN_INTERLEAVE = 1 << 10,
     SESSION_GIVEN_BACKBONE = 1 << 11,
+    SESSION_GIVEN_RKNPU = 1 << 12,
 };
 
 /* The shared options a command takes besides the model, threads, kernels

@@ -33,12 +33,14 @@ struct backend {
 #endif
 
 static const struct backend backends[] = {
-    {{"none", "every expert and matmul on the CPU's quantized kernels (the default)", false, false}, NULL, false},
-    {{"cpu", "the int8 reference device (plain C; every other device equals it bit for bit)", true, false},
+    {{"none", "every expert and matmul on the CPU's quantized kernels (the default)", false, false, NULL}, NULL, false},
+    {{"cpu", "the int8 reference device (plain C; every other device equals it bit for bit)", true, false, NULL},
      &dev_cpu_ops, false},
-    {{"amx", "Intel AMX int8 tiles on the host's cores", true, false}, AMX_OPS, false},
-    {{"sim", "a model of an RK3588 NPU: exact results, modelled time (--sim figures)", true, true}, &dev_sim_ops, false},
-    {{"auto", "the first of amx that this machine has, else none", true, false}, NULL, true},
+    {{"amx", "Intel AMX int8 tiles on the host's cores", true, false, NULL}, AMX_OPS, false},
+    {{"sim", "a model of an RK3588 NPU: exact results, modelled time", true, true, "--sim"}, &dev_sim_ops, false},
+    {{"rknpu", "the RK3588 NPU through its kernel driver (rocket or the vendor's rknpu)", true, true, "--rknpu"},
+     &dev_rknpu_ops, false},
+    {{"auto", "the first of amx that this machine has, else none", true, false, NULL}, NULL, true},
 };
 enum { N_BACKENDS = sizeof backends / sizeof backends[0] };
 /* What "auto" tries, in order. */

@@ -159,7 +159,8 @@ struct dev_name_info {
     const char *name;
     const char *summary;     /* one line for --help */
     bool offloads;           /* false for "none" */
-    bool takes_spec;         /* reads dev_options.spec (the sim's figures) */
+    bool takes_spec;         /* reads dev_options.spec (the sim's figures, the rknpu options) */
+    const char *spec_option; /* the command line's option for that string ("--sim", "--rknpu"), or NULL */
 };
 /* "none cpu amx sim auto": the names, in the table's order. */
 const char *dev_names(void);

@@ -89,6 +89,7 @@ struct dev {
 
 extern const struct dev_ops dev_cpu_ops;
 extern const struct dev_ops dev_sim_ops;
+extern const struct dev_ops dev_rknpu_ops;
 #if defined(__x86_64__)
 extern const struct dev_ops dev_amx_ops;
 /* amx_detect.c (plain C, safe anywhere): 0 when AMX-INT8 can run in this

@@ -4,6 +4,7 @@
 
 #include "core/threadpool.h"
 #include "pack/pack_impl.h"
+#include "pack/pack_rknpu.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -17,6 +18,7 @@ size_t pack_bytes(enum pack_layout layout, int K, int N) {
 int pack_check_shape(enum pack_layout layout, int K, int N) {
     if (K <= 0 || N <= 0 || K > PACK_MAX_K) return PACK_E_SHAPE;
     if (layout == PACK_AMX && (K % 64 || N % 16)) return PACK_E_SHAPE;
+    if (layout == PACK_RKNPU && (K % PACK_RKNPU_TILE || N % PACK_RKNPU_TILE)) return PACK_E_SHAPE;
     return PACK_OK;
 }
 
@@ -96,7 +98,7 @@ struct matrix_job {
     enum qtype t;
     const char *src;
     size_t row_bytes;
-    int K;
+    int K, N;
     enum pack_layout layout;
     int8_t *codes;
     float *scales;
@@ -122,6 +124,7 @@ static void pack_rows(void *arg, int64_t begin, int64_t end, int thread_index) {
             return;
         }
         if (j->layout == PACK_AMX) scatter_amx(q, j->K, (int)n, j->codes);
+        if (j->layout == PACK_RKNPU) pack_rknpu_scatter(q, j->K, j->N, (int)n, j->codes);
     }
 }
 
@@ -131,7 +134,7 @@ int pack_matrix(struct threadpool *pool, enum pack_path path, enum qtype t, cons
     if (rc != PACK_OK) return rc;
     size_t row_bytes = quant_row_size(t, K);
     if (row_bytes == 0 || !quant_traits(t)) return PACK_E_TYPE;
-    struct matrix_job j = {.path = path, .t = t, .src = src, .row_bytes = row_bytes, .K = K,
+    struct matrix_job j = {.path = path, .t = t, .src = src, .row_bytes = row_bytes, .K = K, .N = N,
                            .layout = layout, .codes = codes, .scales = scales};
     atomic_init(&j.status, PACK_OK);
     /* 16 rows per chunk: one AMX tile row band, and ~16-64 KiB of source. */
@@ -141,6 +144,7 @@ int pack_matrix(struct threadpool *pool, enum pack_path path, enum qtype t, cons
 
 int8_t pack_code_at(enum pack_layout layout, const int8_t *codes, int K, int n, int k) {
     if (layout == PACK_ROWS) return codes[(size_t)n * (size_t)K + (size_t)k];
+    if (layout == PACK_RKNPU) return 0; /* needs N: pack_rknpu_offset */
     const size_t k_tiles = (size_t)K / 64;
     size_t tile = (size_t)(n / 16) * k_tiles + (size_t)(k / 64);
     return codes[tile * 1024 + (size_t)((k % 64) / 4) * 64 + (size_t)(n % 16) * 4 + (size_t)(k % 4)];

@@ -30,6 +30,10 @@ enum pack_layout {
      * hold w[16 nb + c][64 kb + 4 r .. 64 kb + 4 r + 3]. A tile is a B
      * operand of TDPBSSD as loaded with a 64-byte stride. */
     PACK_AMX,
+    /* The RK3588 NPU's tiles (pack_rknpu.h), K and N multiples of 32:
+     * buffers of up to 8192 channels x 1024 inputs, each [N/32][K/32][32][32].
+     * An offset needs N: pack_code_at does not read it, pack_rknpu_offset does. */
+    PACK_RKNPU,
 };
 
 /* The largest K any layout packs (rows are quantized through a stack row). */

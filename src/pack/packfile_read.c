@@ -1,11 +1,10 @@
-/* The pack file reader. Checks, in this order, so that each refusal names
- * its real cause: the magic (not a pack file), the version, the header's
- * size and checksum, the file's length against the header (truncated), then
- * every field, the section table, the plan and index checksums, and every
- * index entry's place and shape, then the host index likewise. Offsets and sizes are checked against the
- * file and against overflow before use; entries' data are hashed when used.
- * Assumes a little-endian host for the scales used in place (as the GGUF
- * reader does for tensors). */
+/* The pack file reader. Checks, in this order, so that each refusal names its
+ * real cause: the magic (not a pack file), the version, the header's size and
+ * checksum, the file's length against the header (truncated), then every
+ * field, the section table, the plan and index checksums, every index entry's
+ * place and shape, then the host index likewise. Offsets and sizes are checked
+ * against the file and overflow before use; entries' data are hashed when
+ * used. Assumes a little-endian host for the scales used in place. */
 #include "pack/packfile.h"
 
 #include "core/error.h"
@@ -97,7 +96,7 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
     if (rc != PACKFILE_OK) return rc;
     bool device = !in->no_device;
     uint32_t layout = pf_get32(h + PF_H_LAYOUT), format = pf_get32(h + PF_H_FORMAT);
-    if (device && layout != PACK_ROWS && layout != PACK_AMX)
+    if (device && layout != PACK_ROWS && layout != PACK_AMX && layout != PACK_RKNPU)
         return refuse(name, PACKFILE_E_LAYOUT, "packed in device layout %" PRIu32 ", which this moex does not know",
                       layout);
     if (device && format != PF_FORMAT_W8A8)
@@ -518,7 +517,9 @@ int packfile_check_model(const struct packfile *pf, const struct packfile_identi
     return PACKFILE_OK;
 }
 
-static const char *layout_name(enum pack_layout l) { return l == PACK_ROWS ? "rows" : l == PACK_AMX ? "amx" : "?"; }
+static const char *layout_name(enum pack_layout l) {
+    return l == PACK_ROWS ? "rows" : l == PACK_AMX ? "amx" : l == PACK_RKNPU ? "rknpu" : "?";
+}
 
 int packfile_check_layout(const struct packfile *pf, const char *device, enum pack_layout layout, int k_multiple,
                           int n_multiple, int64_t slot_values, int slot_max_n) {
