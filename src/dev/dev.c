@@ -28,6 +28,7 @@ static const struct backend backends[] = {
     {"amx", NULL},
 #endif
     {"sim", &dev_sim_ops},
+    {"cuda", &dev_cuda_ops},
 };
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -80,7 +81,27 @@ static void pool_free(struct dev *d) {
     d->n_slots = 0;
 }
 
-const char *dev_backend_names(void) { return "cpu amx sim"; }
+const char *dev_backend_names(void) { return "cpu amx sim cuda"; }
+
+/* The code bytes of a slot of slot_values values: one byte each (W8A8), or
+ * the block device's count for its widest type. */
+static size_t slot_code_size(const struct dev *d, int64_t slot_values) {
+    uint64_t bytes = d && d->ops->slot_code_bytes ? d->ops->slot_code_bytes(d, slot_values) : (uint64_t)slot_values;
+    return round_up((size_t)bytes, 64);
+}
+
+/* Copies into and out of device memory (the backend's where the host cannot address it). */
+static int mem_put(struct dev *d, int8_t *dst, const void *src, uint64_t bytes) {
+    if (d->ops->mem_write) return d->ops->mem_write(d, dst, src, bytes);
+    memcpy(dst, src, (size_t)bytes);
+    return DEV_OK;
+}
+
+static int mem_get(struct dev *d, void *dst, const int8_t *src, uint64_t bytes) {
+    if (d->ops->mem_read) return d->ops->mem_read(d, dst, src, bytes);
+    memcpy(dst, src, (size_t)bytes);
+    return DEV_OK;
+}
 
 const char *dev_status_string(int status) {
     switch (status) {
@@ -101,7 +122,8 @@ const char *dev_status_string(int status) {
     }
 }
 
-int dev_open(const char *name, const struct dev_options *opt, struct dev **out) {
+static int open_device(const char *name, const struct dev_options *opt, bool blocks, enum qtype slot_type,
+                       struct dev **out) {
     if (!out) return moex_errorf("dev_open: no result pointer"), DEV_E_ARG;
     *out = NULL;
     static const struct dev_options defaults;
@@ -129,6 +151,8 @@ int dev_open(const char *name, const struct dev_options *opt, struct dev **out) 
     if (!d) return moex_errorf("%s: out of memory", name), DEV_E_NOMEM;
     d->ops = ops;
     d->budget_bytes = opt->budget_bytes;
+    d->open_blocks = blocks;
+    d->slot_type = slot_type;
     int rc = ops->open(d, opt);
     if (rc != DEV_OK) {
         free(d);
@@ -153,6 +177,14 @@ int dev_open(const char *name, const struct dev_options *opt, struct dev **out) 
     return DEV_OK;
 }
 
+int dev_open(const char *name, const struct dev_options *opt, struct dev **out) {
+    return open_device(name, opt, false, 0, out);
+}
+
+int dev_open_blocks(const char *name, const struct dev_options *opt, enum qtype slot_type, struct dev **out) {
+    return open_device(name, opt, true, slot_type, out);
+}
+
 void dev_close(struct dev *d) {
     if (!d) return;
     dev_stream_stop(d);
@@ -166,9 +198,8 @@ void dev_close(struct dev *d) {
 const struct dev_caps *dev_caps(const struct dev *d) { return &d->caps; }
 
 uint64_t dev_slot_bytes(const struct dev *d, int64_t slot_values, int max_n) {
-    (void)d;
     if (slot_values <= 0 || max_n <= 0) return 0;
-    return round_up((size_t)slot_values, 64) + round_up((size_t)max_n * sizeof(float), 64);
+    return slot_code_size(d, slot_values) + round_up((size_t)max_n * sizeof(float), 64);
 }
 
 uint64_t dev_mem_bytes(const struct dev *d, uint64_t bytes) {
@@ -178,7 +209,7 @@ uint64_t dev_mem_bytes(const struct dev *d, uint64_t bytes) {
 
 uint64_t dev_pool_bytes(const struct dev *d, int n_slots, int64_t slot_values, int max_n) {
     if (n_slots <= 0 || slot_values <= 0 || max_n <= 0) return 0;
-    return dev_mem_bytes(d, round_up((size_t)slot_values, 64) * (uint64_t)n_slots) +
+    return dev_mem_bytes(d, slot_code_size(d, slot_values) * (uint64_t)n_slots) +
            dev_mem_bytes(d, (uint64_t)n_slots * (uint64_t)max_n * sizeof(float));
 }
 
@@ -214,7 +245,7 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
     dev_stream_drain(d);
     int64_t max_k = slot_values / c->n_multiple;
     if (max_k > c->k_max) max_k = c->k_max;
-    d->slot_code_bytes = round_up((size_t)slot_values, 64);
+    d->slot_code_bytes = slot_code_size(d, slot_values);
     d->slot_values = slot_values;
     d->max_k = (int)max_k;
     d->max_n = max_n;
@@ -296,8 +327,9 @@ int dev_write(struct dev *d, struct dev_ref dst, const void *src, uint64_t bytes
     int rc = copy_check(d, dst, src, bytes, "dev_write");
     if (rc != DEV_OK) return rc;
     dev_mem_open(d);
-    memcpy(resolve(d, dst, bytes), src, (size_t)bytes);
+    rc = mem_put(d, resolve(d, dst, bytes), src, bytes);
     dev_mem_close(d);
+    if (rc != DEV_OK) return rc;
     d->counters.uploads++;
     d->counters.upload_bytes += bytes;
     return DEV_OK;
@@ -307,8 +339,9 @@ int dev_read(struct dev *d, struct dev_ref src, void *dst, uint64_t bytes) {
     int rc = copy_check(d, src, dst, bytes, "dev_read");
     if (rc != DEV_OK) return rc;
     dev_mem_open(d);
-    memcpy(dst, resolve(d, src, bytes), (size_t)bytes);
+    rc = mem_get(d, dst, resolve(d, src, bytes), bytes);
     dev_mem_close(d);
+    if (rc != DEV_OK) return rc;
     d->counters.downloads++;
     d->counters.download_bytes += bytes;
     return DEV_OK;
@@ -347,6 +380,19 @@ static int pack_into(struct dev *d, int slot, enum qtype type, const void *data,
     }
     dev_stream_drain(d);
     int64_t t0 = time_ns();
+    if (d->ops->pack) { /* a block device: the rows as they are */
+        rc = d->ops->pack(d, slot, type, data, K, N);
+        if (rc != DEV_OK) return rc;
+        uint64_t bytes = quant_row_size(type, K) * (uint64_t)N;
+        d->slots[slot].K = K;
+        d->slots[slot].N = N;
+        d->counters.pack_bytes_read += bytes;
+        d->counters.pack_bytes_written += bytes;
+        d->counters.uploads++;
+        d->counters.upload_bytes += bytes;
+        d->counters.pack_ns += (uint64_t)(time_ns() - t0);
+        return DEV_OK;
+    }
     int8_t *codes = d->pack_stage ? d->pack_stage : (int8_t *)dev_slot_codes(d, slot);
     float *scales =
         d->pack_stage ? (float *)(void *)(d->pack_stage + d->slot_code_bytes) : (float *)dev_slot_scales(d, slot);
@@ -402,6 +448,9 @@ static int load_into(struct dev *d, int slot, enum pack_layout layout, const int
     if (!d->slots) return moex_errorf("%s: load before the slot pool is allocated", name), DEV_E_STATE;
     if (slot < 0 || slot >= d->n_slots) return moex_errorf("%s: slot %d of %d", name, slot, d->n_slots), DEV_E_ARG;
     d->slots[slot].K = d->slots[slot].N = 0;
+    if (d->caps.compute == DEV_COMPUTE_BLOCKS)
+        return moex_errorf("%s: slots hold GGUF rows, placed by dev_pack; there is no packed copy to load", name),
+               DEV_E_LAYOUT;
     if (layout != d->layout)
         return moex_errorf("%s: a weight packed in layout %d, the device's is %d", name, (int)layout, (int)d->layout),
                DEV_E_LAYOUT;
@@ -476,6 +525,9 @@ int dev_import_codes(struct dev *d, int first, int n, int fd, uint64_t offset) {
     if (!d->slots) return moex_errorf("%s: import before the slot pool is allocated", name), DEV_E_STATE;
     if (first < 0 || n < 1 || first > d->n_slots - n || fd < 0)
         return moex_errorf("%s: importing slots %d..%d of %d", name, first, first + n - 1, d->n_slots), DEV_E_ARG;
+    if (d->caps.compute == DEV_COMPUTE_BLOCKS)
+        return moex_errorf("%s: slots hold GGUF rows, placed by dev_pack; there are no codes to import", name),
+               DEV_E_LAYOUT;
     dev_stream_drain(d);
     for (int s = first; s < first + n; s++) d->slots[s].K = d->slots[s].N = 0;
     if (!d->caps.maps_host_pages) return import_copy(d, first, n, fd, offset);
@@ -508,6 +560,18 @@ int dev_slot_view(struct dev *d, int slot, dev_slot_fn fn, void *user) {
     if (d->slots[slot].N == 0) return moex_errorf("%s: slot %d is empty", d->caps.name, slot), DEV_E_STATE;
     dev_stream_drain(d);
     const struct dev_slot *s = &d->slots[slot];
+    if (d->ops->mem_read) { /* memory the host cannot address: through a host copy */
+        uint64_t bytes = d->ops->slot_used_bytes ? d->ops->slot_used_bytes(d, slot) : pack_bytes(d->layout, s->K, s->N);
+        int8_t *codes = malloc((size_t)bytes);
+        float *scales = malloc((size_t)s->N * sizeof(float));
+        int rc = codes && scales ? DEV_OK : (moex_errorf("%s: out of memory", d->caps.name), DEV_E_NOMEM);
+        if (rc == DEV_OK) rc = mem_get(d, codes, dev_slot_codes(d, slot), bytes);
+        if (rc == DEV_OK) rc = mem_get(d, scales, (const int8_t *)dev_slot_scales(d, slot), (uint64_t)s->N * sizeof(float));
+        if (rc == DEV_OK) rc = fn(user, codes, (size_t)bytes, scales, s->K, s->N);
+        free(codes);
+        free(scales);
+        return rc;
+    }
     dev_mem_open(d);
     int rc = fn(user, dev_slot_codes(d, slot), pack_bytes(d->layout, s->K, s->N), dev_slot_scales(d, slot), s->K, s->N);
     dev_mem_close(d);
@@ -545,7 +609,11 @@ static int check_run(const struct dev *d, const struct dev_job *jobs, int n_jobs
             return moex_errorf("%s: job %d: out stride %zu for N %d", name, j, job->out_stride, s->N), DEV_E_ARG;
         uint64_t m = (uint64_t)job->m;
         uint64_t out_bytes = ((m - 1) * job->out_stride + (uint64_t)s->N) * sizeof(float);
-        if (!resolve(d, job->act, m * (uint64_t)s->K) || !resolve(d, job->act_scale, m * sizeof(float)) ||
+        bool blocks = d->caps.compute == DEV_COMPUTE_BLOCKS; /* f32 rows; act_scale: their q8 scratch */
+        if (blocks && job->act.offset % sizeof(float))
+            return moex_errorf("%s: job %d: rows of floats at a misaligned offset", name, j), DEV_E_ARG;
+        if (!resolve(d, job->act, m * (uint64_t)s->K * (blocks ? sizeof(float) : 1)) ||
+            !resolve(d, job->act_scale, blocks ? dev_act_q8_bytes(job->m, s->K) : m * sizeof(float)) ||
             !resolve(d, job->out, out_bytes))
             return moex_errorf("%s: job %d: a range past the end of its staging buffer", name, j), DEV_E_ARG;
     }

@@ -51,6 +51,17 @@ struct dev_ops {
     int (*submit)(struct dev *d, const struct dev_exec_job *jobs, int n_jobs, uint64_t *modelled_ns);
     /* NULL: the generic formula from caps. */
     double (*estimate)(const struct dev *d, const struct dev_job *jobs, int n_jobs);
+    /* Memory the host cannot address (a region's host field then holds a
+     * device address that dev.c never dereferences): copies in and out,
+     * complete on return. NULL: memcpy. */
+    int (*mem_write)(struct dev *d, int8_t *dst, const void *src, uint64_t bytes);
+    int (*mem_read)(struct dev *d, void *dst, const int8_t *src, uint64_t bytes);
+    /* Block devices (DEV_COMPUTE_BLOCKS): the code bytes of a slot of
+     * slot_values values; placing a weight's GGUF rows in a slot (instead of
+     * pack_matrix and the upload); the bytes a filled slot holds. */
+    uint64_t (*slot_code_bytes)(const struct dev *d, int64_t slot_values);
+    int (*pack)(struct dev *d, int slot, enum qtype type, const void *data, int K, int N);
+    uint64_t (*slot_used_bytes)(const struct dev *d, int slot);
 };
 
 struct dev_slot {
@@ -80,6 +91,8 @@ struct dev {
     struct dev_counters counters;
     struct dev_stream *stream; /* the worker that runs submissions; NULL: they run on the caller */
     void *backend;
+    bool open_blocks;          /* for open: the caller drives DEV_COMPUTE_BLOCKS devices (dev_open_blocks) */
+    enum qtype slot_type;      /* for open: their slots' widest weight type (0: Q8_0) */
 };
 
 /* Jobs one submission may hold, on every backend. */
@@ -87,6 +100,7 @@ struct dev {
 
 extern const struct dev_ops dev_cpu_ops;
 extern const struct dev_ops dev_sim_ops;
+extern const struct dev_ops dev_cuda_ops;
 #if defined(__x86_64__)
 extern const struct dev_ops dev_amx_ops;
 /* amx_detect.c (plain C, safe anywhere): 0 when AMX-INT8 can run in this
