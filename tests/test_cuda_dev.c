@@ -8,7 +8,7 @@
  * all routed experts is one descriptor copy and at most three launches;
  * results equal the CPU reference within the quantization's tolerance; an
  * injected fault comes back as DEV_E_SUBMIT, later work is refused with the
- * first reason and nothing leaks. */
+ * first reason and nothing leaks; the probe reports the device. */
 #include "harness.h"
 
 #include "core/error.h"
@@ -504,11 +504,36 @@ static void test_fault(void) {
     free(jd.deq);
 }
 
+/* The probe on the fake: the device's lines and a table row per shape and
+ * M with the kernel the plan picks; a W8A8 device is left to the caller. */
+static void test_probe(void) {
+    cuda_layer_override(&fake_layer);
+    fake_reset(1024 * MIB);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    const int shape_k[] = {256}, shape_n[] = {64};
+    const int64_t ms[] = {1, 16};
+    int rc = dev_cuda_probe(out, "cuda", shape_k, shape_n, 1, ms, 2);
+    fclose(out);
+    CHECKF(rc == 0, "probe: %d %s", rc, moex_error());
+    static const char *want[] = {"Fake GPU", "compute capability 9.0", "host -> device", "| 256x64 | 1 | gemv |",
+                                 "| 256x64 | 16 | gemm |"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECKF(text && strstr(text, want[i]), "the probe's report lacks '%s':\n%s", want[i], text ? text : "");
+    free(text);
+    CHECK(F.allocated == 0 && F.pinned == 0);
+    out = fopen("/dev/null", "w");
+    CHECK(dev_cuda_probe(out, "cpu", shape_k, shape_n, 1, ms, 2) == 1);
+    fclose(out);
+}
+
 int main(void) {
     test_open_reasons();
     test_budget();
     test_submission();
     test_fault();
+    test_probe();
     cuda_layer_override(NULL);
     return test_finish();
 }

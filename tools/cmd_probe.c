@@ -10,13 +10,14 @@
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: moex probe [--device cpu|amx|sim] [--shape KxN ...] [--m 1,8,16,32,64,128] [-t N]\n"
+            "usage: moex probe [--device cpu|amx|sim|cuda] [--shape KxN ...] [--m 1,8,16,32,64,128] [-t N]\n"
             "For each weight shape (K inputs x N outputs, a Q4_K weight) and each number of\n"
             "rows M, times the CPU path (Q4_K weights, activations quantized to Q8_K once)\n"
             "and the device with the weight resident (activations quantized to int8 once),\n"
             "marks where the device starts to win, and measures packing (GB/s of Q4_K read)\n"
             "next to the machine's memory read bandwidth. Device times on sim are modelled.\n\n"
-            "  --device NAME    cpu, amx or sim (default: amx where present, else sim)\n"
+            "  --device NAME    cpu, amx, sim or cuda (default: amx where present, else sim);\n"
+            "                   cuda: the GPU, host<->device bandwidth, GEMV/GEMM rates on Q4_K\n"
             "  --shape KxN      a weight shape; repeat for more (default 2048x768 768x2048,\n"
             "                   the Qwen3-30B-A3B expert gate/up and down); K a multiple of 256\n"
             "  --m LIST         rows to try (default 1,8,16,32,64,128)\n"
@@ -63,8 +64,8 @@ int cmd_probe(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--device")) {
             if (!(device = cli_value(argc, argv, &i))) return 2;
-            if (strcmp(device, "cpu") && strcmp(device, "amx") && strcmp(device, "sim"))
-                return cli_fail("--device: invalid value '%s' (expected cpu, amx or sim)", device), 2;
+            if (strcmp(device, "cpu") && strcmp(device, "amx") && strcmp(device, "sim") && strcmp(device, "cuda"))
+                return cli_fail("--device: invalid value '%s' (expected cpu, amx, sim or cuda)", device), 2;
         } else if (!strcmp(a, "--shape")) {
             if (!(v = cli_value(argc, argv, &i))) return 2;
             if (n_shapes == 16) return cli_fail("--shape: at most 16 shapes"), 2;

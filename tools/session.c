@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 
 static int parse_device(const char *what, const char *v, struct session_opts *o) {
-    static const char *names[] = { "cpu", "amx", "sim", "auto", "none" };
+    static const char *names[] = { "cpu", "amx", "sim", "cuda", "auto", "none" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(v, names[i])) { o->experts.device = names[i]; return 0; }
-    cli_fail("%s: invalid value '%s' (expected cpu, amx, sim, auto or none)", what, v);
+    cli_fail("%s: invalid value '%s' (expected cpu, amx, sim, cuda, auto or none)", what, v);
     return -1;
 }
 

@@ -82,11 +82,11 @@ moex_model *moex_model_load(const struct moex_model_params *p) {
     if (!p || !p->path) return moex_errorf("moex_model_load: no model path"), NULL;
     if (p->vocab_only) return load_vocab(p);
     const struct moex_device_params *d = &p->device;
-    static const char *devices[] = { "none", "cpu", "amx", "sim", "auto" };
+    static const char *devices[] = { "none", "cpu", "amx", "sim", "cuda", "auto" };
     const char *device = NULL;
     for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++)
         if (!strcmp(device_name(d->device), devices[i])) device = devices[i];
-    if (!device) return moex_errorf("device '%s' is not one of none, cpu, amx, sim, auto", d->device), NULL;
+    if (!device) return moex_errorf("device '%s' is not one of none, cpu, amx, sim, cuda, auto", d->device), NULL;
     moex_model *m = calloc(1, sizeof *m);
     if (!m) return moex_errorf("out of memory"), NULL;
     m->log = p->log;
