@@ -345,6 +345,8 @@ int dev_cuda_info(const struct dev *d, struct dev_cuda_info *out) {
     if (!d || d->ops != &dev_cuda_ops || !out) return moex_errorf("dev_cuda_info: not a cuda device"), DEV_E_ARG;
     const struct cuda_dev *cd = d->backend;
     *out = cd->info;
+    uint64_t total = 0;
+    if (cd->fault[0] || cd->L->mem_info(cd->L->ctx, &out->free_now, &total) != DEV_OK) out->free_now = 0;
     return DEV_OK;
 }
 

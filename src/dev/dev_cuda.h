@@ -18,6 +18,7 @@ struct dev_cuda_info {
     uint64_t launch_jobs;         /* jobs over those launches */
     uint64_t copies_in, copy_in_bytes, copies_out, copy_out_bytes;
     uint64_t faults;              /* failed copies, launches and waits */
+    uint64_t free_now;            /* the driver's free device memory at this call (0 if it cannot say) */
     const char *fault;            /* the first failure's message; NULL while none */
 };
 
