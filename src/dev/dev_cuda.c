@@ -52,6 +52,7 @@ struct cuda_dev {
     int8_t *staging;                 /* (CUDA_STAGING_BYTES) pinned */
     int next_event;
     char fault[256];
+    char description[192]; /* caps.description */
 };
 
 static const struct cuda_layer *layer_override;
@@ -125,12 +126,11 @@ static int cuda_open(struct dev *d, const struct dev_options *opt) {
     d->layout = PACK_ROWS; /* not read: slots hold GGUF rows (dev_load_packed refuses) */
     uint64_t room = p->free_bytes > CUDA_VRAM_RESERVE ? p->free_bytes - CUDA_VRAM_RESERVE : 0;
     if (d->budget_bytes == 0 || d->budget_bytes > room) d->budget_bytes = room;
-    static char description[192];
-    snprintf(description, sizeof description, "%s, compute capability %d.%d, %.1f GiB (GGUF blocks resident)",
+    snprintf(cd->description, sizeof cd->description, "%s, compute capability %d.%d, %.1f GiB (GGUF blocks resident)",
              p->name, p->cc_major, p->cc_minor, (double)p->total_bytes / (double)(1u << 30));
     d->caps = (struct dev_caps){
         .name = "cuda",
-        .description = description,
+        .description = cd->description,
         .compute = DEV_COMPUTE_BLOCKS,
         .min_m = 1, /* resident weights beat the CPU from one row on: VRAM outruns host memory */
         .k_multiple = QK_K,

@@ -133,7 +133,7 @@ static int drv_init(void *ctx, int ordinal, struct cuda_props *props) {
     if (g->lib) return moex_errorf("cuda: the device is open already (one per process)"), DEV_E_UNAVAILABLE;
 #if !defined(MOEX_HAVE_CUDA_KERNELS)
     (void)ordinal;
-    return moex_errorf("cuda: this moex was built without CUDA (nvcc was not found or -DMOEX_CUDA=OFF)"),
+    return moex_errorf("cuda: this moex was built without CUDA (its cmake step says why; -DMOEX_CUDA=ON forces it)"),
            DEV_E_UNAVAILABLE;
 #else
     int rc = load_symbols(g);

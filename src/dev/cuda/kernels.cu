@@ -30,6 +30,51 @@ __device__ int find_job(const cuda_job_desc *jobs, int n_jobs, unsigned tile) {
     return lo;
 }
 
+// Runs body.run<T>() with T the job's type as a constant, so
+// that qb_chunk_get's switch folds away in the inner loops.
+template <typename Body> __device__ void with_type(int type, Body &body) {
+    switch (type) {
+    case QT_Q4_0: body.template run<QT_Q4_0>(); break;
+    case QT_Q4_1: body.template run<QT_Q4_1>(); break;
+    case QT_Q5_0: body.template run<QT_Q5_0>(); break;
+    case QT_Q5_1: body.template run<QT_Q5_1>(); break;
+    case QT_Q8_0: body.template run<QT_Q8_0>(); break;
+    case QT_Q4_K: body.template run<QT_Q4_K>(); break;
+    case QT_Q5_K: body.template run<QT_Q5_K>(); break;
+    case QT_Q6_K: body.template run<QT_Q6_K>(); break;
+    default: break;
+    }
+}
+
+// One output channel's dots with the job's m <= CUDA_GEMV_MAX_M rows: lane l
+// takes chunks l, l + 32, ... (qb_lane_partial's order for every row).
+struct gemv_body {
+    const cuda_job_desc *j;
+    const uint8_t *row;
+    const qb_q8 *act;
+    int nc, lane;
+    float *s;
+    template <int T> __device__ void run() {
+        for (int c = lane; c < nc; c += QB_WARP) {
+            qb_chunk w;
+            qb_chunk_get(T, row, c, &w);
+            for (int i = 0; i < j->m; i++) s[i] = qb_add(s[i], qb_dot_chunk(&w, &act[(size_t)i * nc + c]));
+        }
+    }
+};
+
+// Column `col` of the GEMM's weight tile: chunk c of channel n as f16.
+struct dequant_body {
+    const uint8_t *row;
+    int c;
+    __half *col;
+    template <int T> __device__ void run() {
+        qb_chunk w;
+        qb_chunk_get(T, row, c, &w);
+        for (int i = 0; i < QB_CHUNK; i++) col[i] = __float2half_rn(qb_chunk_value(&w, i));
+    }
+};
+
 } // namespace
 
 extern "C" __global__ void moex_cuda_quantize(const cuda_job_desc *jobs, int n_jobs) {
@@ -56,11 +101,8 @@ extern "C" __global__ void __launch_bounds__(32 * CUDA_GEMV_COLS)
     const qb_q8 *act = (const qb_q8 *)j->act_q8;
     float s[CUDA_GEMV_MAX_M];
     for (int i = 0; i < CUDA_GEMV_MAX_M; i++) s[i] = 0.0f;
-    for (int c = lane; c < nc; c += QB_WARP) {
-        qb_chunk w;
-        qb_chunk_get(j->type, row, c, &w);
-        for (int i = 0; i < m; i++) s[i] = qb_add(s[i], qb_dot_chunk(&w, &act[(size_t)i * nc + c]));
-    }
+    gemv_body body = {j, row, act, nc, lane, s};
+    with_type(j->type, body);
     for (int i = 0; i < m; i++) {
         float v = s[i];
         for (int off = QB_WARP / 2; off > 0; off >>= 1) v = qb_add(v, __shfl_xor_sync(0xffffffffu, v, off));
@@ -91,9 +133,8 @@ extern "C" __global__ void __launch_bounds__(256) moex_cuda_gemm(const cuda_job_
         if (tid < TN) {
             __half *col = b_tile + tid * TK;
             if (n0 + tid < j->N) {
-                qb_chunk w;
-                qb_chunk_get(j->type, (const uint8_t *)j->w + (size_t)(n0 + tid) * j->row_bytes, k0 / QB_CHUNK, &w);
-                for (int i = 0; i < TK; i++) col[i] = __float2half_rn(qb_chunk_value(&w, i));
+                dequant_body body = {(const uint8_t *)j->w + (size_t)(n0 + tid) * j->row_bytes, k0 / QB_CHUNK, col};
+                with_type(j->type, body);
             } else {
                 for (int i = 0; i < TK; i++) col[i] = __float2half_rn(0.0f);
             }
