@@ -356,6 +356,30 @@ static void test_budget(void) {
     CHECK(F.allocated == 0 && F.n_allocs == 0);
 }
 
+/* Bytes through the pinned staging halves (three and a bit of them), there
+ * and back, at an odd offset. */
+static void test_copies(void) {
+    cuda_layer_override(&fake_layer);
+    fake_reset(512 * MIB);
+    struct dev *d = NULL;
+    CHECK(dev_open_blocks("cuda", &(struct dev_options){.budget_bytes = 64 * MIB}, QT_Q4_K, &d) == DEV_OK);
+    if (!d) return;
+    const uint64_t n = 13 * MIB + 12345;
+    int buf;
+    CHECK(dev_buffer_alloc(d, n + 8, &buf) == DEV_OK);
+    uint8_t *there = malloc(n), *back = malloc(n);
+    for (uint64_t i = 0; i < n; i++) there[i] = (uint8_t)(test_rand() >> 24);
+    CHECK(dev_write(d, (struct dev_ref){buf, 7}, there, n) == DEV_OK);
+    CHECK(dev_read(d, (struct dev_ref){buf, 7}, back, n) == DEV_OK);
+    CHECK(!memcmp(there, back, n));
+    struct dev_cuda_info info;
+    dev_cuda_info(d, &info);
+    CHECKF(info.copies_in == 4 && info.copy_in_bytes == n, "%llu copies in", (unsigned long long)info.copies_in);
+    free(there);
+    free(back);
+    dev_close(d);
+}
+
 struct job_data {
     enum qtype type;
     int K, N, m;
@@ -531,6 +555,7 @@ static void test_probe(void) {
 int main(void) {
     test_open_reasons();
     test_budget();
+    test_copies();
     test_submission();
     test_fault();
     test_probe();

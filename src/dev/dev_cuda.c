@@ -30,8 +30,13 @@
 static_assert(sizeof(struct qb_q8) == 40, "dev_act_q8_bytes counts 40 bytes per 32 values");
 static_assert(sizeof(struct cuda_job_desc) == 64, "kernels.cu reads 64-byte descriptors");
 
-/* Host bytes go to and from VRAM through this much pinned memory. */
+/* Host bytes go to and from VRAM through this much pinned memory, in two
+ * halves: the host fills one while the other's copy runs. */
 #define CUDA_STAGING_BYTES ((uint64_t)8 << 20)
+#define CUDA_STAGING_HALF (CUDA_STAGING_BYTES / 2)
+/* Events: the two staging halves' last copies, then the submissions' fences in turn. */
+#define CUDA_EVENT_STAGING 0
+#define CUDA_EVENT_FENCES 2
 /* VRAM the budget leaves to the driver when the free memory bounds it (the
  * module, the launches' local memory). */
 #define CUDA_VRAM_RESERVE ((uint64_t)256 << 20)
@@ -194,21 +199,30 @@ static void cuda_mem_free(struct dev *d, struct dev_region *r) {
     count_vram(cd, -(int64_t)r->bytes);
 }
 
-/* Host bytes into VRAM and back through the pinned staging buffer, on the copy stream. */
+/* Host bytes into VRAM through the pinned staging halves on the copy
+ * stream: half h is refilled once its previous copy's event has passed, so
+ * the host's memcpy of one chunk overlaps the DMA of the one before. */
 static int cuda_mem_write(struct dev *d, int8_t *dst, const void *src, uint64_t bytes) {
     struct cuda_dev *cd = d->backend;
     const struct cuda_layer *L = cd->L;
     int rc = refuse_after_fault(cd);
-    for (uint64_t done = 0; rc == DEV_OK && done < bytes; done += CUDA_STAGING_BYTES) {
-        uint64_t n = bytes - done < CUDA_STAGING_BYTES ? bytes - done : CUDA_STAGING_BYTES;
-        memcpy(cd->staging, (const int8_t *)src + done, (size_t)n);
-        rc = L->copy_h2d(L->ctx, dptr(dst) + done, cd->staging, n, 1);
-        if (rc == DEV_OK) rc = L->stream_sync(L->ctx, 1);
-        if (rc != DEV_OK) return fault(d, rc);
+    if (rc != DEV_OK) return rc;
+    bool pending[2] = {false, false};
+    int h = 0;
+    for (uint64_t done = 0; rc == DEV_OK && done < bytes; done += CUDA_STAGING_HALF, h ^= 1) {
+        uint64_t n = bytes - done < CUDA_STAGING_HALF ? bytes - done : CUDA_STAGING_HALF;
+        int8_t *half = cd->staging + (size_t)h * CUDA_STAGING_HALF;
+        if (pending[h]) rc = L->event_sync(L->ctx, CUDA_EVENT_STAGING + h);
+        if (rc != DEV_OK) break;
+        memcpy(half, (const int8_t *)src + done, (size_t)n);
+        rc = L->copy_h2d(L->ctx, dptr(dst) + done, half, n, 1);
+        if (rc == DEV_OK) rc = L->event_record(L->ctx, CUDA_EVENT_STAGING + h, 1);
+        pending[h] = true;
         cd->info.copies_in++;
         cd->info.copy_in_bytes += n;
     }
-    return rc;
+    if (rc == DEV_OK) rc = L->stream_sync(L->ctx, 1);
+    return rc == DEV_OK ? DEV_OK : fault(d, rc);
 }
 
 static int cuda_mem_read(struct dev *d, void *dst, const int8_t *src, uint64_t bytes) {
@@ -329,8 +343,8 @@ static int cuda_submit(struct dev *d, const struct dev_exec_job *jobs, int n_job
     struct cuda_launch launches[3];
     uint64_t n_descs;
     int n_launches = plan(d, jobs, n_jobs, cd->descs_host, launches, cd->descs, &n_descs);
-    int event = cd->next_event;
-    cd->next_event = (cd->next_event + 1) % CUDA_EVENTS;
+    int event = CUDA_EVENT_FENCES + cd->next_event;
+    cd->next_event = (cd->next_event + 1) % (CUDA_EVENTS - CUDA_EVENT_FENCES);
     rc = L->copy_h2d(L->ctx, cd->descs, cd->descs_host, n_descs * sizeof(struct cuda_job_desc), 0);
     for (int l = 0; l < n_launches && rc == DEV_OK; l++) rc = L->launch(L->ctx, &launches[l], 0);
     if (rc == DEV_OK) rc = L->event_record(L->ctx, event, 0);
