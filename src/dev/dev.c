@@ -258,8 +258,9 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
     d->scales = (float *)(void *)d->scales_mem.host;
     d->n_slots = n_slots;
     d->slots = calloc((size_t)n_slots, sizeof *d->slots);
-    if (!c->maps_host_pages) d->pack_stage = malloc(d->slot_code_bytes + (size_t)max_n * sizeof(float));
-    if (rc == DEV_OK && (!d->slots || (!c->maps_host_pages && !d->pack_stage))) {
+    bool staged = !c->maps_host_pages && !d->ops->pack; /* block devices place rows as they are */
+    if (staged) d->pack_stage = malloc(d->slot_code_bytes + (size_t)max_n * sizeof(float));
+    if (rc == DEV_OK && (!d->slots || (staged && !d->pack_stage))) {
         moex_errorf("%s: out of memory for %d slots of %llu bytes", name, n_slots, (unsigned long long)slot_bytes);
         rc = DEV_E_NOMEM;
     }

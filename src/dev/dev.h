@@ -78,7 +78,7 @@ struct dev_options {
 enum dev_compute { DEV_COMPUTE_W8A8 = 1, DEV_COMPUTE_BLOCKS = 2 };
 
 struct dev_caps {
-    const char *name;        /* "cpu", "amx", "sim" */
+    const char *name;        /* "cpu", "amx", "sim", "cuda" */
     const char *description; /* one line for tables and logs */
     enum dev_compute compute;
     int min_m;               /* fewer rows than this run faster on the CPU: route them there */
