@@ -1,8 +1,9 @@
 #!/bin/sh
 # --device cuda from the command line: `moex probe --device cuda` reports the
 # GPU or says why it cannot open it (a build without CUDA, no NVIDIA driver,
-# no device, too old a GPU); `moex run --device cuda` says why the experts
-# stay on the CPU and gives the tokens of a run without a device.
+# no device, too old a GPU, the toolkit's stub library for a driver);
+# `moex run --device cuda` says why the experts stay on the CPU and gives
+# the tokens of a run without a device.
 set -u
 . "$(dirname "$0")/shell_lib.sh"
 fail=0
@@ -18,6 +19,22 @@ elif grep -qE 'probe: cuda: (this moex was built without CUDA|no NVIDIA driver|t
     echo "ok: probe says why the GPU cannot open: $(cat "$tmp/err")"
 else
     echo "FAIL: probe --device cuda: exit $rc without a reason"; cat "$tmp/err"; fail=1
+fi
+# The driver is loaded at run time: with the toolkit's stub standing for
+# libcuda.so.1 every entry point resolves and cuInit's failure is explained.
+stub=""
+for d in "$(dirname "$(command -v nvcc 2> /dev/null || echo /nonexistent)")/../lib64/stubs" /usr/local/cuda/lib64/stubs; do
+    [ -f "$d/libcuda.so" ] && { stub=$d/libcuda.so; break; }
+done
+if grep -q 'built without CUDA' "$tmp/err"; then
+    echo "ok: (this build has no CUDA kernels: the driver's loading is checked in one that has)"
+elif [ -z "$stub" ]; then
+    echo "ok: (no CUDA stub library here: the driver's loading is checked where the toolkit is)"
+else
+    mkdir -p "$tmp/stub" && ln -sf "$stub" "$tmp/stub/libcuda.so.1"
+    expect "probe with the stub library for a driver" 1 env LD_LIBRARY_PATH="$tmp/stub" "$MOEX_BIN" probe --device cuda
+    says "probe with the stub library for a driver" "cuda: cuInit: "
+    says "probe with the stub library for a driver" "the CUDA stub library was loaded"
 fi
 model=$tmp/tiny.gguf
 "$MOEX_BIN" synth --preset tiny -o "$model" -q || { echo "FAIL: synth"; exit 1; }

@@ -91,11 +91,24 @@ struct driver {
 
 static struct driver g_driver; /* one device per process in this step */
 
+/* What to do about the failures met when opening (CUresult values from cuda.h). */
+static const char *hint(CUresult r) {
+    switch (r) {
+    case 34: return "; the CUDA stub library was loaded, not the NVIDIA driver's libcuda.so.1";
+    case 46: return "; the device is unavailable (exclusive mode, or in use)";
+    case 209: case 218: case 222:
+        return "; the driver cannot load kernels from this nvcc: update the driver, or build with the CUDA "
+               "version it supports";
+    case 803: return "; the driver's library and its kernel module are different versions";
+    default: return "";
+    }
+}
+
 /* The driver's message for a failed call, as a dev_status. */
 static int fail(struct driver *g, CUresult r, const char *what, int status) {
     const char *msg = NULL;
-    if (g->cuGetErrorString) g->cuGetErrorString(r, &msg);
-    moex_errorf("cuda: %s: %s (CUresult %d)", what, msg ? msg : "unknown error", r);
+    if (g->cuGetErrorString && g->cuGetErrorString(r, &msg) != CUDA_SUCCESS) msg = NULL;
+    moex_errorf("cuda: %s: %s (CUresult %d)%s", what, msg ? msg : "unknown error", r, hint(r));
     return status;
 }
 
