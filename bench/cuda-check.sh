@@ -165,9 +165,14 @@ bench_run() { # name setting log command...
     echo "   $name $setting: pp $pp tg $tg VRAM $vram MiB $note" >&2
 }
 
-# llama.cpp's own count of its device buffers (model + KV + compute), MiB.
+# llama.cpp's own count of its device buffers, MiB: model + KV + compute,
+# each the largest it printed (llama-bench makes a context per test).
 llama_vram() {
-    awk '/CUDA0 (model|KV|compute) buffer size/ { for (i = 1; i <= NF; i++) if ($i == "=") s += $(i + 1) } END { printf "%.0f\n", s }' "$1"
+    awk 'match($0, /CUDA0 (model|KV|compute) buffer size/) {
+            k = $0; sub(/ buffer size.*/, "", k); sub(/.*CUDA0 /, "", k)
+            for (i = 1; i <= NF; i++) if ($i == "=" && $(i + 1) + 0 > m[k]) m[k] = $(i + 1) + 0
+         }
+         END { for (k in m) s += m[k]; printf "%.0f\n", s }' "$1"
 }
 
 if stage bench; then

@@ -508,6 +508,11 @@ static void test_fault(void) {
     CHECK(dev_write(d, (struct dev_ref){buf, 0}, x, sizeof x) == DEV_OK);
     struct dev_job job = {0, 1, {buf, 0}, {buf, 4096}, {buf, 8192}, N};
     CHECK(dev_run(d, &job, 1) == DEV_OK);
+    CHECKF(F.launches == 2 && F.kernels[0] == CUDA_K_QUANTIZE && F.kernels[1] == CUDA_K_GEMV,
+           "one decode row: the quantizer and the GEMV (%d launches)", F.launches);
+    struct dev_job rows = {0, 40, {buf, 0}, {buf, 0x10000}, {buf, 0x20000}, N}; /* a prefill: the GEMM alone */
+    CHECK(dev_run(d, &rows, 1) == DEV_OK);
+    CHECKF(F.launches == 3 && F.kernels[2] == CUDA_K_GEMM, "%d launches", F.launches);
     F.fail_launch = F.launches + 2; /* the GEMV of the next submission */
     int rc = dev_run(d, &job, 1);
     CHECKF(rc == DEV_E_SUBMIT && strstr(moex_error(), "injected"), "the fault: %d %s", rc, moex_error());
@@ -518,7 +523,7 @@ static void test_fault(void) {
     CHECK(dev_read(d, (struct dev_ref){buf, 8192}, out, sizeof out) == DEV_E_SUBMIT);
     struct dev_counters c;
     dev_get_counters(d, &c);
-    CHECK(c.failed_submissions == 2 && c.submissions == 1);
+    CHECK(c.failed_submissions == 2 && c.submissions == 2);
     struct dev_cuda_info info;
     dev_cuda_info(d, &info);
     CHECK(info.faults >= 1 && info.fault && strstr(info.fault, "injected"));
