@@ -10,14 +10,15 @@
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: moex probe [--device cpu|amx|sim|rknpu] [--shape KxN ...] [--m 1,8,16,32,64,128] [-t N]\n"
+            "usage: moex probe [--device cpu|amx|sim|rknpu|cuda] [--shape KxN ...] [--m 1,8,16,32,64,128] [-t N]\n"
             "       moex probe --dump-program M,K,N   the rknpu device's programs for one matmul, decoded\n"
             "For each weight shape (K inputs x N outputs, a Q4_K weight) and each number of\n"
             "rows M, times the CPU path (Q4_K weights, activations quantized to Q8_K once)\n"
             "and the device with the weight resident (activations quantized to int8 once),\n"
             "marks where the device starts to win, and measures packing (GB/s of Q4_K read)\n"
             "next to the machine's memory read bandwidth. Device times on sim are modelled.\n\n"
-            "  --device NAME    cpu, amx or sim (default: amx where present, else sim)\n"
+            "  --device NAME    cpu, amx, sim or cuda (default: amx where present, else sim);\n"
+            "                   cuda: the GPU, host<->device bandwidth, GEMV/GEMM rates on Q4_K\n"
             "  --shape KxN      a weight shape; repeat for more (default 2048x768 768x2048,\n"
             "                   the Qwen3-30B-A3B expert gate/up and down); K a multiple of 256\n"
             "  --m LIST         rows to try (default 1,8,16,32,64,128)\n"

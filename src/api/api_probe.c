@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "dev/dev.h"
+#include "dev/dev_cuda.h"
 #include "dev/sim.h"
 #include "pack/pack.h"
 #include "pack/w8a8.h"
@@ -323,6 +324,16 @@ int moex_probe(const struct moex_probe_params *p) {
     }
     setvbuf(out, NULL, _IOLBF, 0);
     for (int i = 0; i < n_m; i++) ms[i] = rows[i];
+    /* a block device (cuda) has a probe of its own; 1: not one */
+    int shape_k[n_shapes], shape_n[n_shapes];
+    for (int s = 0; s < n_shapes; s++) shape_k[s] = shapes[s].K, shape_n[s] = shapes[s].N;
+    int blocks = dev_cuda_probe(out, device, shape_k, shape_n, n_shapes, ms, n_m);
+    if (blocks != 1) {
+        fclose(out);
+        threadpool_free(pool);
+        free(ms);
+        return blocks == 0 ? 0 : moex_errorf("probe: %s", moex_error());
+    }
     struct dev *d = NULL;
     int64_t slot_values = 0;
     int max_n = 0;

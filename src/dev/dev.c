@@ -40,6 +40,9 @@ static const struct backend backends[] = {
     {{"sim", "a model of an RK3588 NPU: exact results, modelled time", true, true, "--sim"}, &dev_sim_ops, false},
     {{"rknpu", "the RK3588 NPU through its kernel driver (rocket or the vendor's rknpu)", true, true, "--rknpu"},
      &dev_rknpu_ops, false},
+    {{"cuda", "an NVIDIA GPU (CUDA): weights in their GGUF types in VRAM; not yet driven by the executor", true,
+      false, NULL},
+     &dev_cuda_ops, false},
     {{"auto", "the first of amx that this machine has, else none", true, false, NULL}, NULL, true},
 };
 enum { N_BACKENDS = sizeof backends / sizeof backends[0] };
@@ -146,6 +149,14 @@ int dev_windows_report(struct dev *d, char *out, size_t n) {
     return d->ops->windows_report(d, out, n);
 }
 
+/* The code bytes of a slot of slot_values values: one byte each (W8A8), or
+ * the block device's count for its widest type. */
+static size_t slot_code_size(const struct dev *d, int64_t slot_values) {
+    uint64_t bytes = d && d->ops->slot_code_bytes ? d->ops->slot_code_bytes(d, slot_values) : (uint64_t)slot_values;
+    return round_up((size_t)bytes, 64);
+}
+
+
 const char *dev_status_string(int status) {
     switch (status) {
     case DEV_OK: return "ok";
@@ -165,7 +176,8 @@ const char *dev_status_string(int status) {
     }
 }
 
-int dev_open(const char *name, const struct dev_options *opt, struct dev **out) {
+static int open_device(const char *name, const struct dev_options *opt, bool blocks, enum qtype slot_type,
+                       struct dev **out) {
     if (!out) return moex_errorf("dev_open: no result pointer"), DEV_E_ARG;
     *out = NULL;
     static const struct dev_options defaults;
@@ -182,6 +194,8 @@ int dev_open(const char *name, const struct dev_options *opt, struct dev **out) 
     if (!d) return moex_errorf("%s: out of memory", name), DEV_E_NOMEM;
     d->ops = ops;
     d->budget_bytes = opt->budget_bytes;
+    d->open_blocks = blocks;
+    d->slot_type = slot_type;
     rc = ops->open(d, opt);
     if (rc != DEV_OK) {
         free(d);
@@ -205,6 +219,14 @@ int dev_open(const char *name, const struct dev_options *opt, struct dev **out) 
     }
     *out = d;
     return DEV_OK;
+}
+
+int dev_open(const char *name, const struct dev_options *opt, struct dev **out) {
+    return open_device(name, opt, false, 0, out);
+}
+
+int dev_open_blocks(const char *name, const struct dev_options *opt, enum qtype slot_type, struct dev **out) {
+    return open_device(name, opt, true, slot_type, out);
 }
 
 void dev_close(struct dev *d) {
@@ -231,6 +253,7 @@ uint64_t dev_caps_mem_bytes(const struct dev_caps *c, uint64_t bytes) {
     return (bytes + g - 1) / g * g;
 }
 
+/* W8A8 slots: one byte per value (a block device counts its own, dev_slot_bytes). */
 uint64_t dev_caps_slot_bytes(const struct dev_caps *c, int64_t slot_values, int max_n) {
     (void)c;
     if (slot_values <= 0 || max_n <= 0) return 0;
@@ -248,13 +271,16 @@ bool dev_caps_fits(const struct dev_caps *c, int64_t K, int64_t N) {
 }
 
 uint64_t dev_slot_bytes(const struct dev *d, int64_t slot_values, int max_n) {
-    return dev_caps_slot_bytes(d ? &d->caps : NULL, slot_values, max_n);
+    if (slot_values <= 0 || max_n <= 0) return 0;
+    return slot_code_size(d, slot_values) + round_up((size_t)max_n * sizeof(float), 64);
 }
 
 uint64_t dev_mem_bytes(const struct dev *d, uint64_t bytes) { return dev_caps_mem_bytes(&d->caps, bytes); }
 
 uint64_t dev_pool_bytes(const struct dev *d, int n_slots, int64_t slot_values, int max_n) {
-    return dev_caps_pool_bytes(&d->caps, n_slots, slot_values, max_n);
+    if (n_slots <= 0 || slot_values <= 0 || max_n <= 0) return 0;
+    return dev_mem_bytes(d, slot_code_size(d, slot_values) * (uint64_t)n_slots) +
+           dev_mem_bytes(d, (uint64_t)n_slots * (uint64_t)max_n * sizeof(float));
 }
 
 int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
@@ -289,7 +315,7 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
     dev_stream_drain(d);
     int64_t max_k = slot_values / c->n_multiple;
     if (max_k > c->k_max) max_k = c->k_max;
-    d->slot_code_bytes = round_up((size_t)slot_values, 64);
+    d->slot_code_bytes = slot_code_size(d, slot_values);
     d->slot_values = slot_values;
     d->max_k = (int)max_k;
     d->max_n = max_n;
@@ -302,8 +328,9 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
     d->scales = (float *)(void *)d->scales_mem.host;
     d->n_slots = n_slots;
     d->slots = calloc((size_t)n_slots, sizeof *d->slots);
-    if (!c->maps_host_pages) d->pack_stage = malloc(d->slot_code_bytes + (size_t)max_n * sizeof(float));
-    if (rc == DEV_OK && (!d->slots || (!c->maps_host_pages && !d->pack_stage))) {
+    bool staged = !c->maps_host_pages && !d->ops->pack; /* block devices place rows as they are */
+    if (staged) d->pack_stage = malloc(d->slot_code_bytes + (size_t)max_n * sizeof(float));
+    if (rc == DEV_OK && (!d->slots || (staged && !d->pack_stage))) {
         moex_errorf("%s: out of memory for %d slots of %llu bytes", name, n_slots, (unsigned long long)slot_bytes);
         rc = DEV_E_NOMEM;
     }
@@ -371,8 +398,9 @@ int dev_write(struct dev *d, struct dev_ref dst, const void *src, uint64_t bytes
     int rc = copy_check(d, dst, src, bytes, "dev_write");
     if (rc != DEV_OK) return rc;
     dev_mem_open(d);
-    memcpy(resolve(d, dst, bytes), src, (size_t)bytes);
+    rc = dev_mem_put(d, resolve(d, dst, bytes), src, bytes);
     dev_mem_close(d);
+    if (rc != DEV_OK) return rc;
     d->counters.uploads++;
     d->counters.upload_bytes += bytes;
     return DEV_OK;
@@ -382,8 +410,9 @@ int dev_read(struct dev *d, struct dev_ref src, void *dst, uint64_t bytes) {
     int rc = copy_check(d, src, dst, bytes, "dev_read");
     if (rc != DEV_OK) return rc;
     dev_mem_open(d);
-    memcpy(dst, resolve(d, src, bytes), (size_t)bytes);
+    rc = dev_mem_get(d, dst, resolve(d, src, bytes), bytes);
     dev_mem_close(d);
+    if (rc != DEV_OK) return rc;
     d->counters.downloads++;
     d->counters.download_bytes += bytes;
     return DEV_OK;
@@ -422,7 +451,11 @@ static int check_run(const struct dev *d, const struct dev_job *jobs, int n_jobs
             return moex_errorf("%s: job %d: out stride %zu for N %d", name, j, job->out_stride, s->N), DEV_E_ARG;
         uint64_t m = (uint64_t)job->m;
         uint64_t out_bytes = ((m - 1) * job->out_stride + (uint64_t)s->N) * sizeof(float);
-        if (!resolve(d, job->act, m * (uint64_t)s->K) || !resolve(d, job->act_scale, m * sizeof(float)) ||
+        bool blocks = d->caps.compute == DEV_COMPUTE_BLOCKS; /* f32 rows; act_scale: their q8 scratch */
+        if (blocks && job->act.offset % sizeof(float))
+            return moex_errorf("%s: job %d: rows of floats at a misaligned offset", name, j), DEV_E_ARG;
+        if (!resolve(d, job->act, m * (uint64_t)s->K * (blocks ? sizeof(float) : 1)) ||
+            !resolve(d, job->act_scale, blocks ? dev_act_q8_bytes(job->m, s->K) : m * sizeof(float)) ||
             !resolve(d, job->out, out_bytes))
             return moex_errorf("%s: job %d: a range past the end of its staging buffer", name, j), DEV_E_ARG;
     }

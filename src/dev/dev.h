@@ -4,6 +4,8 @@
  *   amx  Intel AMX int8 tiles (TDPBSSD); opening fails cleanly where absent
  *   sim  a model of an RK3588-class NPU: exact results (the cpu kernel), time
  *        from a cost model on a virtual clock, a 32-bit IOVA window, faults
+ *   cuda NVIDIA GPUs (docs/cuda.md): weights in their GGUF block types in
+ *        VRAM, f32 activations (DEV_COMPUTE_BLOCKS); opening says why not
  *
  * A device owns its memory: the slot pool and the staging buffers for
  * activations and outputs live in its address space (host pages on cpu and
@@ -70,7 +72,13 @@ struct dev_options {
                                 "rk3588" or "rk3588,key=value,..."; NULL: its defaults) */
 };
 
-enum dev_compute { DEV_COMPUTE_W8A8 = 1 };
+/* W8A8: int8 codes with channel scales in the device's layout, int8
+ * activations with row scales. BLOCKS (devices opened by dev_open_blocks):
+ * a slot holds the GGUF rows as they are (dev_pack places them; no pack
+ * file copy, dev_load_packed refuses), a job's act is (m, K) floats, 4-byte
+ * aligned, and its act_scale names dev_act_q8_bytes(m, K) bytes of scratch
+ * where the device quantizes them. */
+enum dev_compute { DEV_COMPUTE_W8A8 = 1, DEV_COMPUTE_BLOCKS = 2 };
 
 /* A range of device addresses the device's memory must fit in (an NPU's
  * 32-bit IOVA domain): the planner fits the budget into the windows. */
@@ -135,6 +143,9 @@ struct dev_job {
     size_t out_stride;        /* floats between output rows, >= N */
 };
 
+/* The scratch a block device quantizes m rows of K floats into (40 bytes per 32 values). */
+static inline uint64_t dev_act_q8_bytes(int m, int K) { return (uint64_t)m * (uint64_t)(K / 32) * 40u; }
+
 /* A submission's place in the device's stream: 1, 2, ... in order. */
 typedef uint64_t dev_fence;
 
@@ -177,6 +188,10 @@ const char *dev_probe_device(const char *name);
 
 /* name: a backend of the table ("auto" resolved). On failure *out is NULL. */
 int dev_open(const char *name, const struct dev_options *opt, struct dev **out);
+/* dev_open for a caller that drives DEV_COMPUTE_BLOCKS devices too (dev_open
+ * refuses to open those): slots of a block device hold weights up to
+ * slot_type's bytes per value (Q8_0 the widest; 0: Q8_0). */
+int dev_open_blocks(const char *name, const struct dev_options *opt, enum qtype slot_type, struct dev **out);
 void dev_close(struct dev *d);
 const struct dev_caps *dev_caps(const struct dev *d);
 /* Sets the resident byte budget before anything is allocated (a budget

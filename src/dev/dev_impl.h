@@ -7,6 +7,8 @@
 #include "dev/dev.h"
 #include "pack/pack.h"
 
+#include <string.h>
+
 /* A job with its buffers resolved to where the backend keeps them in this
  * process: what backends compute on, inside their own calls. */
 struct dev_exec_job {
@@ -53,6 +55,17 @@ struct dev_ops {
     double (*estimate)(const struct dev *d, const struct dev_job *jobs, int n_jobs);
     /* A device with windows: which window holds which memory, one line (NULL: none). */
     int (*windows_report)(struct dev *d, char *out, size_t n);
+    /* Memory the host cannot address (a region's host field then holds a
+     * device address that dev.c never dereferences): copies in and out,
+     * complete on return. NULL: memcpy. */
+    int (*mem_write)(struct dev *d, int8_t *dst, const void *src, uint64_t bytes);
+    int (*mem_read)(struct dev *d, void *dst, const int8_t *src, uint64_t bytes);
+    /* Block devices (DEV_COMPUTE_BLOCKS): the code bytes of a slot of
+     * slot_values values; placing a weight's GGUF rows in a slot (instead of
+     * pack_matrix and the upload); the bytes a filled slot holds. */
+    uint64_t (*slot_code_bytes)(const struct dev *d, int64_t slot_values);
+    int (*pack)(struct dev *d, int slot, enum qtype type, const void *data, int K, int N);
+    uint64_t (*slot_used_bytes)(const struct dev *d, int slot);
 };
 
 struct dev_slot {
@@ -82,6 +95,8 @@ struct dev {
     struct dev_counters counters;
     struct dev_stream *stream; /* the worker that runs submissions; NULL: they run on the caller */
     void *backend;
+    bool open_blocks;          /* for open: the caller drives DEV_COMPUTE_BLOCKS devices (dev_open_blocks) */
+    enum qtype slot_type;      /* for open: their slots' widest weight type (0: Q8_0) */
 };
 
 /* Jobs one submission may hold, on every backend. */
@@ -90,6 +105,7 @@ struct dev {
 extern const struct dev_ops dev_cpu_ops;
 extern const struct dev_ops dev_sim_ops;
 extern const struct dev_ops dev_rknpu_ops;
+extern const struct dev_ops dev_cuda_ops;
 #if defined(__x86_64__)
 extern const struct dev_ops dev_amx_ops;
 /* amx_detect.c (plain C, safe anywhere): 0 when AMX-INT8 can run in this
@@ -104,6 +120,19 @@ static inline void dev_mem_open(struct dev *d) {
 }
 static inline void dev_mem_close(struct dev *d) {
     if (d->ops->mem_close) d->ops->mem_close(d);
+}
+
+/* Copies into and out of device memory (the backend's where the host cannot address it). */
+static inline int dev_mem_put(struct dev *d, int8_t *dst, const void *src, uint64_t bytes) {
+    if (d->ops->mem_write) return d->ops->mem_write(d, dst, src, bytes);
+    memcpy(dst, src, (size_t)bytes);
+    return DEV_OK;
+}
+
+static inline int dev_mem_get(struct dev *d, void *dst, const int8_t *src, uint64_t bytes) {
+    if (d->ops->mem_read) return d->ops->mem_read(d, dst, src, bytes);
+    memcpy(dst, src, (size_t)bytes);
+    return DEV_OK;
 }
 
 /* The stream (dev_stream.c). A command runs fn(d, arg); its status is kept

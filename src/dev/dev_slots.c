@@ -46,6 +46,19 @@ static int pack_into(struct dev *d, int slot, enum qtype type, const void *data,
     }
     dev_stream_drain(d);
     int64_t t0 = time_ns();
+    if (d->ops->pack) { /* a block device: the rows as they are */
+        rc = d->ops->pack(d, slot, type, data, K, N);
+        if (rc != DEV_OK) return rc;
+        uint64_t bytes = quant_row_size(type, K) * (uint64_t)N;
+        d->slots[slot].K = K;
+        d->slots[slot].N = N;
+        d->counters.pack_bytes_read += bytes;
+        d->counters.pack_bytes_written += bytes;
+        d->counters.uploads++;
+        d->counters.upload_bytes += bytes;
+        d->counters.pack_ns += (uint64_t)(time_ns() - t0);
+        return DEV_OK;
+    }
     int8_t *codes = d->pack_stage ? d->pack_stage : (int8_t *)dev_slot_codes(d, slot);
     float *scales =
         d->pack_stage ? (float *)(void *)(d->pack_stage + d->slot_code_bytes) : (float *)dev_slot_scales(d, slot);
@@ -101,6 +114,9 @@ static int load_into(struct dev *d, int slot, enum pack_layout layout, const int
     if (!d->slots) return moex_errorf("%s: load before the slot pool is allocated", name), DEV_E_STATE;
     if (slot < 0 || slot >= d->n_slots) return moex_errorf("%s: slot %d of %d", name, slot, d->n_slots), DEV_E_ARG;
     d->slots[slot].K = d->slots[slot].N = 0;
+    if (d->caps.compute == DEV_COMPUTE_BLOCKS)
+        return moex_errorf("%s: slots hold GGUF rows, placed by dev_pack; there is no packed copy to load", name),
+               DEV_E_LAYOUT;
     if (layout != d->layout)
         return moex_errorf("%s: a weight packed in layout %d, the device's is %d", name, (int)layout, (int)d->layout),
                DEV_E_LAYOUT;
@@ -175,6 +191,9 @@ int dev_import_codes(struct dev *d, int first, int n, int fd, uint64_t offset) {
     if (!d->slots) return moex_errorf("%s: import before the slot pool is allocated", name), DEV_E_STATE;
     if (first < 0 || n < 1 || first > d->n_slots - n || fd < 0)
         return moex_errorf("%s: importing slots %d..%d of %d", name, first, first + n - 1, d->n_slots), DEV_E_ARG;
+    if (d->caps.compute == DEV_COMPUTE_BLOCKS)
+        return moex_errorf("%s: slots hold GGUF rows, placed by dev_pack; there are no codes to import", name),
+               DEV_E_LAYOUT;
     dev_stream_drain(d);
     for (int s = first; s < first + n; s++) d->slots[s].K = d->slots[s].N = 0;
     if (!d->caps.maps_host_pages) return import_copy(d, first, n, fd, offset);
@@ -207,6 +226,18 @@ int dev_slot_view(struct dev *d, int slot, dev_slot_fn fn, void *user) {
     if (d->slots[slot].N == 0) return moex_errorf("%s: slot %d is empty", d->caps.name, slot), DEV_E_STATE;
     dev_stream_drain(d);
     const struct dev_slot *s = &d->slots[slot];
+    if (d->ops->mem_read) { /* memory the host cannot address: through a host copy */
+        uint64_t bytes = d->ops->slot_used_bytes ? d->ops->slot_used_bytes(d, slot) : pack_bytes(d->layout, s->K, s->N);
+        int8_t *codes = malloc((size_t)bytes);
+        float *scales = malloc((size_t)s->N * sizeof(float));
+        int rc = codes && scales ? DEV_OK : (moex_errorf("%s: out of memory", d->caps.name), DEV_E_NOMEM);
+        if (rc == DEV_OK) rc = dev_mem_get(d, codes, dev_slot_codes(d, slot), bytes);
+        if (rc == DEV_OK) rc = dev_mem_get(d, scales, (const int8_t *)dev_slot_scales(d, slot), (uint64_t)s->N * sizeof(float));
+        if (rc == DEV_OK) rc = fn(user, codes, (size_t)bytes, scales, s->K, s->N);
+        free(codes);
+        free(scales);
+        return rc;
+    }
     dev_mem_open(d);
     int rc = fn(user, dev_slot_codes(d, slot), pack_bytes(d->layout, s->K, s->N), dev_slot_scales(d, slot), s->K, s->N);
     dev_mem_close(d);
