@@ -244,6 +244,16 @@ MOEX_API void moex_sampler_accept(moex_sampler *s, int32_t id);
 /* Draws from the context's last logits (the repetition penalty rewrites
  * them in place) and records the token; -1 on error. */
 MOEX_API int32_t moex_sample(moex_sampler *s, const moex_context *c);
+/* The OpenAI API's presence and frequency penalties, each in [-2, 2] (0:
+ * off): at every draw, the logit of each token this sampler drew before
+ * (not those given to moex_sampler_accept) loses presence once and
+ * frequency times its count. -1 on a value out of range. */
+MOEX_API int moex_sampler_set_penalties(moex_sampler *s, float presence, float frequency);
+/* Adds bias[i] to the logit of token ids[i] at every draw (OpenAI's
+ * logit_bias; -100 all but bans a token); replaces earlier biases. Applied,
+ * with the penalties above, before the repetition penalty. -1 on an id out
+ * of range or a bias not finite (nothing changed). */
+MOEX_API int moex_sampler_set_logit_bias(moex_sampler *s, const int32_t *ids, const float *bias, int n);
 
 /* ---- Generation: prefill (with prefix reuse), then sample until an
  * end-of-generation token, max_tokens, a full context or the callback. */
