@@ -329,14 +329,11 @@ static int parse_reasoning(const cJSON *root, const struct serve_options *o, str
     return 0;
 }
 
-/* Whether the text ends inside an open <think> block. */
+/* Whether the prompt ends by opening a <think> block (the generation prompt
+ * of a template that starts the model thinking): only white space after it. */
 static bool ends_in_think(const char *text, size_t len) {
-    const char *open = NULL, *close = NULL;
-    for (const char *p = text; p + 7 <= text + len; p++) {
-        if (!memcmp(p, "<think>", 7)) open = p;
-        else if (p + 8 <= text + len && !memcmp(p, "</think>", 8)) close = p;
-    }
-    return open && (!close || close < open);
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' ')) len--;
+    return len >= 7 && !memcmp(text + len - 7, "<think>", 7);
 }
 
 int api_parse(const moex_model *m, const struct serve_options *o, int n_ctx, const char *body, size_t len,
