@@ -154,7 +154,7 @@ cases = [
     ("HTTP/1.1 without Host", b"GET /health HTTP/1.1\r\n\r\n", 400),
     ("a Content-Length that is not a number", post + b"Content-Length: abc\r\n\r\n{}", 400),
     ("a Content-Length with a sign", post + b"Content-Length: +2\r\n\r\n{}", 400),
-    ("two different Content-Length headers", post + b"Content-Length: 2\r\nContent-Length: 30\r\n\r\n{}", 400),
+    ("two different Content-Length headers", post + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400),
     ("Content-Length and Transfer-Encoding", post + b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}", 400),
     ("a malformed chunked body", post + b"Transfer-Encoding: chunked\r\n\r\n5\r\n{\"pro\r\nZZ\r\n0\r\n\r\n", 411),
     ("an unknown transfer coding", post + b"Transfer-Encoding: gzip\r\n\r\n", 501),
@@ -166,8 +166,9 @@ cases = [
 for what, data, want_status in cases:
     raw = raw_exchange(port, data, shut=True)
     st, head, b = split_response(raw)
+    named = b"conflicting" in b if "Content-Length headers" in what else True
     check(st == want_status and openai_error(b.decode(errors="replace")) and status_lines(raw) == 1
-          and b"application/json" in head,
+          and b"application/json" in head and named,
           "%s: %d in the OpenAI shape, one status line (%r)" % (what, want_status, raw[:50]))
 s, t = request(port, "GET", "/health")
 check(s == 200 and json.loads(t)["status"] == "ok", "/health: ok after all of it")
