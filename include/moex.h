@@ -316,6 +316,15 @@ MOEX_API void moex_seq_checkpoint(moex_context *c, int seq);
 /* moex_sample from sequence seq's logits. */
 MOEX_API int32_t moex_sample_seq(moex_sampler *s, const moex_context *c, int seq);
 
+/* ---- Embeddings: out (moex_model_n_embd) gets the mean over tokens[0..n)
+ * of the model's final hidden state (after the output norm: what the lm head
+ * reads), L2-normalised. The text is evaluated from position 0 of the
+ * context's first sequence, which is left empty. These models are not
+ * trained for retrieval; the vector is what their last layer holds. -1 on
+ * error (more tokens than the context, an id out of range). */
+MOEX_API int moex_model_n_embd(const moex_model *m);
+MOEX_API int moex_embed(moex_context *c, const int32_t *tokens, int n, float *out);
+
 /* ---- Counters of the expert executor, both phases (prefill, decode) summed. */
 struct moex_counters {
     uint64_t tokens;                   /* tokens evaluated */

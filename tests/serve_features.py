@@ -160,6 +160,21 @@ check(s == 404 and json.loads(t)["error"]["code"] == "model_not_found", "/v1/mod
 s, t, h = request(port, "GET", "/")
 check(s == 200 and "text/html" in h.get("content-type", "") and "<title>moex chat</title>" in t, "the chat page at /")
 
+# /v1/embeddings: unit vectors, the same for the same text, base64 the same floats.
+import base64
+import math
+import struct
+s, r = post(port, "/v1/embeddings", {"input": ["hello world", "hello world", "other words"], "model": "x"})
+vec = [d["embedding"] for d in r["data"]] if s == 200 else [[]]
+check(s == 200 and len(vec) == 3 and abs(math.fsum(x * x for x in vec[0]) - 1) < 1e-4 and vec[0] == vec[1]
+      and vec[0] != vec[2] and r["usage"]["prompt_tokens"] > 0, "/v1/embeddings: unit vectors, equal for equal text")
+s, r = post(port, "/v1/embeddings", {"input": "hello world", "encoding_format": "base64"})
+raw = base64.b64decode(r["data"][0]["embedding"]) if s == 200 else b""
+check(list(struct.unpack("<%df" % (len(raw) // 4), raw)) == [struct.unpack("<f", struct.pack("<f", x))[0] for x in vec[0]],
+      "/v1/embeddings base64: the same float32s")
+s, r = post(port, "/v1/embeddings", {"input": "hi", "dimensions": 3})
+check(s == 400 and r["error"]["param"] == "dimensions", "/v1/embeddings dimensions other than the model's: 400")
+
 # CORS: the preflight and the allowed origin.
 s, t, h = request(port, "OPTIONS", "/v1/chat/completions", headers={"Origin": "http://example.com",
                                                                   "Access-Control-Request-Method": "POST"})

@@ -159,3 +159,116 @@ char *endpoint_slots(const struct sched_slot *slots, int n, int n_ctx) {
     }
     return print_free(root);
 }
+
+/* ---- /v1/embeddings. */
+
+/* One input's tokens: a string, or an array of token ids. */
+static int32_t *embed_input(const moex_model *m, const cJSON *in, int *n, struct api_error *e) {
+    if (cJSON_IsString(in)) {
+        int32_t *ids = moex_tokenize_alloc(m, in->valuestring, strlen(in->valuestring), true, false, n);
+        if (!ids) refused(e, "input", moex_last_error());
+        return ids;
+    }
+    int k = 0, count = cJSON_GetArraySize(in), n_vocab = moex_model_n_vocab(m);
+    int32_t *ids = malloc(sizeof *ids * (size_t)(count ? count : 1));
+    if (!ids) return refused(e, NULL, "out of memory"), NULL;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, in) {
+        double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!(d >= 0 && d < n_vocab && d == floor(d))) {
+            free(ids);
+            return refused(e, "input", "'input' token ids must be integers of this model's vocabulary"), NULL;
+        }
+        ids[k++] = (int32_t)d;
+    }
+    *n = k;
+    return ids;
+}
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* The little-endian float32 bytes of v in base64 (OpenAI's encoding_format "base64"). */
+static char *base64_floats(const float *v, int n) {
+    size_t len = (size_t)n * 4, out_len = 4 * ((len + 2) / 3);
+    const unsigned char *p = (const unsigned char *)v;
+    char *out = malloc(out_len + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned a = p[i], b = i + 1 < len ? p[i + 1] : 0, c = i + 2 < len ? p[i + 2] : 0;
+        *o++ = b64[a >> 2];
+        *o++ = b64[((a & 3) << 4) | (b >> 4)];
+        *o++ = i + 1 < len ? b64[((b & 15) << 2) | (c >> 6)] : '=';
+        *o++ = i + 2 < len ? b64[c & 63] : '=';
+    }
+    *o = 0;
+    return out;
+}
+
+char *endpoint_embeddings(moex_model *m, moex_context *ctx, const char *model_id, const char *body, size_t len,
+                          struct api_error *e) {
+    if (memchr(body, 0, len) || strstr(body, "\\u0000")) return refused(e, "input", "the input holds U+0000 (NUL)");
+    cJSON *root = parse_object(body, len, e);
+    if (!root) return NULL;
+    char *result = NULL;
+    const cJSON *input = cJSON_GetObjectItemCaseSensitive(root, "input");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "encoding_format");
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dimensions");
+    int D = moex_model_n_embd(m);
+    bool base64 = cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "base64");
+    if (fmt && !cJSON_IsNull(fmt) && !(cJSON_IsString(fmt) && (base64 || !strcmp(fmt->valuestring, "float")))) {
+        refused(e, "encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+        goto done;
+    }
+    if (dims && !cJSON_IsNull(dims) && !(cJSON_IsNumber(dims) && dims->valuedouble == D)) {
+        e->status = 400;
+        e->param = "dimensions";
+        snprintf(e->message, sizeof e->message, "'dimensions': this model's embeddings have %d", D);
+        goto done;
+    }
+    /* A string or an array of token ids is one input; an array of strings or of id arrays, several. */
+    bool many = cJSON_IsArray(input) && cJSON_GetArraySize(input) > 0 && !cJSON_IsNumber(cJSON_GetArrayItem(input, 0));
+    if (!(cJSON_IsString(input) || (cJSON_IsArray(input) && cJSON_GetArraySize(input) > 0))) {
+        refused(e, "input", "'input' must be a string, an array of strings, or token ids");
+        goto done;
+    }
+    cJSON *out = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(out, "data");
+    float *v = malloc(sizeof *v * (size_t)D);
+    int total = 0, index = 0;
+    const cJSON *one = many ? input->child : input;
+    for (; one && v; one = many ? one->next : NULL, index++) {
+        if (many && !cJSON_IsString(one) && !cJSON_IsArray(one)) { refused(e, "input", "each input must be a string or token ids"); break; }
+        int n = 0;
+        int32_t *ids = embed_input(m, one, &n, e);
+        if (!ids) break;
+        if (n == 0 || moex_embed(ctx, ids, n, v)) {
+            free(ids);
+            refused(e, "input", n == 0 ? "an input has no tokens" : moex_last_error());
+            break;
+        }
+        free(ids);
+        total += n;
+        cJSON *item = cJSON_CreateObject();
+        cJSON_AddStringToObject(item, "object", "embedding");
+        cJSON_AddNumberToObject(item, "index", index);
+        if (base64) {
+            char *s = base64_floats(v, D);
+            cJSON_AddStringToObject(item, "embedding", s ? s : "");
+            free(s);
+        } else {
+            cJSON *arr = cJSON_AddArrayToObject(item, "embedding");
+            for (int d = 0; d < D; d++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(v[d]));
+        }
+        cJSON_AddItemToArray(data, item);
+    }
+    free(v);
+    if (e->status) { cJSON_Delete(out); goto done; }
+    cJSON_AddStringToObject(out, "object", "list");
+    cJSON_AddStringToObject(out, "model", model_id);
+    cJSON *usage = cJSON_AddObjectToObject(out, "usage");
+    cJSON_AddNumberToObject(usage, "prompt_tokens", total);
+    cJSON_AddNumberToObject(usage, "total_tokens", total);
+    result = print_free(out);
+done:
+    cJSON_Delete(root);
+    return result;
+}

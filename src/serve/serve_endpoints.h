@@ -22,6 +22,10 @@ char *endpoint_tokenize(const moex_model *m, const char *body, size_t len, struc
 char *endpoint_detokenize(const moex_model *m, const char *body, size_t len, struct api_error *e);
 char *endpoint_props(const moex_model *m, const struct serve_options *o, int n_ctx);
 char *endpoint_slots(const struct sched_slot *slots, int n, int n_ctx);
+/* /v1/embeddings on ctx (the caller's, used by one request at a time): the
+ * mean-pooled, normalised final hidden state of each input (moex_embed). */
+char *endpoint_embeddings(moex_model *m, moex_context *ctx, const char *model_id, const char *body, size_t len,
+                          struct api_error *e);
 
 /* The chat page (serve_page.c): one HTML file, no network, no build step. */
 extern const char serve_page_html[];

@@ -26,13 +26,14 @@
 
 enum endpoint {
     EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_PROPS, EP_SLOTS,
-    EP_PAGE, EP_MODEL, EP_OTHER, EP_COUNT
+    EP_PAGE, EP_EMBEDDINGS, EP_MODEL, EP_OTHER, EP_COUNT
 };
 static const char *endpoint_names[EP_COUNT] = { "chat_completions", "completions", "models", "health", "metrics",
-                                                "tokenize", "detokenize", "props", "slots", "page", "model",
+                                                "tokenize", "detokenize", "props", "slots", "page", "embeddings", "model",
                                                 "other" };
 static const char *endpoint_paths[EP_MODEL] = { "/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
-                                                "/metrics", "/tokenize", "/detokenize", "/props", "/slots", "/" };
+                                                "/metrics", "/tokenize", "/detokenize", "/props", "/slots", "/",
+                                                "/v1/embeddings" };
 
 struct server {
     struct MHD_Daemon *daemon;
@@ -47,6 +48,8 @@ struct server {
     atomic_ullong next_id;             /* ids: a random base drawn at start, counted up */
     atomic_ullong requests[EP_COUNT];
     atomic_ullong statuses[6];         /* by hundreds: [2] = 2xx ... [5] = 5xx */
+    pthread_mutex_t embed_mu;          /* one /v1/embeddings at a time, on its own context */
+    moex_context *embed_ctx;           /* made on the first */
 };
 
 void serve_options_default(struct serve_options *o) {
@@ -443,12 +446,13 @@ static enum endpoint route(const char *url) {
     if (!strcmp(url, "/chat/completions")) return EP_CHAT;
     if (!strcmp(url, "/completions")) return EP_COMPLETIONS;
     if (!strcmp(url, "/models")) return EP_MODELS;
+    if (!strcmp(url, "/embeddings")) return EP_EMBEDDINGS;
     if (!strncmp(url, "/v1/models/", 11) && url[11]) return EP_MODEL;
     return EP_OTHER;
 }
 
 static bool is_post(enum endpoint ep) {
-    return ep == EP_CHAT || ep == EP_COMPLETIONS || ep == EP_TOKENIZE || ep == EP_DETOKENIZE;
+    return ep == EP_CHAT || ep == EP_COMPLETIONS || ep == EP_TOKENIZE || ep == EP_DETOKENIZE || ep == EP_EMBEDDINGS;
 }
 
 /* The CORS preflight: which methods and headers a page of the allowed origin may use. */
@@ -526,6 +530,18 @@ static enum MHD_Result answer(struct server *s, struct MHD_Connection *c, struct
     case EP_TOKENIZE: body = endpoint_tokenize(s->model, rq->body ? rq->body : "", rq->len, &e); break;
     case EP_DETOKENIZE: body = endpoint_detokenize(s->model, rq->body ? rq->body : "", rq->len, &e); break;
     case EP_PROPS: body = endpoint_props(s->model, &s->o, s->n_ctx); break;
+    case EP_EMBEDDINGS: {
+        pthread_mutex_lock(&s->embed_mu);
+        if (!s->embed_ctx) {
+            struct moex_context_params cp = s->o.ctx;
+            cp.n_ctx = s->n_ctx < s->o.limits.max_prompt_tokens ? s->n_ctx : s->o.limits.max_prompt_tokens;
+            s->embed_ctx = moex_context_new(s->model, &cp);
+        }
+        if (s->embed_ctx) body = endpoint_embeddings(s->model, s->embed_ctx, s->o.model_id, rq->body ? rq->body : "", rq->len, &e);
+        else snprintf(e.message, sizeof e.message, "cannot make the embeddings' context: %s", moex_last_error()), e.status = 500;
+        pthread_mutex_unlock(&s->embed_mu);
+        break;
+    }
     case EP_SLOTS: {
         struct sched_slot *slots = calloc((size_t)s->o.parallel, sizeof *slots);
         if (slots) {
@@ -638,6 +654,7 @@ struct server *serve_start(const struct serve_options *o, char *why, size_t size
     if (!s) return snprintf(why, size, "out of memory"), NULL;
     s->o = *o;
     s->started = (long)time(NULL);
+    pthread_mutex_init(&s->embed_mu, NULL);
     uint64_t base = 0;
     if (getrandom(&base, sizeof base, 0) != (ssize_t)sizeof base) base = (uint64_t)serve_time_ns() ^ (uint64_t)getpid() << 32;
     atomic_store(&s->next_id, base);
@@ -701,5 +718,7 @@ void serve_stop(struct server *s) {
     for (int i = 0; i < 3000 && atomic_load(&s->connections) > 0; i++) usleep(10000);
     MHD_stop_daemon(s->daemon);
     sched_free(s->sched);
+    moex_context_free(s->embed_ctx);
+    pthread_mutex_destroy(&s->embed_mu);
     free(s);
 }
