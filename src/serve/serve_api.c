@@ -367,7 +367,8 @@ int api_parse(const moex_model *m, const struct serve_options *o, int n_ctx, con
     if (given) j->max_tokens = (int)d;
     if (get_number(root, "max_completion_tokens", 1, lim->max_tokens, true, &given, &d, e)) goto done;
     if (given) j->max_tokens = (int)d;
-    if (api_sampler_fields(m, root, r, j, e)) goto done; /* where the sampler's settings are read */
+    /* The sampler's settings (the scheduler makes the sampler from them: serve_sched.c assign()). */
+    if (api_sampler_fields(m, root, r, j, e)) goto done;
     if (parse_logprobs(root, r, j, e) || check_accepted(root, r, e) || parse_reasoning(root, o, r, e)) goto done;
     if (parse_stop(root, j, e)) goto done;
     size_t text_len = 0;

@@ -582,9 +582,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         }
         memcpy(rq->body + rq->len, upload, n);
         rq->len += n;
+        rq->body[rq->len] = 0; /* the endpoints may read it as a string */
         return MHD_YES;
     }
     return answer(s, c, rq);
+}
+
+/* What a client sent, fit for one log line: control characters as '?'. */
+static void loggable(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 32 || *s == 127) *s = '?';
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -592,6 +599,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     struct server *s = cls;
     struct request *rq = *con_cls;
     if (rq && !s->o.quiet) {
+        loggable(rq->path);
+        loggable(rq->user);
         double ms = (double)(serve_time_ns() - rq->start_ns) * 1e-6;
         fprintf(stderr, "moex serve: %s %s %d %d+%d tokens %.0f ms%s%s%s\n", rq->method, rq->path, rq->status,
                 rq->n_prompt, rq->n_generated, ms, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (cut)",

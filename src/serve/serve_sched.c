@@ -184,6 +184,7 @@ static void assign(struct scheduler *s) {
         sl->n_prefilled = 0;
         sl->started = false;
         sl->next = -1;
+        /* The job's sampler, from what api_parse read (serve_api.c api_sampler_fields). */
         sl->sampler = moex_sampler_new(s->model, &j->sampler);
         sl->decoder = moex_decoder_new(s->model);
         if (!sl->sampler || !sl->decoder) finish_job(s, sl, NULL, "out of memory");
