@@ -122,6 +122,8 @@ check(s == 400 and r["error"]["param"] == "presence_penalty", "presence_penalty 
 s, r = post(port, "/v1/completions", dict(base, seed=9, echo=True))
 _, plain = post(port, "/v1/completions", dict(base, seed=9))
 check(r["choices"][0]["text"] == "Once upon a time" + plain["choices"][0]["text"], "echo: the prompt, then the text")
+ev = events(port, "/v1/completions", dict(base, seed=9, echo=True))
+check("".join(ch["text"] for x in ev for ch in x["choices"]) == r["choices"][0]["text"], "echo streamed: the same")
 
 # Fields refused by name; fields of the other endpoint refused; vendor fields ignored.
 for field, value, path in [("suffix", "end", "/v1/completions"), ("audio", {"voice": "x"}, "/v1/chat/completions"),

@@ -223,10 +223,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     struct server *s = st->s;
     if (st->pending_off == st->pending_len) {
         if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (!st->role_sent && st->req.chat) {
+        if (!st->role_sent && (st->req.chat || st->req.echo)) {
+            /* the first events: the chat's role, or the prompt a completion echoes */
             st->role_sent = true;
             for (int i = 0; i < st->g.n; i++) {
-                struct api_piece p = { .index = i, .role = true };
+                struct api_piece p = { .index = i, .role = st->req.chat };
+                if (st->req.echo) { p.content = st->req.prompt_text; p.content_len = st->req.prompt_len; }
                 if (pend(st, api_chunk_event(s->model, &st->req, st->id, st->created, s->o.model_id, &p))) goto fail;
             }
         } else {
