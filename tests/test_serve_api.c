@@ -5,6 +5,7 @@
 
 #ifdef MOEX_HAVE_HTTP
 #include "serve/serve_api.h"
+#include "serve/serve_endpoints.h"
 #include "serve/serve_gate.h"
 
 #include <stdio.h>
@@ -107,7 +108,31 @@ static void test_gate(void) {
     free(r);
 }
 
+/* /health: what a balancer reads. */
+static void test_health(void) {
+    static const struct {
+        struct serve_health h;
+        bool strict;
+        int status;
+        const char *state;
+    } cases[] = {
+        { { .ready = false }, false, 503, "\"loading\"" },
+        { { .ready = true, .slots = 2, .busy = 1 }, false, 200, "\"ok\"" },
+        { { .ready = true, .slots = 2, .busy = 2 }, true, 200, "\"ok\"" },          /* full, none waiting */
+        { { .ready = true, .slots = 2, .busy = 2, .queued = 3 }, false, 200, "\"busy\"" },
+        { { .ready = true, .slots = 2, .busy = 2, .queued = 3 }, true, 503, "\"busy\"" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status = 0;
+        char *body = endpoint_health(&cases[i].h, cases[i].strict, &status);
+        CHECKF(body && status == cases[i].status && strstr(body, cases[i].state), "health %zu: %d %s", i, status,
+               body ? body : "(null)");
+        free(body);
+    }
+}
+
 int main(void) {
+    test_health();
     test_think();
     test_gate();
     return test_finish();
