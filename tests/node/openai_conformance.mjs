@@ -73,6 +73,16 @@ try {
   check(err.status === 400 && err.param === 'suffix', "'suffix': 400 naming it");
 }
 
+// A body over --max-body (1 MiB): the client sees the 413, not a broken pipe.
+for (const size of [1.5 * 2 ** 20, 4 * 2 ** 20]) {
+  try {
+    await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'x'.repeat(size) }] });
+    check(false, `a ${size}-byte body refused`);
+  } catch (err) {
+    check(err.status === 413, `a ${size}-byte body: the client sees 413 (${err.status} ${err.message.slice(0, 60)})`);
+  }
+}
+
 // The models list and one model.
 const models = await client.models.list();
 const id = models.data[0].id;
