@@ -25,8 +25,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-a, port_a = serve_start.start(moex, ["--parallel", "2", "--quiet"])
-b, port_b = serve_start.start(moex, ["--parallel", "2", "--quiet"])
+a, port_a = serve_start.start(moex, ["--parallel", "4", "--quiet"])
+b, port_b = serve_start.start(moex, ["--parallel", "4", "--quiet"])
 port = free_port()
 conf = open(conf_template).read()
 conf = conf.replace("127.0.0.1:8081", "127.0.0.1:%d" % port_a).replace("127.0.0.1:8082", "127.0.0.1:%d" % port_b)
@@ -58,7 +58,7 @@ def streaming(k, results):
     """A streamed completion through nginx: 'done' ([DONE]), 'error event', or what went wrong."""
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        c.request("POST", "/v1/completions", body=json.dumps({"prompt": "Once upon a time", "max_tokens": 150,
+        c.request("POST", "/v1/completions", body=json.dumps({"prompt": "Once upon a time", "max_tokens": 100,
                                                                "stream": True, "seed": k}),
                   headers={"Content-Type": "application/json"})
         r = c.getresponse()
@@ -84,7 +84,7 @@ def streaming(k, results):
 def plain(k, results):
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        c.request("POST", "/v1/completions", body=json.dumps({"prompt": "Once", "max_tokens": 100, "seed": k}),
+        c.request("POST", "/v1/completions", body=json.dumps({"prompt": "Once", "max_tokens": 40, "seed": k}),
                   headers={"Content-Type": "application/json"})
         r = c.getresponse()
         body = r.read()
