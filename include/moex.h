@@ -186,7 +186,6 @@ struct moex_context_params {
 MOEX_API void moex_context_params_default(struct moex_context_params *p);
 MOEX_API moex_context *moex_context_new(moex_model *m, const struct moex_context_params *p);
 MOEX_API void moex_context_free(moex_context *c);
-MOEX_API int moex_n_ctx(const moex_context *c);
 /* Tokens the context holds (evaluated). */
 MOEX_API int moex_n_past(const moex_context *c);
 /* Evaluates tokens[0..n) after what the context holds; the last token's
@@ -233,6 +232,16 @@ MOEX_API void moex_sampler_accept(moex_sampler *s, int32_t id);
 /* Draws from the context's last logits (the repetition penalty rewrites
  * them in place) and records the token; -1 on error. */
 MOEX_API int32_t moex_sample(moex_sampler *s, const moex_context *c);
+/* The OpenAI API's presence and frequency penalties, each in [-2, 2] (0:
+ * off): at every draw, the logit of each token this sampler drew before
+ * (not those given to moex_sampler_accept) loses presence once and
+ * frequency times its count. -1 on a value out of range. */
+MOEX_API int moex_sampler_set_penalties(moex_sampler *s, float presence, float frequency);
+/* Adds bias[i] to the logit of token ids[i] at every draw (OpenAI's
+ * logit_bias; -100 all but bans a token); replaces earlier biases. Applied,
+ * with the penalties above, before the repetition penalty. -1 on an id out
+ * of range or a bias not finite (nothing changed). */
+MOEX_API int moex_sampler_set_logit_bias(moex_sampler *s, const int32_t *ids, const float *bias, int n);
 
 /* ---- Generation: prefill (with prefix reuse), then sample until an
  * end-of-generation token, max_tokens, a full context or the callback. */
@@ -286,8 +295,7 @@ MOEX_API moex_context *moex_context_new_seqs(moex_model *m, const struct moex_co
 MOEX_API int moex_eval_batch(moex_context *c, const int32_t *tokens, const int32_t *seq_ids, int n);
 /* (n_vocab) logits of sequence seq's last evaluated token; NULL before any. */
 MOEX_API const float *moex_seq_logits(const moex_context *c, int seq);
-/* Tokens sequence seq holds; moex_truncate of sequence seq. */
-MOEX_API int moex_seq_n_past(const moex_context *c, int seq);
+/* moex_truncate of sequence seq. */
 MOEX_API void moex_seq_truncate(moex_context *c, int seq, int n_past);
 /* moex_sample from sequence seq's logits. */
 MOEX_API int32_t moex_sample_seq(moex_sampler *s, const moex_context *c, int seq);

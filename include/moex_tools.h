@@ -74,6 +74,10 @@ MOEX_API bool moex_chat_template_known(const moex_model *m);
 MOEX_API int moex_eval_all_logits(moex_context *c, const int32_t *tokens, int n, float *logits);
 /* How many of tokens[0..n) the context holds already, from the start; -1 on error. */
 MOEX_API int moex_shared_prefix(const moex_context *c, const int32_t *tokens, int n);
+/* The context's length in tokens (per sequence). */
+MOEX_API int moex_n_ctx(const moex_context *c);
+/* Tokens sequence seq holds. */
+MOEX_API int moex_seq_n_past(const moex_context *c, int seq);
 /* The sequences of a context (moex_context_new_seqs). */
 MOEX_API int moex_n_seq(const moex_context *c);
 /* moex_shared_prefix of sequence seq. */
@@ -81,6 +85,15 @@ MOEX_API int moex_seq_shared_prefix(const moex_context *c, int seq, const int32_
 /* Saves sequence seq's recurrent state here, so that truncating back to here
  * is cheap (a chat turn's start); free for models without recurrent state. */
 MOEX_API void moex_seq_checkpoint(moex_context *c, int seq);
+
+/* ---- Embeddings: out (moex_model_n_embd) gets the mean over tokens[0..n)
+ * of the model's final hidden state (after the output norm: what the lm head
+ * reads), L2-normalised. The text is evaluated from position 0 of the
+ * context's first sequence, which is left empty. These models are not
+ * trained for retrieval; the vector is what their last layer holds. -1 on
+ * error (more tokens than the context, an id out of range). */
+MOEX_API int moex_model_n_embd(const moex_model *m);
+MOEX_API int moex_embed(moex_context *c, const int32_t *tokens, int n, float *out);
 
 /* ---- Counters of the expert executor, both phases (prefill, decode) summed. */
 struct moex_counters {

@@ -8,9 +8,10 @@ set -u
 src=${MOEX_SRC:?MOEX_SRC is the source directory}
 fail=0
 names='none|cpu|amx|sim|auto|rknpu|cuda|gpu'
-# strcmp(x, "sim"), strcmp("sim", x), strncmp(...), == "sim" and the like
-hits=$(grep -rnE "(str(n|case)?cmp|memcmp)[[:space:]]*\([^;]*\"($names)\"" "$src/src" "$src/tools" \
-    --include=*.c --include=*.h | grep -v "^$src/src/dev/")
+# strcmp(device, "sim"), strcmp("amx", o->device), strncmp(...) and the like:
+# a comparison with a device's name whose other side is a device
+hits=$(grep -rnE "(str(n|case)?cmp|memcmp)[[:space:]]*\(([^;\"]*dev[^;\"]*,[[:space:]]*\"($names)\"|\"($names)\",[^;\"]*dev)" \
+    "$src/src" "$src/tools" --include=*.c --include=*.h | grep -v "^$src/src/dev/")
 if [ -n "$hits" ]; then
     echo "FAIL: device names compared outside src/dev/:"
     echo "$hits"

@@ -10,14 +10,17 @@ import threading
 
 
 def start(moex, args):
-    """The server process and its port; exits the test when it does not start."""
+    """The server process and its port; exits the test when it does not start.
+    The server's stderr lines are kept in server.lines."""
     server = subprocess.Popen([moex, "serve", "--port", "0"] + args, stderr=subprocess.PIPE, text=True)
+    server.lines = []
     port = None
     for _ in range(200):  # bounded: the line that names the port comes once the model is loaded
         line = server.stderr.readline()
         if not line:
             break
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
+        server.lines.append(line)
+        m = re.search(r"http://(?:127\.0\.0\.1|\[[0-9a-f:]+\]):(\d+)/v1", line)
         if m:
             port = int(m.group(1))
             break
@@ -25,7 +28,7 @@ def start(moex, args):
         print("FAIL: moex serve did not start")
         server.kill()
         sys.exit(1)
-    threading.Thread(target=lambda: [None for _ in server.stderr], daemon=True).start()
+    threading.Thread(target=lambda: [server.lines.append(line) for line in server.stderr], daemon=True).start()
     return server, port
 
 

@@ -235,6 +235,15 @@ static void contexts(moex_model *m) {
     /* The errors above kept what the context held: one token. */
     CHECK(moex_n_past(c) == 1);
 
+    covers("moex_sampler_set_penalties");
+    REFUSED(moex_sampler_set_penalties(NULL, 0, 0) == -1, "moex_sampler_set_penalties", "s");
+    covers("moex_sampler_set_logit_bias");
+    float bias1 = 1;
+    REFUSED(moex_sampler_set_logit_bias(NULL, &one, &bias1, 1) == -1, "moex_sampler_set_logit_bias", "s");
+    covers("moex_model_n_embd");
+    REFUSED(moex_model_n_embd(NULL) == -1, "moex_model_n_embd", "m");
+    covers("moex_embed");
+    REFUSED(moex_embed(NULL, &one, 1, &bias1) == -1, "moex_embed", "c");
     covers("moex_sampler_accept");
     moex_sampler_accept(NULL, one);
     CHECK(refused("moex_sampler_accept", "s"));

@@ -5,6 +5,7 @@
 #include "model/context_impl.h"
 
 #include "arch/arch.h"
+#include "arch/block_norm.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -266,6 +267,14 @@ static int64_t timed_ops(const struct op_times *t) {
     return sum;
 }
 
+/* moex_embed's hook: the pass's rows after the output norm, summed. */
+static void add_hidden(struct context *c, int n) {
+    int D = c->m->hp.n_embd;
+    rms_norm_rows(c->x, c->m->output_norm, c->xn, n, D, c->m->hp.rms_eps);
+    for (int i = 0; i < n; i++)
+        for (int d = 0; d < D; d++) c->hidden_sum[d] += c->xn[(size_t)i * D + d];
+}
+
 /* One forward pass of n tokens (at most n_batch) in runs, each at its
  * sequence's n_past; then kept. The forward pass's time that its blocks do
  * not count goes to `other`. */
@@ -285,6 +294,7 @@ static int eval_pass(struct context *c, const int32_t *tokens, struct batch_run 
         /* A pass that stopped half way may have moved recurrent state. */
         for (int r = 0; r < n_runs && c->recurrent_total; r++) rewind_state(c, &c->seqs[runs[r].seq]);
     } else {
+        if (c->hidden_sum) add_hidden(c, n);
         int64_t rest = time_ns() - t0 - (timed_ops(&c->times) - counted);
         if (rest > 0) c->times.ns[OP_OTHER] += rest;
         for (int r = 0; r < n_runs; r++) {

@@ -74,6 +74,8 @@ struct context {
     route_observer_fn on_route;
     void *route_user;
     struct op_times times;
+    float *hidden_sum;          /* (n_embd) when set: each evaluated row's final hidden state (after the
+                                   output norm) is added here (moex_embed, api_embed.c) */
 };
 
 #endif

@@ -23,6 +23,7 @@ struct serve_limits {
     int max_connections;       /* open connections; more get 503 */
     int idle_timeout_s;        /* a connection silent this long is closed */
     int total_timeout_s;       /* a generation running this long ends (finish_reason "length") */
+    int request_timeout_s;     /* a request's head and body must arrive within this (408) */
 };
 
 #define SERVE_DEFAULT_MAX_BODY (1u << 20)
@@ -33,15 +34,19 @@ struct serve_limits {
 #define SERVE_DEFAULT_MAX_CONNECTIONS 64
 #define SERVE_DEFAULT_IDLE_TIMEOUT_S 30
 #define SERVE_DEFAULT_TOTAL_TIMEOUT_S 600
+#define SERVE_DEFAULT_REQUEST_TIMEOUT_S 10
 
 struct serve_options {
-    const char *host;          /* default "127.0.0.1" */
+    const char *host;          /* default "127.0.0.1"; an IPv6 address too ("::1", "[::]") */
     int port;                  /* 0: any free port (serve_port says which) */
     int parallel;              /* slots */
     struct moex_context_params ctx;    /* per slot */
     const char *api_key;       /* NULL: no Authorization check */
     const char *model_id;      /* the name /v1/models lists */
     struct serve_limits limits;
+    bool reasoning_inline;     /* a chat's <think> block stays in content (default: reasoning_content) */
+    const char *cors_origin;   /* Access-Control-Allow-Origin; NULL: no CORS */
+    bool quiet;                /* no line per request on stderr */
 };
 
 void serve_options_default(struct serve_options *o);
@@ -61,12 +66,16 @@ static inline int64_t serve_time_ns(void) {
 int serve_check_options(const struct serve_options *o, char *why, size_t size);
 
 struct server;
-/* Makes the slots, binds and starts serving. NULL with the reason in why. */
-struct server *serve_start(moex_model *m, const struct serve_options *o, char *why, size_t size);
+/* Binds and starts answering: /health says "loading", generation 503, until
+ * serve_load. NULL with the reason in why. */
+struct server *serve_start(const struct serve_options *o, char *why, size_t size);
+/* Makes the slots on the model and starts serving it; -1 with the reason. */
+int serve_load(struct server *s, moex_model *m, char *why, size_t size);
 int serve_port(const struct server *s);
 /* The context length of each slot. */
 int serve_n_ctx(const struct server *s);
-/* Stops accepting, ends what runs, frees. */
+/* Stops accepting, ends what runs (each open request gets a whole answer or
+ * its stream an error event), frees. */
 void serve_stop(struct server *s);
 
 #endif

@@ -1,12 +1,12 @@
 #include "serve/serve_api.h"
 
-
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 static int refuse(struct api_error *e, const char *param, const char *code, const char *fmt, ...) {
     e->status = 400;
@@ -59,7 +59,8 @@ static char *prompt_text(const moex_model *m, const cJSON *root, bool chat, size
     if (!chat) {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
         if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1) p = cJSON_GetArrayItem(p, 0);
-        if (!cJSON_IsString(p)) return refuse(e, "prompt", NULL, "'prompt' must be a string"), NULL;
+        if (!cJSON_IsString(p))
+            return refuse(e, "prompt", NULL, "'prompt' must be a string, an array of one string, or token ids"), NULL;
         *len = strlen(p->valuestring);
         return strdup(p->valuestring);
     }
@@ -112,48 +113,279 @@ static int parse_stop(const cJSON *root, struct serve_job *j, struct api_error *
     return 0;
 }
 
+/* A completions prompt of token ids. */
+static int prompt_ids(const moex_model *m, const cJSON *p, struct serve_job *j, struct api_error *e) {
+    int n = cJSON_GetArraySize(p), n_vocab = moex_model_n_vocab(m);
+    if (!(j->prompt = malloc(sizeof *j->prompt * (size_t)n))) return refuse(e, NULL, NULL, "out of memory");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, p) {
+        double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!(d >= 0 && d < n_vocab && d == floor(d)))
+            return refuse(e, "prompt", NULL, "'prompt' as token ids: each must be an integer from 0 to %d", n_vocab - 1);
+        j->prompt[j->n_prompt++] = (int32_t)d;
+    }
+    return 0;
+}
+
+/* ---- The request's fields. Every field of the OpenAI chat and completions
+ * APIs is here: read by api_parse, left to the structured output and tool
+ * code (STRUCT_FIELD), or refused by name with the reason. Fields that are
+ * no OpenAI field are ignored (moex's own, top_k and the like, are read). */
+enum field_use { USED, STRUCT_FIELD, REFUSED, OTHER_ENDPOINT };
+#define CHAT 1
+#define COMPL 2
+static const struct {
+    const char *name;
+    unsigned where;                    /* CHAT | COMPL: the endpoints that define it */
+    enum field_use use;
+    const char *why;                   /* REFUSED: the reason */
+} fields[] = {
+    { "model", CHAT | COMPL, USED, NULL },
+    { "messages", CHAT, USED, NULL },
+    { "prompt", COMPL, USED, NULL },
+    { "frequency_penalty", CHAT | COMPL, USED, NULL },
+    { "presence_penalty", CHAT | COMPL, USED, NULL },
+    { "logit_bias", CHAT | COMPL, USED, NULL },
+    { "logprobs", CHAT | COMPL, USED, NULL },
+    { "top_logprobs", CHAT, USED, NULL },
+    { "max_tokens", CHAT | COMPL, USED, NULL },
+    { "max_completion_tokens", CHAT, USED, NULL },
+    { "n", CHAT | COMPL, USED, NULL },
+    { "best_of", COMPL, USED, NULL },
+    { "echo", COMPL, USED, NULL },
+    { "suffix", COMPL, USED, NULL },
+    { "seed", CHAT | COMPL, USED, NULL },
+    { "stop", CHAT | COMPL, USED, NULL },
+    { "stream", CHAT | COMPL, USED, NULL },
+    { "stream_options", CHAT | COMPL, USED, NULL },
+    { "temperature", CHAT | COMPL, USED, NULL },
+    { "top_p", CHAT | COMPL, USED, NULL },
+    { "user", CHAT | COMPL, USED, NULL },
+    { "safety_identifier", CHAT, USED, NULL },
+    { "prompt_cache_key", CHAT, USED, NULL },
+    { "store", CHAT, USED, NULL },
+    { "service_tier", CHAT, USED, NULL },
+    { "modalities", CHAT, USED, NULL },
+    { "response_format", CHAT, STRUCT_FIELD, NULL },
+    { "tools", CHAT, STRUCT_FIELD, NULL },
+    { "tool_choice", CHAT, STRUCT_FIELD, NULL },
+    { "parallel_tool_calls", CHAT, STRUCT_FIELD, NULL },
+    { "audio", CHAT, REFUSED, "audio output is not supported (the models are text only)" },
+    { "functions", CHAT, REFUSED, "'functions' is deprecated: use 'tools'" },
+    { "function_call", CHAT, REFUSED, "'function_call' is deprecated: use 'tool_choice'" },
+    { "prediction", CHAT, REFUSED, "predicted outputs are not supported" },
+    { "web_search_options", CHAT, REFUSED, "web search is not supported" },
+    { "reasoning_effort", CHAT, REFUSED,
+      "reasoning_effort is not supported: use chat_template_kwargs.enable_thinking (true or false)" },
+    { "verbosity", CHAT, REFUSED, "verbosity is not supported" },
+    { "metadata", CHAT, REFUSED, "metadata is for stored completions, which are not supported" },
+};
+
+/* Refuses the OpenAI fields this endpoint does not take, by name. */
+static int check_fields(const cJSON *root, bool chat, struct api_error *e) {
+    const cJSON *f;
+    cJSON_ArrayForEach(f, root) {
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+            if (strcmp(f->string, fields[i].name)) continue;
+            if (!(fields[i].where & (chat ? CHAT : COMPL)))
+                return refuse(e, fields[i].name, "unsupported_parameter", "'%s' is a field of %s, not of %s",
+                              fields[i].name, chat ? "/v1/completions" : "/v1/chat/completions",
+                              chat ? "/v1/chat/completions" : "/v1/completions");
+            if (fields[i].use == REFUSED && !cJSON_IsNull(f))
+                return refuse(e, fields[i].name, "unsupported_parameter", "'%s': %s", fields[i].name, fields[i].why);
+            break;
+        }
+    }
+    return 0;
+}
+
+/* A JSON string escape of U+0000 in the body: cJSON would end the string
+ * there, so such text is refused rather than cut. */
+static bool has_nul_escape(const char *body, size_t len) {
+    for (size_t i = 0; i + 6 <= len; i++) {
+        if (body[i] != '\\') continue;
+        if (body[i + 1] == 'u' && !memcmp(body + i + 2, "0000", 4)) return true;
+        i++; /* an escaped character, a backslash among them, is skipped */
+    }
+    return memchr(body, 0, len) != NULL;
+}
+
+static uint64_t random_seed(void) {
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)serve_time_ns() * 0x9E3779B97F4A7C15ull;
+    return seed & ((1ull << 53) - 1); /* exact in a JSON number */
+}
+
+/* logit_bias: {"token id": bias in [-100, 100], ...}. */
+static int parse_logit_bias(const moex_model *m, const cJSON *root, struct serve_job *j, struct api_error *e) {
+    const cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
+    if (!lb || cJSON_IsNull(lb)) return 0;
+    if (!cJSON_IsObject(lb)) return refuse(e, "logit_bias", NULL, "'logit_bias' must be an object of token id: bias");
+    int n = cJSON_GetArraySize(lb), n_vocab = moex_model_n_vocab(m);
+    j->bias_id = malloc(sizeof *j->bias_id * (size_t)(n ? n : 1));
+    j->bias = malloc(sizeof *j->bias * (size_t)(n ? n : 1));
+    if (!j->bias_id || !j->bias) return refuse(e, NULL, NULL, "out of memory");
+    const cJSON *b;
+    cJSON_ArrayForEach(b, lb) {
+        char *end;
+        long id = strtol(b->string, &end, 10);
+        if (!b->string[0] || *end || id < 0 || id >= n_vocab)
+            return refuse(e, "logit_bias", NULL, "logit_bias: '%s' is not a token id (0 to %d)", b->string, n_vocab - 1);
+        if (!cJSON_IsNumber(b) || !(b->valuedouble >= -100 && b->valuedouble <= 100))
+            return refuse(e, "logit_bias", NULL, "logit_bias: the bias of %ld must be a number from -100 to 100", id);
+        j->bias_id[j->n_bias] = (int32_t)id;
+        j->bias[j->n_bias++] = (float)b->valuedouble;
+    }
+    return 0;
+}
+
+/* The fields that set how tokens are drawn. */
+static int api_sampler_fields(const moex_model *m, const cJSON *root, struct api_request *r, struct serve_job *j,
+                              struct api_error *e) {
+    bool given;
+    double d;
+    moex_sampler_params_default(&j->sampler);
+    if (get_number(root, "temperature", 0, 100, false, &given, &d, e)) return -1;
+    if (given) j->sampler.temperature = (float)d;
+    if (get_number(root, "top_p", 0, 1, false, &given, &d, e)) return -1;
+    if (given) j->sampler.top_p = (float)d;
+    if (get_number(root, "top_k", 0, 1 << 24, true, &given, &d, e)) return -1;
+    if (given) j->sampler.top_k = (int)d;
+    if (get_number(root, "min_p", 0, 1, false, &given, &d, e)) return -1;
+    if (given) j->sampler.min_p = (float)d;
+    if (get_number(root, "repeat_penalty", 0.01, 100, false, &given, &d, e)) return -1;
+    if (given) j->sampler.repeat_penalty = (float)d;
+    if (get_number(root, "presence_penalty", -2, 2, false, &given, &d, e)) return -1;
+    if (given) j->presence_penalty = (float)d;
+    if (get_number(root, "frequency_penalty", -2, 2, false, &given, &d, e)) return -1;
+    if (given) j->frequency_penalty = (float)d;
+    if (get_number(root, "seed", 0, 9007199254740991.0, true, &given, &d, e)) return -1;
+    r->seed = given ? (uint64_t)d : random_seed();
+    j->sampler.seed = r->seed;
+    return parse_logit_bias(m, root, j, e);
+}
+
+/* logprobs: chat's boolean and top_logprobs, or completions' count. */
+static int parse_logprobs(const cJSON *root, struct api_request *r, struct serve_job *j, struct api_error *e) {
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
+    bool given;
+    double d;
+    if (r->chat) {
+        if (lp && !cJSON_IsNull(lp) && !cJSON_IsBool(lp)) return refuse(e, "logprobs", NULL, "'logprobs' must be a boolean");
+        r->logprobs = cJSON_IsTrue(lp);
+        if (get_number(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, true, &given, &d, e)) return -1;
+        if (given && !r->logprobs) return refuse(e, "top_logprobs", NULL, "'top_logprobs' needs 'logprobs': true");
+        r->top_logprobs = given ? (int)d : 0;
+    } else {
+        if (get_number(root, "logprobs", 0, 5, true, &given, &d, e)) return -1;
+        r->logprobs = given;
+        r->top_logprobs = given ? (int)d : 0;
+    }
+    j->logprobs = r->logprobs;
+    j->top_logprobs = r->top_logprobs;
+    return 0;
+}
+
+/* The fields accepted for what they say of no consequence here, checked
+ * so that what is accepted is what works. */
+static int check_accepted(const cJSON *root, struct api_request *r, struct api_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "store");
+    if (cJSON_IsTrue(v)) return refuse(e, "store", "unsupported_parameter", "'store': stored completions are not supported");
+    v = cJSON_GetObjectItemCaseSensitive(root, "service_tier");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "auto") || !strcmp(v->valuestring, "default"))))
+        return refuse(e, "service_tier", "unsupported_parameter", "'service_tier': only \"auto\" and \"default\"");
+    v = cJSON_GetObjectItemCaseSensitive(root, "modalities");
+    if (v && !cJSON_IsNull(v) &&
+        !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && cJSON_IsString(cJSON_GetArrayItem(v, 0)) &&
+          !strcmp(cJSON_GetArrayItem(v, 0)->valuestring, "text")))
+        return refuse(e, "modalities", "unsupported_parameter", "'modalities': only [\"text\"]");
+    v = cJSON_GetObjectItemCaseSensitive(root, "suffix");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !v->valuestring[0]))
+        return refuse(e, "suffix", "unsupported_parameter", "'suffix': insertion (fill in the middle) is not supported by these models");
+    v = cJSON_GetObjectItemCaseSensitive(root, "echo");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v)) return refuse(e, "echo", NULL, "'echo' must be a boolean");
+    r->echo = cJSON_IsTrue(v);
+    if (r->echo && r->logprobs)
+        return refuse(e, "echo", "unsupported_parameter", "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported");
+    v = cJSON_GetObjectItemCaseSensitive(root, "user");
+    if (!v || cJSON_IsNull(v)) v = cJSON_GetObjectItemCaseSensitive(root, "safety_identifier");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) return refuse(e, "user", NULL, "'user' must be a string");
+    if (cJSON_IsString(v)) snprintf(r->user, sizeof r->user, "%s", v->valuestring);
+    v = cJSON_GetObjectItemCaseSensitive(root, "prompt_cache_key");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) return refuse(e, "prompt_cache_key", NULL, "'prompt_cache_key' must be a string");
+    return 0;
+}
+
+/* "reasoning_format": "none" keeps a <think> block in the content; "deepseek"
+ * (or "auto") returns it as reasoning_content; the server's flag is the default. */
+static int parse_reasoning(const cJSON *root, const struct serve_options *o, struct api_request *r, struct api_error *e) {
+    r->split_reasoning = r->chat && !o->reasoning_inline;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "reasoning_format");
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsString(v) || (strcmp(v->valuestring, "none") && strcmp(v->valuestring, "deepseek") &&
+                               strcmp(v->valuestring, "auto")))
+        return refuse(e, "reasoning_format", NULL, "'reasoning_format' must be \"none\", \"deepseek\" or \"auto\"");
+    r->split_reasoning = r->chat && strcmp(v->valuestring, "none");
+    return 0;
+}
+
+/* Whether the prompt ends by opening a <think> block (the generation prompt
+ * of a template that starts the model thinking): only white space after it. */
+static bool ends_in_think(const char *text, size_t len) {
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' ')) len--;
+    return len >= 7 && !memcmp(text + len - 7, "<think>", 7);
+}
+
 int api_parse(const moex_model *m, const struct serve_options *o, int n_ctx, const char *body, size_t len,
               struct api_request *r, struct serve_job *j, struct api_error *e) {
+    if (has_nul_escape(body, len))
+        return refuse(e, NULL, NULL, "the body holds U+0000 (NUL) in a string, which moex does not take in text");
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root) return refuse(e, NULL, NULL, "the body is not valid JSON");
     int rc = -1;
     char *text = NULL;
     if (!cJSON_IsObject(root)) { refuse(e, NULL, NULL, "the body must be a JSON object"); goto done; }
+    if (check_fields(root, r->chat, e)) goto done;
     const cJSON *stream = cJSON_GetObjectItemCaseSensitive(root, "stream");
     if (stream && !cJSON_IsBool(stream) && !cJSON_IsNull(stream)) { refuse(e, "stream", NULL, "'stream' must be a boolean"); goto done; }
     r->stream = cJSON_IsTrue(stream);
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
-    r->include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
+    if (so && !cJSON_IsNull(so) && !cJSON_IsObject(so)) { refuse(e, "stream_options", NULL, "'stream_options' must be an object"); goto done; }
+    const cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
+    if (iu && !cJSON_IsBool(iu) && !cJSON_IsNull(iu)) { refuse(e, "stream_options", NULL, "'include_usage' must be a boolean"); goto done; }
+    r->include_usage = cJSON_IsTrue(iu);
+    if (r->include_usage && !r->stream) { refuse(e, "stream_options", NULL, "'stream_options' needs 'stream': true"); goto done; }
     bool given;
     double d;
-    if (get_number(root, "n", 1, 1, true, &given, &d, e)) { e->message[0] = 0; refuse(e, "n", NULL, "only n = 1 is supported"); goto done; }
+    if (get_number(root, "n", 1, API_MAX_N, true, &given, &d, e)) goto done;
+    r->n = given ? (int)d : 1;
+    if (get_number(root, "best_of", 1, API_MAX_N, true, &given, &d, e)) goto done;
+    if (given && (int)d != r->n) { refuse(e, "best_of", "unsupported_parameter", "'best_of' other than n is not supported"); goto done; }
     const struct serve_limits *lim = &o->limits;
-    moex_sampler_params_default(&j->sampler);
     j->max_tokens = lim->max_tokens;
     if (get_number(root, "max_tokens", 1, lim->max_tokens, true, &given, &d, e)) goto done;
     if (given) j->max_tokens = (int)d;
     if (get_number(root, "max_completion_tokens", 1, lim->max_tokens, true, &given, &d, e)) goto done;
     if (given) j->max_tokens = (int)d;
-    if (get_number(root, "temperature", 0, 100, false, &given, &d, e)) goto done;
-    if (given) j->sampler.temperature = (float)d;
-    if (get_number(root, "top_p", 0, 1, false, &given, &d, e)) goto done;
-    if (given) j->sampler.top_p = (float)d;
-    if (get_number(root, "top_k", 0, 1 << 24, true, &given, &d, e)) goto done;
-    if (given) j->sampler.top_k = (int)d;
-    if (get_number(root, "min_p", 0, 1, false, &given, &d, e)) goto done;
-    if (given) j->sampler.min_p = (float)d;
-    if (get_number(root, "repeat_penalty", 0.01, 100, false, &given, &d, e)) goto done;
-    if (given) j->sampler.repeat_penalty = (float)d;
-    if (get_number(root, "seed", 0, 9007199254740991.0, true, &given, &d, e)) goto done;
-    if (given) j->sampler.seed = (uint64_t)d;
+    /* The sampler's settings (the scheduler makes the sampler from them: serve_sched.c assign()). */
+    if (api_sampler_fields(m, root, r, j, e)) goto done;
+    if (parse_logprobs(root, r, j, e) || check_accepted(root, r, e) || parse_reasoning(root, o, r, e)) goto done;
     if (parse_stop(root, j, e)) goto done;
     size_t text_len = 0;
-    if (!(text = prompt_text(m, root, r->chat, &text_len, e))) {
-        if (!e->message[0]) refuse(e, NULL, NULL, "out of memory");
-        goto done;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!r->chat && cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0 && cJSON_IsNumber(cJSON_GetArrayItem(p, 0))) {
+        if (prompt_ids(m, p, j, e)) goto done; /* a prompt of token ids */
+        size_t n = 0;
+        text = moex_detokenize(m, j->prompt, j->n_prompt, &n);
+        text_len = n;
+    } else {
+        if (!(text = prompt_text(m, root, r->chat, &text_len, e))) {
+            if (!e->message[0]) refuse(e, NULL, NULL, "out of memory");
+            goto done;
+        }
+        j->prompt = moex_tokenize_alloc(m, text, text_len, true, true, &j->n_prompt);
+        if (!j->prompt) { refuse(e, NULL, NULL, "%s", moex_last_error()); goto done; }
     }
-    j->prompt = moex_tokenize_alloc(m, text, text_len, true, true, &j->n_prompt);
-    if (!j->prompt) { refuse(e, NULL, NULL, "%s", moex_last_error()); goto done; }
     int most = lim->max_prompt_tokens < n_ctx ? lim->max_prompt_tokens : n_ctx;
     if (j->n_prompt > most) {
         refuse(e, r->chat ? "messages" : "prompt", "context_length_exceeded",
@@ -162,11 +394,89 @@ int api_parse(const moex_model *m, const struct serve_options *o, int n_ctx, con
         goto done;
     }
     if (j->n_prompt == 0) { refuse(e, "prompt", NULL, "the prompt has no tokens"); goto done; }
+    r->think_open = r->chat && text && ends_in_think(text, text_len);
+    if (r->echo) {
+        r->prompt_text = text;
+        r->prompt_len = text_len;
+        text = NULL;
+    }
     rc = 0;
 done:
     free(text);
     cJSON_Delete(root);
     return rc;
+}
+
+void api_request_free(struct api_request *r) {
+    free(r->prompt_text);
+    r->prompt_text = NULL;
+}
+
+struct serve_job *api_job_copy(const struct serve_job *j, int i) {
+    struct serve_job *c = serve_job_new();
+    if (!c) return NULL;
+    c->n_prompt = j->n_prompt;
+    c->sampler = j->sampler;
+    c->sampler.seed = j->sampler.seed + (uint64_t)i;
+    c->max_tokens = j->max_tokens;
+    c->deadline_ns = j->deadline_ns;
+    c->fd = j->fd;
+    c->logprobs = j->logprobs;
+    c->top_logprobs = j->top_logprobs;
+    c->presence_penalty = j->presence_penalty;
+    c->frequency_penalty = j->frequency_penalty;
+    c->n_bias = j->n_bias;
+    c->prompt = malloc(sizeof *c->prompt * (size_t)j->n_prompt);
+    c->bias_id = malloc(sizeof *c->bias_id * (size_t)(j->n_bias ? j->n_bias : 1));
+    c->bias = malloc(sizeof *c->bias * (size_t)(j->n_bias ? j->n_bias : 1));
+    bool ok = c->prompt && c->bias_id && c->bias;
+    if (ok) {
+        memcpy(c->prompt, j->prompt, sizeof *c->prompt * (size_t)j->n_prompt);
+        if (j->n_bias) {
+            memcpy(c->bias_id, j->bias_id, sizeof *c->bias_id * (size_t)j->n_bias);
+            memcpy(c->bias, j->bias, sizeof *c->bias * (size_t)j->n_bias);
+        }
+    }
+    for (int k = 0; ok && k < j->n_stop; k++) ok = (c->stop[c->n_stop++] = strdup(j->stop[k])) != NULL;
+    if (!ok) { serve_job_unref(c); return NULL; }
+    return c;
+}
+
+/* ---- A chat's <think> block. */
+static const char THINK_OPEN[] = "<think>", THINK_CLOSE[] = "</think>";
+
+/* The length of the longest end of text[from..len) that begins `tag`. */
+static size_t partial_tag(const char *text, size_t from, size_t len, const char *tag) {
+    size_t n = strlen(tag);
+    for (size_t k = n - 1; k > 0; k--)
+        if (k <= len - from && !memcmp(text + len - k, tag, k)) return k;
+    return 0;
+}
+
+void api_split_think(const struct api_request *r, const char *text, size_t len, bool final, struct think_split *o) {
+    *o = (struct think_split){ 0, 0, 0, len };
+    if (!r->split_reasoning) return;
+    size_t p = 0, n_open = strlen(THINK_OPEN), n_close = strlen(THINK_CLOSE);
+    if (!r->think_open) {
+        while (p < len && (text[p] == ' ' || text[p] == '\n')) p++;
+        if (len - p >= n_open && !memcmp(text + p, THINK_OPEN, n_open)) p += n_open;
+        else if (!final && len - p < n_open && !memcmp(text + p, THINK_OPEN, len - p)) { o->c1 = 0; return; } /* not known yet */
+        else return; /* no reasoning: all of it is the answer */
+    }
+    while (p < len && text[p] == '\n') p++; /* the block's new lines are the template's */
+    size_t end = len;
+    for (size_t q = p; q + n_close <= len; q++)
+        if (!memcmp(text + q, THINK_CLOSE, n_close)) { end = q; break; }
+    o->r0 = p;
+    if (end == len) { /* the block is still open: hold back what may begin its end */
+        o->r1 = final ? len : len - partial_tag(text, p, len, THINK_CLOSE);
+        o->c0 = o->c1 = len;
+    } else {
+        o->r1 = end;
+        o->c0 = end + n_close;
+        while (o->c0 < len && (text[o->c0] == '\n' || text[o->c0] == ' ')) o->c0++;
+    }
+    while (o->r1 > o->r0 && text[o->r1 - 1] == '\n') o->r1--;
 }
 
 static char *print_free(cJSON *o) {
@@ -200,49 +510,154 @@ static cJSON *head(const struct api_request *r, const char *id, long created, co
                                                     : "text_completion");
     cJSON_AddNumberToObject(root, "created", (double)created);
     cJSON_AddStringToObject(root, "model", model);
+    char fingerprint[64];
+    snprintf(fingerprint, sizeof fingerprint, "moex-%s", moex_version());
+    cJSON_AddStringToObject(root, "system_fingerprint", fingerprint);
+    cJSON_AddNumberToObject(root, "seed", (double)r->seed);
     return root;
 }
 
-/* choices: [{"index": 0, ...}]: the one choice (n = 1). */
-static cJSON *first_choice(cJSON *root) {
+static cJSON *add_choice(cJSON *choices, int index) {
     cJSON *choice = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), choice);
-    cJSON_AddNumberToObject(choice, "index", 0);
+    cJSON_AddItemToArray(choices, choice);
+    cJSON_AddNumberToObject(choice, "index", index);
     return choice;
 }
 
-static void add_string_n(cJSON *o, const char *name, const char *s, size_t len) {
-    char *copy = malloc(len + 1);
-    if (!copy) return;
-    memcpy(copy, s, len);
-    copy[len] = 0;
-    cJSON_AddStringToObject(o, name, copy);
-    free(copy);
-}
-
-static void add_usage(cJSON *root, const struct serve_job *j) {
-    cJSON *u = cJSON_AddObjectToObject(root, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", j->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", j->n_generated);
-    cJSON_AddNumberToObject(u, "total_tokens", j->n_prompt + j->n_generated);
-    cJSON *details = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    cJSON_AddNumberToObject(details, "cached_tokens", j->n_reused);
-}
-
-char *api_completion_json(const struct api_request *r, const char *id, long created, const char *model,
-                          const struct serve_job *j) {
-    cJSON *root = head(r, id, created, model, false);
-    cJSON *choice = first_choice(root);
-    if (r->chat) {
-        cJSON *msg = cJSON_AddObjectToObject(choice, "message");
-        cJSON_AddStringToObject(msg, "role", "assistant");
-        add_string_n(msg, "content", j->text ? j->text : "", j->len);
-    } else {
-        add_string_n(choice, "text", j->text ? j->text : "", j->len);
-        cJSON_AddNullToObject(choice, "logprobs");
+/* Bytes as a JSON string: invalid UTF-8 (a token's piece may end inside a
+ * character) comes out as U+FFFD, never as bytes that are not JSON. */
+static cJSON *string_n(const char *s, size_t len) {
+    char *copy = malloc(3 * len + 1), *o = copy;
+    if (!copy) return cJSON_CreateString("");
+    for (size_t i = 0; i < len;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = n > 0 && i + n <= len;
+        for (size_t k = 1; ok && k < n; k++) ok = ((unsigned char)s[i + k] >> 6) == 2;
+        if (ok && c) { memcpy(o, s + i, n); o += n; i += n; }
+        else { memcpy(o, "\xEF\xBF\xBD", 3); o += 3; i++; }
     }
-    cJSON_AddStringToObject(choice, "finish_reason", j->finish);
-    add_usage(root, j);
+    *o = 0;
+    cJSON *v = cJSON_CreateString(copy);
+    free(copy);
+    return v;
+}
+
+static void add_string_n(cJSON *o, const char *name, const char *s, size_t len) {
+    cJSON_AddItemToObject(o, name, string_n(s, len));
+}
+
+static cJSON *token_bytes(const char *piece, size_t len) {
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < len; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)piece[i]));
+    return a;
+}
+
+/* The logprobs of tokens[from, to): chat's {"content": [...]}, or the
+ * completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"}. */
+static cJSON *logprobs_json(const moex_model *m, const struct api_request *r, const struct serve_job *j, int from,
+                            int to) {
+    cJSON *lp = cJSON_CreateObject();
+    if (r->chat) {
+        cJSON *content = cJSON_AddArrayToObject(lp, "content");
+        for (int i = from; i < to; i++) {
+            const struct serve_token *t = &j->tokens[i];
+            size_t n = 0;
+            const char *piece = moex_token_piece(m, t->id, &n);
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddItemToObject(e, "token", string_n(piece ? piece : "", n));
+            cJSON_AddNumberToObject(e, "logprob", t->logprob);
+            cJSON_AddItemToObject(e, "bytes", token_bytes(piece, n));
+            cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
+            for (int k = 0; k < t->n_top; k++) {
+                const char *tp = moex_token_piece(m, t->top_id[k], &n);
+                cJSON *a = cJSON_CreateObject();
+                cJSON_AddItemToObject(a, "token", string_n(tp ? tp : "", n));
+                cJSON_AddNumberToObject(a, "logprob", t->top_logprob[k]);
+                cJSON_AddItemToObject(a, "bytes", token_bytes(tp, n));
+                cJSON_AddItemToArray(top, a);
+            }
+            cJSON_AddItemToArray(content, e);
+        }
+        cJSON_AddNullToObject(lp, "refusal");
+        return lp;
+    }
+    cJSON *tokens = cJSON_AddArrayToObject(lp, "tokens"), *lps = cJSON_AddArrayToObject(lp, "token_logprobs");
+    cJSON *tops = cJSON_AddArrayToObject(lp, "top_logprobs"), *offsets = cJSON_AddArrayToObject(lp, "text_offset");
+    size_t offset = r->echo ? r->prompt_len : 0;
+    for (int i = from; i < to; i++) {
+        const struct serve_token *t = &j->tokens[i];
+        size_t n = 0;
+        const char *piece = moex_token_piece(m, t->id, &n);
+        cJSON_AddItemToArray(tokens, string_n(piece ? piece : "", n));
+        cJSON_AddItemToArray(lps, cJSON_CreateNumber(t->logprob));
+        cJSON *top = cJSON_CreateObject();
+        for (int k = 0; k < t->n_top; k++) {
+            const char *tp = moex_token_piece(m, t->top_id[k], &n);
+            cJSON *key = string_n(tp ? tp : "", n);
+            if (!cJSON_GetObjectItemCaseSensitive(top, key->valuestring))
+                cJSON_AddNumberToObject(top, key->valuestring, t->top_logprob[k]);
+            cJSON_Delete(key);
+        }
+        cJSON_AddItemToArray(tops, top);
+        cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)(offset + (i > 0 ? j->tokens[i - 1].text_end : 0))));
+    }
+    return lp;
+}
+
+/* The tokens whose text lies within text[0..len). */
+static int tokens_within(const struct serve_job *j, size_t len) {
+    int n = 0;
+    while (n < j->n_tokens && j->tokens[n].text_end <= len) n++;
+    return n;
+}
+
+static void add_usage(cJSON *root, struct serve_job *const *jobs, int n) {
+    int generated = 0, reused = 0;
+    for (int i = 0; i < n; i++) {
+        generated += jobs[i]->n_generated;
+        reused = jobs[i]->n_reused > reused ? jobs[i]->n_reused : reused;
+    }
+    cJSON *u = cJSON_AddObjectToObject(root, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", jobs[0]->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", generated);
+    cJSON_AddNumberToObject(u, "total_tokens", jobs[0]->n_prompt + generated);
+    cJSON *details = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(details, "cached_tokens", reused);
+}
+
+char *api_completion_json(const moex_model *m, const struct api_request *r, const char *id, long created,
+                          const char *model, struct serve_job *const *jobs) {
+    cJSON *root = head(r, id, created, model, false);
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices");
+    for (int i = 0; i < r->n; i++) {
+        const struct serve_job *j = jobs[i];
+        const char *text = j->text ? j->text : "";
+        cJSON *choice = add_choice(choices, i);
+        cJSON *lp = r->logprobs ? logprobs_json(m, r, j, 0, tokens_within(j, j->len)) : NULL;
+        if (r->chat) {
+            struct think_split sp;
+            api_split_think(r, text, j->len, true, &sp);
+            cJSON *msg = cJSON_AddObjectToObject(choice, "message");
+            cJSON_AddStringToObject(msg, "role", "assistant");
+            add_string_n(msg, "content", text + sp.c0, sp.c1 - sp.c0);
+            if (sp.r1 > sp.r0) add_string_n(msg, "reasoning_content", text + sp.r0, sp.r1 - sp.r0);
+            cJSON_AddNullToObject(msg, "refusal");
+        } else {
+            size_t n = (r->echo ? r->prompt_len : 0) + j->len;
+            char *all = malloc(n + 1);
+            if (all) {
+                if (r->echo) memcpy(all, r->prompt_text, r->prompt_len);
+                memcpy(all + (r->echo ? r->prompt_len : 0), text, j->len);
+                add_string_n(choice, "text", all, n);
+            }
+            free(all);
+        }
+        if (lp) cJSON_AddItemToObject(choice, "logprobs", lp);
+        else cJSON_AddNullToObject(choice, "logprobs");
+        cJSON_AddStringToObject(choice, "finish_reason", j->finish);
+    }
+    add_usage(root, jobs, r->n);
     return print_free(root);
 }
 
@@ -256,39 +671,58 @@ static char *event(cJSON *root) {
     return ev;
 }
 
-char *api_chunk_event(const struct api_request *r, const char *id, long created, const char *model, const char *text,
-                      size_t len, const char *finish, bool role) {
+char *api_chunk_event(const moex_model *m, const struct api_request *r, const char *id, long created,
+                      const char *model, const struct api_piece *p) {
     cJSON *root = head(r, id, created, model, true);
-    cJSON *choice = first_choice(root);
+    cJSON *choice = add_choice(cJSON_AddArrayToObject(root, "choices"), p->index);
     if (r->chat) {
         cJSON *delta = cJSON_AddObjectToObject(choice, "delta");
-        if (role) cJSON_AddStringToObject(delta, "role", "assistant");
-        if (len || role) add_string_n(delta, "content", text, len);
+        if (p->role) cJSON_AddStringToObject(delta, "role", "assistant");
+        if (p->content_len || p->role) add_string_n(delta, "content", p->content, p->content_len);
+        if (p->reasoning_len) add_string_n(delta, "reasoning_content", p->reasoning, p->reasoning_len);
     } else {
-        add_string_n(choice, "text", text, len);
-        cJSON_AddNullToObject(choice, "logprobs");
+        add_string_n(choice, "text", p->content, p->content_len);
     }
-    if (finish) cJSON_AddStringToObject(choice, "finish_reason", finish);
+    if (r->logprobs && p->job && p->tok_to > p->tok_from)
+        cJSON_AddItemToObject(choice, "logprobs", logprobs_json(m, r, p->job, p->tok_from, p->tok_to));
+    else cJSON_AddNullToObject(choice, "logprobs");
+    if (p->finish) cJSON_AddStringToObject(choice, "finish_reason", p->finish);
     else cJSON_AddNullToObject(choice, "finish_reason");
     return event(root);
 }
 
 char *api_usage_event(const struct api_request *r, const char *id, long created, const char *model,
-                      const struct serve_job *j) {
+                      struct serve_job *const *jobs) {
     cJSON *root = head(r, id, created, model, true);
     cJSON_AddArrayToObject(root, "choices");
-    add_usage(root, j);
+    add_usage(root, jobs, r->n);
     return event(root);
+}
+
+char *api_error_event(const struct api_error *e) {
+    char *json = api_error_json(e);
+    if (!json) return NULL;
+    size_t n = strlen(json) + 9;
+    char *ev = malloc(n);
+    if (ev) snprintf(ev, n, "data: %s\n\n", json);
+    free(json);
+    return ev;
+}
+
+static cJSON *model_object(const char *model, long created) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", model);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)created);
+    cJSON_AddStringToObject(m, "owned_by", "moex");
+    return m;
 }
 
 char *api_models_json(const char *model, long created) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "object", "list");
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "data"), m);
-    cJSON_AddStringToObject(m, "id", model);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)created);
-    cJSON_AddStringToObject(m, "owned_by", "moex");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "data"), model_object(model, created));
     return print_free(root);
 }
+
+char *api_model_json(const char *model, long created) { return print_free(model_object(model, created)); }

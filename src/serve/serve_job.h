@@ -13,6 +13,18 @@
 #include <stdint.h>
 
 #define SERVE_MAX_STOP 4
+#define SERVE_MAX_TOP_LOGPROBS 20
+
+/* One generated token's log-probability (the model's distribution, before
+ * penalties and logit_bias) and the best alternatives, when asked. */
+struct serve_token {
+    int32_t id;
+    float logprob;
+    size_t text_end;                   /* the job's text length once the token was appended */
+    int n_top;
+    int32_t top_id[SERVE_MAX_TOP_LOGPROBS];
+    float top_logprob[SERVE_MAX_TOP_LOGPROBS];
+};
 
 struct serve_job {
     /* the request (set before submitting, then read-only) */
@@ -24,9 +36,16 @@ struct serve_job {
     int n_stop;
     int64_t deadline_ns;               /* serve_time_ns() after which generation ends; 0: none */
     int fd;                            /* the client's socket, watched for a hang-up; -1: none */
+    bool logprobs;                     /* record tokens[] */
+    int top_logprobs;                  /* alternatives per token, <= SERVE_MAX_TOP_LOGPROBS */
+    float presence_penalty, frequency_penalty;
+    int32_t *bias_id;                  /* (n_bias) logit_bias, owned */
+    float *bias;
+    int n_bias;
 
     /* shared with the scheduler */
     pthread_cond_t changed;
+    pthread_cond_t *wake;              /* signalled on a change: &changed, or the request's when it has several jobs */
     char *text;                        /* (cap) generated text so far */
     size_t len, cap;
     size_t released;                   /* text[0..released) may be sent */
@@ -37,6 +56,8 @@ struct serve_job {
     int n_reused;                      /* prompt tokens the slot already held */
     char error[256];                   /* "" unless the generation failed */
     int refs;                          /* the connection and the scheduler */
+    struct serve_token *tokens;        /* (n_tokens) when logprobs */
+    int n_tokens, cap_tokens;
 };
 
 struct serve_job *serve_job_new(void);

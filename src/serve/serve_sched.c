@@ -2,6 +2,7 @@
 
 #include "serve/serve.h"
 
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,8 @@ struct scheduler {
     struct slot *slots;
     int n_slots;
     int32_t *batch, *batch_seq;        /* (PREFILL_IDLE + n_slots) this step's tokens and their sequences */
+    float *logprobs;                   /* (n_vocab) scratch of emit_token */
+    int n_vocab;
     pthread_mutex_t mu;
     pthread_cond_t work;               /* a job was queued, or stop */
     struct serve_job **queue;          /* FIFO ring of waiting jobs */
@@ -46,6 +49,7 @@ struct serve_job *serve_job_new(void) {
     struct serve_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     pthread_cond_init(&j->changed, NULL);
+    j->wake = &j->changed;
     j->fd = -1;
     j->refs = 1;
     j->finish = "length";
@@ -57,31 +61,40 @@ void serve_job_unref(struct serve_job *j) {
     free(j->prompt);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->text);
+    free(j->bias_id);
+    free(j->bias);
+    free(j->tokens);
     pthread_cond_destroy(&j->changed);
     free(j);
 }
 
 pthread_mutex_t *sched_mutex(struct scheduler *s) { return &s->mu; }
 
-/* A client whose socket is closed (or half-closed) is gone. */
+/* A client whose connection is broken (reset, or closed both ways) is gone.
+ * A half-close (shutdown of its sending side) only ends its upload: it
+ * still reads the answer. A client that closed its socket looks the same
+ * until the next write fails (a stream's next event). */
 static bool client_gone(int fd) {
     if (fd < 0) return false;
-    struct pollfd p = { .fd = fd, .events = POLLRDHUP };
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    struct pollfd p = { .fd = fd, .events = 0 };
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 /* Under mu: the text that can no longer become a stop string is released;
  * a stop string found ends the text there. Returns true when one was found. */
 static bool release_text(struct serve_job *j) {
+    /* The earliest match of any stop string, whatever their order. */
+    size_t cut = SIZE_MAX;
     for (int i = 0; i < j->n_stop; i++) {
         size_t n = strlen(j->stop[i]);
         size_t from = j->released >= n ? j->released - n + 1 : 0;
-        for (size_t p = from; p + n <= j->len; p++)
-            if (!memcmp(j->text + p, j->stop[i], n)) {
-                j->len = p;
-                j->released = p;
-                return true;
-            }
+        for (size_t p = from; p + n <= j->len && p < cut; p++)
+            if (!memcmp(j->text + p, j->stop[i], n)) { cut = p; break; }
+    }
+    if (cut != SIZE_MAX) {
+        j->len = cut;
+        j->released = cut;
+        return true;
     }
     size_t hold = 0; /* the longest end of the text that starts a stop string */
     for (int i = 0; i < j->n_stop; i++) {
@@ -117,7 +130,7 @@ static void finish_job(struct scheduler *s, struct slot *sl, const char *finish,
     j->released = j->len;
     j->done = true;
     s->stats.requests_done++;
-    pthread_cond_broadcast(&j->changed);
+    pthread_cond_broadcast(j->wake);
     serve_job_unref(j);
     sl->job = NULL;
     moex_sampler_free(sl->sampler);
@@ -149,7 +162,7 @@ static void sweep_queue(struct scheduler *s) {
             j->cancelled = true;
             j->done = true;
             s->stats.cancelled++;
-            pthread_cond_broadcast(&j->changed);
+            pthread_cond_broadcast(j->wake);
             serve_job_unref(j);
         } else {
             s->queue[(s->q_head + kept++) % s->q_cap] = j;
@@ -171,9 +184,13 @@ static void assign(struct scheduler *s) {
         sl->n_prefilled = 0;
         sl->started = false;
         sl->next = -1;
+        /* The job's sampler, from what api_parse read (serve_api.c api_sampler_fields). */
         sl->sampler = moex_sampler_new(s->model, &j->sampler);
         sl->decoder = moex_decoder_new(s->model);
         if (!sl->sampler || !sl->decoder) finish_job(s, sl, NULL, "out of memory");
+        else if (moex_sampler_set_penalties(sl->sampler, j->presence_penalty, j->frequency_penalty) ||
+                 moex_sampler_set_logit_bias(sl->sampler, j->bias_id, j->bias, j->n_bias))
+            finish_job(s, sl, NULL, moex_last_error());
     }
 }
 
@@ -242,8 +259,47 @@ static int build_batch(struct scheduler *s, int *prefill) {
 
 /* Outside mu except where it says: the slot's next token from its logits,
  * its text released to the client, and the end of the job when it ends. */
+/* Outside mu: the log-softmax of the slot's logits into s->logprobs. */
+static void log_softmax(struct scheduler *s, const float *logits) {
+    float max = logits[0];
+    for (int i = 1; i < s->n_vocab; i++) max = logits[i] > max ? logits[i] : max;
+    double sum = 0;
+    for (int i = 0; i < s->n_vocab; i++) sum += exp((double)(logits[i] - max));
+    float lse = max + (float)log(sum);
+    for (int i = 0; i < s->n_vocab; i++) s->logprobs[i] = logits[i] - lse;
+}
+
+/* Under mu: the token's log-probability and its best alternatives. */
+static int record_logprob(struct serve_job *j, const float *lp, int n_vocab, int32_t id) {
+    if (j->n_tokens == j->cap_tokens) {
+        int cap = j->cap_tokens ? 2 * j->cap_tokens : 64;
+        struct serve_token *g = realloc(j->tokens, sizeof *g * (size_t)cap);
+        if (!g) return -1;
+        j->tokens = g;
+        j->cap_tokens = cap;
+    }
+    struct serve_token *t = &j->tokens[j->n_tokens++];
+    t->id = id;
+    t->logprob = lp[id];
+    t->text_end = j->len;
+    t->n_top = 0;
+    for (int v = 0; v < n_vocab; v++) { /* insertion into the short sorted list */
+        if (t->n_top == j->top_logprobs && (t->n_top == 0 || lp[v] <= t->top_logprob[t->n_top - 1])) continue;
+        int k = t->n_top < j->top_logprobs ? t->n_top++ : t->n_top - 1;
+        while (k > 0 && t->top_logprob[k - 1] < lp[v]) {
+            t->top_id[k] = t->top_id[k - 1];
+            t->top_logprob[k] = t->top_logprob[k - 1];
+            k--;
+        }
+        t->top_id[k] = v;
+        t->top_logprob[k] = lp[v];
+    }
+    return 0;
+}
+
 static void emit_token(struct scheduler *s, struct slot *sl) {
     struct serve_job *j = sl->job;
+    if (j->logprobs) log_softmax(s, moex_seq_logits(s->ctx, sl->seq)); /* before the sampler's penalties */
     int32_t id = moex_sample_seq(sl->sampler, s->ctx, sl->seq);
     bool eog = id >= 0 && moex_token_is_eog(s->model, id);
     size_t len = 0;
@@ -261,13 +317,14 @@ static void emit_token(struct scheduler *s, struct slot *sl) {
         j->n_generated++;
         s->stats.generated_tokens++;
         arc = append_text(j, text, len);
+        if (arc == 0 && j->logprobs) arc = record_logprob(j, s->logprobs, s->n_vocab, id);
     }
     if (ended && arc == 0) { /* an unfinished UTF-8 sequence comes out as U+FFFD */
         text = moex_decoder_flush(sl->decoder, &len);
         arc = append_text(j, text, len);
     }
     bool stopped = arc == 0 && release_text(j);
-    pthread_cond_broadcast(&j->changed);
+    pthread_cond_broadcast(j->wake);
     if (arc != 0) finish_job(s, sl, NULL, "out of memory");
     else if (stopped || eog) finish_job(s, sl, "stop", NULL);
     else if (ended) finish_job(s, sl, "length", NULL);
@@ -364,7 +421,9 @@ struct scheduler *sched_new(moex_model *m, int n_slots, const struct moex_contex
     s->queue = malloc(sizeof *s->queue * (size_t)s->q_cap);
     s->batch = malloc(sizeof *s->batch * (size_t)(PREFILL_IDLE + n_slots));
     s->batch_seq = malloc(sizeof *s->batch_seq * (size_t)(PREFILL_IDLE + n_slots));
-    if (!s->slots || !s->queue || !s->batch || !s->batch_seq) goto fail;
+    s->n_vocab = moex_model_n_vocab(m);
+    s->logprobs = malloc(sizeof *s->logprobs * (size_t)s->n_vocab);
+    if (!s->slots || !s->queue || !s->batch || !s->batch_seq || !s->logprobs) goto fail;
     for (int i = 0; i < n_slots; i++) {
         s->slots[i].seq = i;
         s->slots[i].next = -1;
@@ -399,7 +458,7 @@ void sched_stop(struct scheduler *s) {
         struct serve_job *j = s->queue[s->q_head];
         snprintf(j->error, sizeof j->error, "the server is stopping");
         j->done = true;
-        pthread_cond_broadcast(&j->changed);
+        pthread_cond_broadcast(j->wake);
         serve_job_unref(j);
     }
     pthread_mutex_unlock(&s->mu);
@@ -414,6 +473,7 @@ void sched_free(struct scheduler *s) {
     free(s->slots);
     free(s->batch);
     free(s->batch_seq);
+    free(s->logprobs);
     free(s->queue);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
@@ -425,6 +485,7 @@ void sched_submit(struct scheduler *s, struct serve_job *j) {
     if (s->stop) {
         snprintf(j->error, sizeof j->error, "the server is stopping");
         j->done = true;
+        pthread_cond_broadcast(j->wake);
         pthread_mutex_unlock(&s->mu);
         return;
     }
@@ -434,6 +495,7 @@ void sched_submit(struct scheduler *s, struct serve_job *j) {
         if (!g) {
             snprintf(j->error, sizeof j->error, "out of memory");
             j->done = true;
+            pthread_cond_broadcast(j->wake);
             pthread_mutex_unlock(&s->mu);
             return;
         }
@@ -456,5 +518,20 @@ void sched_stats(struct scheduler *s, struct sched_stats *out) {
     out->queued = s->q_len;
     out->busy = 0;
     for (int i = 0; i < s->n_slots; i++) out->busy += s->slots[i].job != NULL;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_slots(struct scheduler *s, struct sched_slot *out) {
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->n_slots; i++) {
+        const struct slot *sl = &s->slots[i];
+        out[i] = (struct sched_slot){ .busy = sl->job != NULL };
+        if (sl->job) {
+            out[i].n_prompt = sl->job->n_prompt;
+            out[i].n_generated = sl->job->n_generated;
+            out[i].max_tokens = sl->job->max_tokens;
+            out[i].sampler = sl->job->sampler;
+        }
+    }
     pthread_mutex_unlock(&s->mu);
 }

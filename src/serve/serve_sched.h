@@ -47,4 +47,13 @@ struct sched_stats {
 };
 void sched_stats(struct scheduler *s, struct sched_stats *out);
 
+/* What each slot does now (/slots). */
+struct sched_slot {
+    bool busy;
+    int n_prompt, n_generated, max_tokens;
+    struct moex_sampler_params sampler;
+};
+/* out: (slots) entries. */
+void sched_slots(struct scheduler *s, struct sched_slot *out);
+
 #endif

@@ -19,6 +19,13 @@ struct sampler {
     int n_recent, next_recent;
     struct candidate *cand;
     uint8_t *penalized;   /* (n_vocab) set while the penalty visits the ring: once per distinct token */
+    /* The OpenAI API's penalties and logit_bias (sampler_set_penalties,
+     * sampler_set_logit_bias): counts of the tokens this sampler drew. */
+    float presence, frequency;
+    int *drawn;                        /* (n_vocab) when a penalty is on */
+    int32_t *bias_id;                  /* (n_bias) */
+    float *bias;
+    int n_bias;
 };
 
 void sampler_defaults(struct moex_sampler_params *p) {
@@ -61,6 +68,9 @@ struct sampler *sampler_new(const struct moex_sampler_params *p, int n_vocab) {
 
 void sampler_free(struct sampler *s) {
     if (!s) return;
+    free(s->drawn);
+    free(s->bias_id);
+    free(s->bias);
     free(s->recent);
     free(s->cand);
     free(s->penalized);
@@ -98,7 +108,44 @@ static int by_logit_desc(const void *a, const void *b) {
     return x->id - y->id;
 }
 
+int sampler_set_penalties(struct sampler *s, float presence, float frequency) {
+    if (!(presence >= -2 && presence <= 2 && frequency >= -2 && frequency <= 2)) return -1;
+    if ((presence != 0 || frequency != 0) && !s->drawn && !(s->drawn = calloc((size_t)s->n_vocab, sizeof *s->drawn)))
+        return -1;
+    s->presence = presence;
+    s->frequency = frequency;
+    return 0;
+}
+
+int sampler_set_logit_bias(struct sampler *s, const int32_t *ids, const float *bias, int n) {
+    if (n < 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= s->n_vocab || !isfinite(bias[i])) return -1;
+    int32_t *g_id = malloc(sizeof *g_id * (size_t)(n ? n : 1));
+    float *g = malloc(sizeof *g * (size_t)(n ? n : 1));
+    if (!g_id || !g) { free(g_id); free(g); return -1; }
+    if (n) { memcpy(g_id, ids, sizeof *ids * (size_t)n); memcpy(g, bias, sizeof *bias * (size_t)n); }
+    free(s->bias_id);
+    free(s->bias);
+    s->bias_id = g_id;
+    s->bias = g;
+    s->n_bias = n;
+    return 0;
+}
+
+static int32_t draw(struct sampler *s, float *logits);
+
 int32_t sampler_sample(struct sampler *s, float *logits) {
+    for (int i = 0; i < s->n_bias; i++) logits[s->bias_id[i]] += s->bias[i];
+    if (s->drawn)
+        for (int i = 0; i < s->n_vocab; i++)
+            if (s->drawn[i]) logits[i] -= s->presence + s->frequency * (float)s->drawn[i];
+    int32_t id = draw(s, logits);
+    if (s->drawn && id >= 0 && id < s->n_vocab) s->drawn[id]++;
+    return id;
+}
+
+static int32_t draw(struct sampler *s, float *logits) {
     if (s->p.repeat_penalty != 1.0f) {
         /* Once per distinct token, as the usual implementations do. */
         for (int i = 0; i < s->n_recent; i++) {

@@ -19,6 +19,11 @@ struct sampler *sampler_new(const struct moex_sampler_params *p, int n_vocab);
 void sampler_free(struct sampler *s);
 /* Picks a token; logits may be modified (penalties). */
 int32_t sampler_sample(struct sampler *s, float *logits);
+/* The OpenAI API's presence and frequency penalties (each in [-2, 2]; 0:
+ * off), over the tokens this sampler drew, and logit biases added at every
+ * draw; both before the repetition penalty. -1 on a bad value. */
+int sampler_set_penalties(struct sampler *s, float presence, float frequency);
+int sampler_set_logit_bias(struct sampler *s, const int32_t *ids, const float *bias, int n);
 /* Records a token of the context (for the repetition penalty); an id
  * outside the vocabulary is not recorded: -1 with an error. */
 int sampler_accept(struct sampler *s, int32_t token);
