@@ -10,6 +10,7 @@
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "moe/executor.h"
+#include "pack/packfile.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -133,9 +134,16 @@ struct context *context_new_seqs(struct model *m, const struct context_params *p
         context_free(c);
         return NULL;
     }
-    struct moe_exec_options cpu_only = { 0 };
-    c->exec = moe_executor_new(&m->moe, c->pool, c->n_batch, p->experts ? p->experts : &cpu_only);
-    if (c->exec && model_interleave(m, c->pool, p->pack_path)) {
+    /* The pack file is opened once for the executor and the CPU's layout. */
+    struct packfile_shared pack;
+    if (p->pack_path) packfile_open_shared(p->pack_path, &pack);
+    struct moe_exec_options eo = { 0 };
+    if (p->experts) eo = *p->experts;
+    if (p->pack_path) eo.pack_shared = &pack;
+    c->exec = moe_executor_new(&m->moe, c->pool, c->n_batch, &eo);
+    int rc = c->exec ? model_interleave(m, c->pool, p->pack_path ? &pack : NULL) : 0;
+    if (p->pack_path) packfile_close(pack.pf);
+    if (rc) {
         context_free(c);
         return NULL;
     }

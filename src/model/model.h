@@ -88,7 +88,8 @@ void model_free(struct model *m);
  * fit is not used (the report says why). Nothing when m->plain_rows.
  * -1 (moex_error) when out of memory. */
 struct threadpool;
-int model_interleave(struct model *m, struct threadpool *pool, const char *pack_path);
+struct packfile_shared;
+int model_interleave(struct model *m, struct threadpool *pool, const struct packfile_shared *pack);
 void model_interleave_free(struct model *m);
 /* Bytes of the interleaved copies made so far. */
 uint64_t model_interleaved_bytes(const struct model *m);

@@ -204,13 +204,14 @@ static int matching_entry(const struct model *m, const struct packfile *pf, cons
 
 /* Maps the targets that the pack file at path holds, verified; says in
  * c->report why the others are repacked. */
-static int map_from_pack(struct model *m, struct threadpool *pool, struct matrix **targets, int n, const char *path) {
+static int map_from_pack(struct model *m, struct threadpool *pool, struct matrix **targets, int n,
+                         const struct packfile_shared *pack) {
     struct model_copies *c = m->copies;
     struct model_interleave_report *r = &c->report;
     if (n <= 0) return 0;
     struct packfile *pf = NULL;
     struct packfile_info want;
-    int rc = packfile_open(path, &pf);
+    int rc = packfile_take(pack, &pf);
     if (rc == PACKFILE_OK) rc = model_pack_describe(m, &want);
     if (rc == PACKFILE_OK)
         rc = packfile_check_model(pf, &want.model, want.n_layers, want.n_expert, want.n_embd, want.n_ff,
@@ -262,7 +263,7 @@ static int map_from_pack(struct model *m, struct threadpool *pool, struct matrix
     return 0;
 }
 
-int model_interleave(struct model *m, struct threadpool *pool, const char *pack_path) {
+int model_interleave(struct model *m, struct threadpool *pool, const struct packfile_shared *pack) {
     if (m->copies) return 0; /* once per model */
     if (m->plain_rows) return 0;
     if (!(m->copies = calloc(1, sizeof *m->copies))) return moex_errorf("out of memory");
@@ -271,9 +272,9 @@ int model_interleave(struct model *m, struct threadpool *pool, const char *pack_
     struct matrix **targets = malloc(sizeof *targets * (size_t)(n ? n : 1));
     if (!targets) return moex_errorf("out of memory");
     model_interleave_targets(m, targets);
-    if (pack_path) snprintf(c->report.path, sizeof c->report.path, "%s", pack_path);
+    if (pack) snprintf(c->report.path, sizeof c->report.path, "%s", pack->path);
     c->report.targets = n;
-    int rc = pack_path && n ? map_from_pack(m, pool, targets, n, pack_path) : 0;
+    int rc = pack && n ? map_from_pack(m, pool, targets, n, pack) : 0;
     if (rc == 0) rc = repack_all(c, pool, targets, n);
     free(targets);
     return rc;

@@ -28,6 +28,7 @@ struct matrix;
 struct threadpool;
 struct trace;
 struct moe_scratch;
+struct packfile_shared;
 
 struct moe_exec_options {
     const char *device;        /* a name of the device table (dev/dev.h); NULL or "none": CPU only */
@@ -49,6 +50,7 @@ struct moe_exec_options {
     bool adaptive;             /* admission follows the CPU times measured in this run (results
                                   then vary run to run); ignored when cpu_row_ns > 0 */
     const char *pack_path;     /* pack file (moex pack) to fill device slots from; NULL: pack live */
+    const struct packfile_shared *pack_shared; /* that file opened once by the caller, or NULL (opened here) */
     /* Filling the pinned experts at start: done of total after each; NULL: silent. */
     void (*progress)(void *user, const char *label, uint64_t done, uint64_t total);
     void *progress_user;

@@ -99,13 +99,14 @@ static void expert_types(const struct moe_model_desc *d, uint32_t types[MATS]) {
 /* Opens the pack file for this run's device and model, or says why not
  * (pack_report). When its plan was made for this run's budget (and routing
  * statistics, if this run has any) its pinned experts replace the plan. */
-static int open_pack(struct moe_executor *e, const char *path, const struct moe_device_plan *dp) {
+static int open_pack(struct moe_executor *e, const char *path, const struct packfile_shared *shared,
+                     const struct moe_device_plan *dp) {
     struct moe_pack_report *r = &e->pack_report;
     struct packfile *pf = NULL;
     struct packfile_identity id;
     uint32_t types[MATS];
     expert_types(&e->desc, types);
-    int rc = packfile_open(path, &pf);
+    int rc = shared ? packfile_take(shared, &pf) : packfile_open(path, &pf);
     if (rc == PACKFILE_OK) rc = packfile_check_layout(pf, dp->device, dev_layout(e->dev), e->caps->k_multiple,
                                                       e->caps->n_multiple, dp->slot_values, dp->max_n);
     if (rc == PACKFILE_OK) rc = packfile_model_identity(e->desc.file, &id);
@@ -228,7 +229,7 @@ int res_start(struct moe_executor *e, const struct moe_exec_options *o, const st
     if (o->pack_path) {
         if (!(e->pack_path = strdup(o->pack_path))) return moex_errorf("out of memory");
         e->pack_report.path = e->pack_path;
-        if (open_pack(e, o->pack_path, &dp) != 0) return -1;
+        if (open_pack(e, o->pack_path, o->pack_shared, &dp) != 0) return -1;
     }
     e->cache = expert_cache_new(e->n_layers, e->n_expert, &e->plan);
     if (!e->cache) return moex_errorf("out of memory");

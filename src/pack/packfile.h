@@ -116,6 +116,23 @@ struct packfile;
 int packfile_open(const char *path, struct packfile **out);
 /* The same over a buffer (8-byte aligned, not copied; must outlive the result). */
 int packfile_open_memory(const void *data, size_t size, const char *name, struct packfile **out);
+/* A pack file opened once for its several users (a context's executor and
+ * its model's CPU layout): the file, or why it could not be opened. */
+struct packfile_shared {
+    const char *path;
+    struct packfile *pf;         /* NULL: not opened; status and message say why */
+    int status;
+    char message[768];
+};
+/* Opens path into *s (the caller closes s->pf). */
+void packfile_open_shared(const char *path, struct packfile_shared *s);
+/* A user's own handle on it: a reference to s->pf (close it), or s's
+ * refusal again (status, with the message in moex_error()). */
+int packfile_take(const struct packfile_shared *s, struct packfile **out);
+
+/* Another holder of an open file (a model's CPU layout and its contexts'
+ * executors share one open): each holder closes it once. */
+struct packfile *packfile_ref(struct packfile *pf);
 void packfile_close(struct packfile *pf);
 
 const struct packfile_info *packfile_info(const struct packfile *pf);

@@ -10,12 +10,14 @@
 #include "core/error.h"
 #include "core/xxh64.h"
 #include "pack/packfile_format.h"
+#include "pack/packfile_impl.h"
 #include "quant/quant.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,22 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-struct packfile {
-    char *path;
-    int fd;                          /* -1 for a memory buffer */
-    const uint8_t *map;
-    uint64_t size;
-    size_t map_len;                  /* nonzero when the mapping is ours */
-    struct packfile_info info;
-    int32_t *pinned;                 /* (n_pinned) */
-    struct packfile_entry *entries;  /* (n_entries) */
-    int32_t *by_weight;              /* (n_layers * n_expert * 3) entry or -1 */
-    uint64_t data_checksum;
-    struct packfile_host_entry *host; /* (info.n_host) by ascending source offset */
-};
 
-static int refuse(const char *name, int status, const char *fmt, ...) MOEX_PRINTF(3, 4);
-static int refuse(const char *name, int status, const char *fmt, ...) {
+int packfile_refuse(const char *name, int status, const char *fmt, ...) {
     char msg[700];
     va_list ap;
     va_start(ap, fmt);
@@ -80,7 +68,7 @@ static int read_no_device(struct packfile *pf, const uint8_t *h) {
     for (size_t f = 0; f < sizeof fields / sizeof *fields; f++)
         for (uint32_t i = 0; i < fields[f][1]; i++)
             if (h[fields[f][0] + i])
-                return refuse(pf->path, PACKFILE_E_CORRUPT, "marked as holding no device experts, with a device "
+                return packfile_refuse(pf->path, PACKFILE_E_CORRUPT, "marked as holding no device experts, with a device "
                               "field at byte %" PRIu32 " set", fields[f][0]);
     pf->info.no_device = true;
     return PACKFILE_OK;
@@ -91,16 +79,16 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
     struct packfile_info *in = &pf->info;
     uint32_t flags = pf_get32(h + PF_H_FLAGS);
     if (flags & ~(PF_FLAG_ALL | PF_FLAG_NO_DEVICE) || (flags & PF_FLAG_ALL && flags & PF_FLAG_NO_DEVICE))
-        return refuse(name, PACKFILE_E_CORRUPT, "unknown or contradictory flags 0x%" PRIx32, flags);
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "unknown or contradictory flags 0x%" PRIx32, flags);
     int rc = flags & PF_FLAG_NO_DEVICE ? read_no_device(pf, h) : PACKFILE_OK;
     if (rc != PACKFILE_OK) return rc;
     bool device = !in->no_device;
     uint32_t layout = pf_get32(h + PF_H_LAYOUT), format = pf_get32(h + PF_H_FORMAT);
     if (device && layout != PACK_ROWS && layout != PACK_AMX && layout != PACK_RKNPU)
-        return refuse(name, PACKFILE_E_LAYOUT, "packed in device layout %" PRIu32 ", which this moex does not know",
+        return packfile_refuse(name, PACKFILE_E_LAYOUT, "packed in device layout %" PRIu32 ", which this moex does not know",
                       layout);
     if (device && format != PF_FORMAT_W8A8)
-        return refuse(name, PACKFILE_E_LAYOUT, "number format %" PRIu32 " (this moex packs W8A8, format %u)", format,
+        return packfile_refuse(name, PACKFILE_E_LAYOUT, "number format %" PRIu32 " (this moex packs W8A8, format %u)", format,
                       PF_FORMAT_W8A8);
     in->layout = (enum pack_layout)layout;
     uint32_t km = pf_get32(h + PF_H_K_MULTIPLE), nm = pf_get32(h + PF_H_N_MULTIPLE);
@@ -108,11 +96,11 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
     uint64_t slot_values = pf_get64(h + PF_H_SLOT_VALUES), code_stride = pf_get64(h + PF_H_CODE_STRIDE);
     if (device && (km < 1 || km > PACK_MAX_K || nm < 1 || nm > (1u << 20) || max_n < 1 || max_n > (1u << 20) ||
         slot_values < 1 || slot_values > ((uint64_t)1 << 40)))
-        return refuse(name, PACKFILE_E_CORRUPT, "device envelope K %% %" PRIu32 ", N %% %" PRIu32 ", slots of %" PRIu64
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "device envelope K %% %" PRIu32 ", N %% %" PRIu32 ", slots of %" PRIu64
                       " values and %" PRIu32 " channels", km, nm, slot_values, max_n);
     if (device && (code_stride < slot_values || code_stride > ((uint64_t)1 << 41) || code_stride % PF_STRIDE_ALIGN ||
                    scale_stride < 4ull * max_n || scale_stride > (1u << 30) || scale_stride % PF_STRIDE_ALIGN))
-        return refuse(name, PACKFILE_E_CORRUPT, "strides of %" PRIu64 " code bytes and %" PRIu32 " scale bytes for "
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "strides of %" PRIu64 " code bytes and %" PRIu32 " scale bytes for "
                       "slots of %" PRIu64 " values and %" PRIu32 " channels", code_stride, scale_stride, slot_values,
                       max_n);
     in->code_stride = code_stride;
@@ -123,9 +111,9 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
     in->slot_max_n = (int)max_n;
     memcpy(in->device, h + PF_H_DEVICE, sizeof in->device);
     if (in->device[sizeof in->device - 1] != 0)
-        return refuse(name, PACKFILE_E_CORRUPT, "device name is not NUL-terminated");
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "device name is not NUL-terminated");
     for (size_t i = strlen(in->device); i < sizeof in->device; i++)
-        if (in->device[i]) return refuse(name, PACKFILE_E_CORRUPT, "device name padding is not zero");
+        if (in->device[i]) return packfile_refuse(name, PACKFILE_E_CORRUPT, "device name padding is not zero");
 
     in->model.gguf_size = pf_get64(h + PF_H_GGUF_SIZE);
     in->model.hash = pf_get64(h + PF_H_GGUF_HASH);
@@ -136,7 +124,7 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
     if (n_layers < 1 || n_layers > 4096 || n_expert < 1 || n_expert > 65536 || n_embd < 1 || n_embd > PACK_MAX_K ||
         n_ff < 1 || n_ff > PACK_MAX_K || (uint64_t)n_layers * n_expert > (1u << 24) ||
         (device && ((uint64_t)n_embd * n_ff > slot_values || (n_embd > n_ff ? n_embd : n_ff) > max_n)))
-        return refuse(name, PACKFILE_E_CORRUPT, "model shape %" PRIu32 " layers x %" PRIu32 " experts, dim %" PRIu32
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "model shape %" PRIu32 " layers x %" PRIu32 " experts, dim %" PRIu32
                       ", expert ffn %" PRIu32 " (slots of %" PRIu64 " values, %" PRIu32 " channels)", n_layers,
                       n_expert, n_embd, n_ff, slot_values, max_n);
     in->n_layers = (int)n_layers;
@@ -153,25 +141,25 @@ static int read_header(struct packfile *pf, const uint8_t *h) {
     uint32_t n_entries = pf_get32(h + PF_H_N_ENTRIES), n_host = pf_get32(h + PF_H_N_HOST);
     uint32_t n_keys = n_layers * n_expert;
     if (!(in->pinned_share >= 0 && in->pinned_share <= 1))
-        return refuse(name, PACKFILE_E_CORRUPT, "pinned share %g", in->pinned_share);
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "pinned share %g", in->pinned_share);
     if (plan_slots > n_keys || n_pinned > plan_slots)
-        return refuse(name, PACKFILE_E_CORRUPT, "plan of %" PRIu32 " slots, %" PRIu32 " pinned, for %" PRIu32
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "plan of %" PRIu32 " slots, %" PRIu32 " pinned, for %" PRIu32
                       " experts", plan_slots, n_pinned, n_keys);
     if (n_entries % PACKFILE_MATRICES || n_entries / PACKFILE_MATRICES > n_keys)
-        return refuse(name, PACKFILE_E_CORRUPT, "%" PRIu32 " entries for %" PRIu32 " experts of 3 weights", n_entries,
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "%" PRIu32 " entries for %" PRIu32 " experts of 3 weights", n_entries,
                       n_keys);
-    if (n_host > (1u << 20)) return refuse(name, PACKFILE_E_CORRUPT, "%" PRIu32 " host matrices", n_host);
+    if (n_host > (1u << 20)) return packfile_refuse(name, PACKFILE_E_CORRUPT, "%" PRIu32 " host matrices", n_host);
     in->n_host = (int)n_host;
     in->all_experts = flags & PF_FLAG_ALL;
     if (in->all_experts && n_entries != PACKFILE_MATRICES * n_keys)
-        return refuse(name, PACKFILE_E_CORRUPT, "marked as holding every expert, with %" PRIu32 " entries", n_entries);
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "marked as holding every expert, with %" PRIu32 " entries", n_entries);
     in->plan_slots = (int)plan_slots;
     in->n_pinned = (int)n_pinned;
     in->n_entries = (int)n_entries;
     for (uint32_t i = PF_H_N_HOST + 4; i < PF_H_CHECKSUM; i++)
-        if (h[i] && (i < PF_H_GGUF_MTIME || i >= PF_H_RESERVED)) return refuse(name, PACKFILE_E_CORRUPT, "reserved header byte %" PRIu32 " is not zero", i);
+        if (h[i] && (i < PF_H_GGUF_MTIME || i >= PF_H_RESERVED)) return packfile_refuse(name, PACKFILE_E_CORRUPT, "reserved header byte %" PRIu32 " is not zero", i);
     if (pf_get32(h + 124) || pf_get64(h + 184))
-        return refuse(name, PACKFILE_E_CORRUPT, "reserved header fields are not zero");
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "reserved header fields are not zero");
     return PACKFILE_OK;
 }
 
@@ -190,39 +178,39 @@ static int read_sections(struct packfile *pf, const uint8_t *h, uint64_t align, 
         uint32_t kind = pf_get32(e), zero = pf_get32(e + 4);
         s[i] = (struct section){ pf_get64(e + 8), pf_get64(e + 16), pf_get64(e + 24) };
         if (kind != PF_PLAN + i || zero)
-            return refuse(name, PACKFILE_E_CORRUPT, "section %" PRIu32 " has kind %" PRIu32 " (expected %s)", i, kind,
+            return packfile_refuse(name, PACKFILE_E_CORRUPT, "section %" PRIu32 " has kind %" PRIu32 " (expected %s)", i, kind,
                           section_name(PF_PLAN + i));
         bool placed = s[i].offset % align == 0 || (s[i].size == 0 && s[i].offset == end);
         if (!placed || s[i].offset < end || s[i].offset > pf->size || s[i].size > pf->size - s[i].offset)
-            return refuse(name, PACKFILE_E_CORRUPT, "section %s at %" PRIu64 " of %" PRIu64
+            return packfile_refuse(name, PACKFILE_E_CORRUPT, "section %s at %" PRIu64 " of %" PRIu64
                           " bytes: misaligned, overlapping or past the end (%" PRIu64 " bytes)",
                           section_name(kind), s[i].offset, s[i].size, pf->size);
         end = s[i].offset + s[i].size;
     }
     if (s[0].size != 4ull * (uint64_t)pf->info.n_pinned)
-        return refuse(name, PACKFILE_E_CORRUPT, "plan section of %" PRIu64 " bytes for %d pinned experts", s[0].size,
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "plan section of %" PRIu64 " bytes for %d pinned experts", s[0].size,
                       pf->info.n_pinned);
     if (s[1].size != (uint64_t)PF_ENTRY_BYTES * (uint64_t)pf->info.n_entries)
-        return refuse(name, PACKFILE_E_CORRUPT, "index section of %" PRIu64 " bytes for %d entries", s[1].size,
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "index section of %" PRIu64 " bytes for %d entries", s[1].size,
                       pf->info.n_entries);
     /* The data: codes region, then the scales region at the next aligned
      * offset, each n_entries strides long: each fits in the file, so their
      * sums do not overflow. */
     uint64_t n = (uint64_t)pf->info.n_entries;
     if (n && (pf->info.code_stride > pf->size / n || pf->info.scale_stride > pf->size / n))
-        return refuse(name, PACKFILE_E_CORRUPT, "%d entries of %" PRIu64 " + %" PRIu64 " bytes do not fit in %" PRIu64
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "%d entries of %" PRIu64 " + %" PRIu64 " bytes do not fit in %" PRIu64
                       " bytes", pf->info.n_entries, pf->info.code_stride, pf->info.scale_stride, pf->size);
     uint64_t scales = round_up(s[2].offset + n * pf->info.code_stride, align);
     if (s[2].size != scales - s[2].offset + n * pf->info.scale_stride)
-        return refuse(name, PACKFILE_E_CORRUPT, "data section of %" PRIu64 " bytes for %d entries of %" PRIu64
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "data section of %" PRIu64 " bytes for %d entries of %" PRIu64
                       " + %" PRIu64 " bytes", s[2].size, pf->info.n_entries, pf->info.code_stride,
                       pf->info.scale_stride);
     uint64_t n_host = (uint64_t)pf->info.n_host;
     if (s[4].size != (uint64_t)PF_HOST_ENTRY_BYTES * n_host || (n_host == 0) != (s[3].size == 0))
-        return refuse(name, PACKFILE_E_CORRUPT, "host sections of %" PRIu64 " and %" PRIu64 " bytes for %" PRIu64
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "host sections of %" PRIu64 " and %" PRIu64 " bytes for %" PRIu64
                       " host matrices", s[3].size, s[4].size, n_host);
     if (end != pf->size)
-        return refuse(name, PACKFILE_E_CORRUPT, "the last section ends at %" PRIu64 ", the file at %" PRIu64, end,
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "the last section ends at %" PRIu64 ", the file at %" PRIu64, end,
                       pf->size);
     return PACKFILE_OK;
 }
@@ -234,13 +222,13 @@ static int read_plan(struct packfile *pf, const struct section *s) {
     uint8_t *seen = calloc((size_t)n_keys, 1);
     if (!pf->pinned || !seen) {
         free(seen);
-        return refuse(pf->path, PACKFILE_E_NOMEM, "out of memory");
+        return packfile_refuse(pf->path, PACKFILE_E_NOMEM, "out of memory");
     }
     for (int i = 0; i < in->n_pinned; i++) {
         uint32_t key = pf_get32(pf->map + s->offset + 4 * (uint64_t)i);
         if (key >= (uint32_t)n_keys || seen[key]) {
             free(seen);
-            return refuse(pf->path, PACKFILE_E_CORRUPT, "pinned expert %d: key %" PRIu32 " out of range or repeated",
+            return packfile_refuse(pf->path, PACKFILE_E_CORRUPT, "pinned expert %d: key %" PRIu32 " out of range or repeated",
                           i, key);
         }
         seen[key] = 1;
@@ -259,7 +247,7 @@ static int read_index(struct packfile *pf, const struct section *index, const st
     size_t n_weights = (size_t)in->n_layers * (size_t)in->n_expert * PACKFILE_MATRICES;
     pf->entries = calloc((size_t)(in->n_entries ? in->n_entries : 1), sizeof *pf->entries);
     pf->by_weight = malloc(sizeof *pf->by_weight * n_weights);
-    if (!pf->entries || !pf->by_weight) return refuse(name, PACKFILE_E_NOMEM, "out of memory");
+    if (!pf->entries || !pf->by_weight) return packfile_refuse(name, PACKFILE_E_NOMEM, "out of memory");
     for (size_t i = 0; i < n_weights; i++) pf->by_weight[i] = -1;
     uint64_t scales_region = round_up(data->offset + (uint64_t)in->n_entries * in->code_stride, align);
     int64_t last_extra = -1;
@@ -272,7 +260,7 @@ static int read_index(struct packfile *pf, const struct section *index, const st
         uint64_t codes_off = pf_get64(e + PF_E_CODES_OFFSET), codes_bytes = pf_get64(e + PF_E_CODES_BYTES);
         uint64_t scales_off = pf_get64(e + PF_E_SCALES_OFFSET), scales_bytes = pf_get64(e + PF_E_SCALES_BYTES);
         if (layer >= (uint32_t)in->n_layers || expert >= (uint32_t)in->n_expert || matrix >= PACKFILE_MATRICES)
-            return refuse(name, PACKFILE_E_CORRUPT, "index entry %d: layer %" PRIu32 ", expert %" PRIu32
+            return packfile_refuse(name, PACKFILE_E_CORRUPT, "index entry %d: layer %" PRIu32 ", expert %" PRIu32
                           ", matrix %" PRIu32 " out of range", i, layer, expert, matrix);
         int64_t key = (int64_t)layer * in->n_expert + expert, weight = key * PACKFILE_MATRICES + matrix;
         const char *mname = packfile_matrix_name((enum packfile_matrix)matrix);
@@ -282,7 +270,7 @@ static int read_index(struct packfile *pf, const struct section *index, const st
                                                  : pf->entries[i - 1].layer == (int)layer &&
                                                        pf->entries[i - 1].expert == (int)expert);
         if (!in_order)
-            return refuse(name, PACKFILE_E_CORRUPT, "index entry %d (layer %" PRIu32 " expert %" PRIu32 " %s) is "
+            return packfile_refuse(name, PACKFILE_E_CORRUPT, "index entry %d (layer %" PRIu32 " expert %" PRIu32 " %s) is "
                           "repeated, out of order, or not part of a whole expert", i, layer, expert, mname);
         if (matrix == PACKFILE_GATE && slot >= in->n_pinned) last_extra = key;
         uint32_t want_K = matrix == PACKFILE_DOWN ? (uint32_t)in->n_ff : (uint32_t)in->n_embd;
@@ -290,13 +278,13 @@ static int read_index(struct packfile *pf, const struct section *index, const st
         uint64_t want_codes = code_bytes_of(in->layout, (int)want_K, (int)want_N);
         if (K != want_K || N != want_N || want_codes == 0 || codes_bytes != want_codes ||
             scales_bytes != 4ull * N || pf_get32(e + PF_E_SOURCE_TYPE) != in->source_type[matrix])
-            return refuse(name, PACKFILE_E_CORRUPT, "index entry %d: a %" PRIu32 " x %" PRIu32 " weight of %" PRIu64
+            return packfile_refuse(name, PACKFILE_E_CORRUPT, "index entry %d: a %" PRIu32 " x %" PRIu32 " weight of %" PRIu64
                           " code bytes and %" PRIu64 " scale bytes where the model's %s is %" PRIu32 " x %" PRIu32,
                           i, K, N, codes_bytes, scales_bytes, mname, want_K, want_N);
         /* The section checks bound both regions inside the file. */
         if (codes_off != data->offset + (uint64_t)i * in->code_stride ||
             scales_off != scales_region + (uint64_t)i * in->scale_stride)
-            return refuse(name, PACKFILE_E_CORRUPT, "index entry %d: codes at %" PRIu64 ", scales at %" PRIu64
+            return packfile_refuse(name, PACKFILE_E_CORRUPT, "index entry %d: codes at %" PRIu64 ", scales at %" PRIu64
                           ", not at their place in the data section", i, codes_off, scales_off);
         pf->entries[i] = (struct packfile_entry){
             .layer = (int)layer, .expert = (int)expert, .matrix = (enum packfile_matrix)matrix,
@@ -320,7 +308,7 @@ static int read_host(struct packfile *pf, const struct section *index, const str
     const char *name = pf->path;
     int n = pf->info.n_host;
     pf->host = calloc((size_t)(n ? n : 1), sizeof *pf->host);
-    if (!pf->host) return refuse(name, PACKFILE_E_NOMEM, "out of memory");
+    if (!pf->host) return packfile_refuse(name, PACKFILE_E_NOMEM, "out of memory");
     uint64_t at = data->offset;
     struct xxh64_state sums;
     xxh64_init(&sums, 0);
@@ -339,13 +327,13 @@ static int read_host(struct packfile *pf, const struct section *index, const str
                      x->bytes == rows * row_bytes;
         if (!shape || x->variant == 0 || pf_get64(e + PF_X_RESERVED) ||
             (i && x->source_offset <= pf->host[i - 1].source_offset))
-            return refuse(name, PACKFILE_E_CORRUPT, "host matrix %d (at %" PRIu64 " in the model, type %" PRIu32
+            return packfile_refuse(name, PACKFILE_E_CORRUPT, "host matrix %d (at %" PRIu64 " in the model, type %" PRIu32
                           ", %" PRIu64 " x %" PRIu64 ", %" PRIu64 " bytes, variant %" PRIu32 ") is out of order or "
                           "of an impossible shape", i, x->source_offset, x->source_type, rows, cols, x->bytes,
                           x->variant);
         uint64_t want = round_up(at, align);
         if (offset != want || x->bytes > data->offset + data->size - offset)
-            return refuse(name, PACKFILE_E_CORRUPT, "host matrix %d at %" PRIu64 ", not at its place (%" PRIu64 ")",
+            return packfile_refuse(name, PACKFILE_E_CORRUPT, "host matrix %d at %" PRIu64 ", not at its place (%" PRIu64 ")",
                           i, offset, want);
         x->data = pf->map + offset;
         at = offset + x->bytes;
@@ -354,10 +342,10 @@ static int read_host(struct packfile *pf, const struct section *index, const str
         xxh64_update(&sums, sum, sizeof sum);
     }
     if (n && at != data->offset + data->size)
-        return refuse(name, PACKFILE_E_CORRUPT, "the host matrices end at %" PRIu64 ", their section at %" PRIu64, at,
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "the host matrices end at %" PRIu64 ", their section at %" PRIu64, at,
                       data->offset + data->size);
     if (xxh64_digest(&sums) != data->checksum)
-        return refuse(name, PACKFILE_E_CHECKSUM, "bad checksum in section host data (its matrices' checksums hash to "
+        return packfile_refuse(name, PACKFILE_E_CHECKSUM, "bad checksum in section host data (its matrices' checksums hash to "
                       "%016" PRIx64 ", expected %016" PRIx64 ")", xxh64_digest(&sums), data->checksum);
     return PACKFILE_OK;
 }
@@ -365,7 +353,7 @@ static int read_host(struct packfile *pf, const struct section *index, const str
 static int check_section_sum(const struct packfile *pf, const struct section *s, uint32_t kind) {
     uint64_t sum = xxh64(pf->map + s->offset, (size_t)s->size, 0);
     if (sum != s->checksum)
-        return refuse(pf->path, PACKFILE_E_CHECKSUM, "bad checksum in section %s (%016" PRIx64 ", expected %016" PRIx64
+        return packfile_refuse(pf->path, PACKFILE_E_CHECKSUM, "bad checksum in section %s (%016" PRIx64 ", expected %016" PRIx64
                       ")", section_name(kind), sum, s->checksum);
     return PACKFILE_OK;
 }
@@ -376,34 +364,34 @@ static int parse(struct packfile *pf) {
     uint64_t size = pf->size;
     size_t n_magic = size < PF_MAGIC_BYTES ? (size_t)size : PF_MAGIC_BYTES;
     if (size == 0 || memcmp(h, PF_MAGIC, n_magic) != 0)
-        return refuse(name, PACKFILE_E_NOT_PACK, "not a moex pack file (it does not start with \"%s\")", PF_MAGIC);
+        return packfile_refuse(name, PACKFILE_E_NOT_PACK, "not a moex pack file (it does not start with \"%s\")", PF_MAGIC);
     if (size < 12)
-        return refuse(name, PACKFILE_E_TRUNCATED, "truncated: %" PRIu64 " bytes, shorter than a pack file header",
+        return packfile_refuse(name, PACKFILE_E_TRUNCATED, "truncated: %" PRIu64 " bytes, shorter than a pack file header",
                       size);
     uint32_t version = pf_get32(h + PF_H_VERSION);
     if (version != PF_VERSION)
-        return refuse(name, PACKFILE_E_VERSION, "pack file version %" PRIu32 "; this moex reads version %u", version,
+        return packfile_refuse(name, PACKFILE_E_VERSION, "pack file version %" PRIu32 "; this moex reads version %u", version,
                       PF_VERSION);
     if (size < PF_HEADER_BYTES)
-        return refuse(name, PACKFILE_E_TRUNCATED, "truncated: %" PRIu64 " bytes, shorter than the %u-byte header",
+        return packfile_refuse(name, PACKFILE_E_TRUNCATED, "truncated: %" PRIu64 " bytes, shorter than the %u-byte header",
                       size, PF_HEADER_BYTES);
     if (pf_get32(h + PF_H_HEADER_BYTES) != PF_HEADER_BYTES)
-        return refuse(name, PACKFILE_E_CORRUPT, "header of %" PRIu32 " bytes (version %u has %u)",
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "header of %" PRIu32 " bytes (version %u has %u)",
                       pf_get32(h + PF_H_HEADER_BYTES), PF_VERSION, PF_HEADER_BYTES);
     uint64_t sum = xxh64(h, PF_H_CHECKSUM, 0);
     if (sum != pf_get64(h + PF_H_CHECKSUM))
-        return refuse(name, PACKFILE_E_CHECKSUM, "bad checksum in section header (%016" PRIx64 ", expected %016" PRIx64
+        return packfile_refuse(name, PACKFILE_E_CHECKSUM, "bad checksum in section header (%016" PRIx64 ", expected %016" PRIx64
                       ")", sum, pf_get64(h + PF_H_CHECKSUM));
     uint64_t file_size = pf_get64(h + PF_H_FILE_SIZE);
     if (size < file_size)
-        return refuse(name, PACKFILE_E_TRUNCATED, "truncated: %" PRIu64 " bytes, the header says %" PRIu64, size,
+        return packfile_refuse(name, PACKFILE_E_TRUNCATED, "truncated: %" PRIu64 " bytes, the header says %" PRIu64, size,
                       file_size);
     if (size > file_size)
-        return refuse(name, PACKFILE_E_CORRUPT, "%" PRIu64 " bytes, longer than the %" PRIu64 " the header says",
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "%" PRIu64 " bytes, longer than the %" PRIu64 " the header says",
                       size, file_size);
     uint32_t align = pf_get32(h + PF_H_ALIGN);
     if (!is_pow2(align) || align < PF_ALIGN_MIN || align > PF_ALIGN_MAX || pf_get32(h + PF_H_N_SECTIONS) != PF_SECTIONS)
-        return refuse(name, PACKFILE_E_CORRUPT, "alignment %" PRIu32 " or %" PRIu32 " sections", align,
+        return packfile_refuse(name, PACKFILE_E_CORRUPT, "alignment %" PRIu32 " or %" PRIu32 " sections", align,
                       pf_get32(h + PF_H_N_SECTIONS));
     int rc = read_header(pf, h);
     if (rc != PACKFILE_OK) return rc;
@@ -414,7 +402,7 @@ static int parse(struct packfile *pf) {
     if ((rc = read_plan(pf, &s[0])) != PACKFILE_OK) return rc;
     if ((rc = read_index(pf, &s[1], &s[2], align)) != PACKFILE_OK) return rc;
     if (pf->data_checksum != s[2].checksum)
-        return refuse(name, PACKFILE_E_CHECKSUM, "bad checksum in section data (its entries' checksums hash to "
+        return packfile_refuse(name, PACKFILE_E_CHECKSUM, "bad checksum in section data (its entries' checksums hash to "
                       "%016" PRIx64 ", expected %016" PRIx64 ")", pf->data_checksum, s[2].checksum);
     if ((rc = check_section_sum(pf, &s[4], PF_HOST_INDEX)) != PACKFILE_OK) return rc;
     return read_host(pf, &s[4], &s[3], align);
@@ -422,11 +410,12 @@ static int parse(struct packfile *pf) {
 
 static int open_buffer(const void *data, size_t size, const char *name, size_t map_len, struct packfile **out) {
     struct packfile *pf = calloc(1, sizeof *pf);
+    if (pf) atomic_init(&pf->refs, 1);
     if (pf) pf->path = strdup(name);
     if (!pf || !pf->path) {
         free(pf);
         if (map_len) munmap((void *)data, map_len);
-        return refuse(name, PACKFILE_E_NOMEM, "out of memory");
+        return packfile_refuse(name, PACKFILE_E_NOMEM, "out of memory");
     }
     pf->fd = -1;
     pf->map = data;
@@ -454,18 +443,18 @@ int packfile_open(const char *path, struct packfile **out) {
     if (!out || !path) return moex_errorf("packfile_open: no path or result pointer"), PACKFILE_E_ARG;
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return refuse(path, PACKFILE_E_IO, "cannot open: %s", strerror(errno));
+    if (fd < 0) return packfile_refuse(path, PACKFILE_E_IO, "cannot open: %s", strerror(errno));
     struct stat st;
     int rc;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = refuse(path, PACKFILE_E_IO, "not a regular file");
+        rc = packfile_refuse(path, PACKFILE_E_IO, "not a regular file");
     } else if ((uint64_t)st.st_size > SIZE_MAX) {
-        rc = refuse(path, PACKFILE_E_IO, "too large to map");
+        rc = packfile_refuse(path, PACKFILE_E_IO, "too large to map");
     } else if (st.st_size == 0) {
         rc = open_buffer("", 0, path, 0, out);
     } else {
         void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        rc = map == MAP_FAILED ? refuse(path, PACKFILE_E_IO, "cannot map: %s", strerror(errno))
+        rc = map == MAP_FAILED ? packfile_refuse(path, PACKFILE_E_IO, "cannot map: %s", strerror(errno))
                                : open_buffer(map, (size_t)st.st_size, path, (size_t)st.st_size, out);
     }
     if (rc != PACKFILE_OK) {
@@ -476,8 +465,13 @@ int packfile_open(const char *path, struct packfile **out) {
     return PACKFILE_OK;
 }
 
+struct packfile *packfile_ref(struct packfile *pf) {
+    if (pf) atomic_fetch_add(&pf->refs, 1);
+    return pf;
+}
+
 void packfile_close(struct packfile *pf) {
-    if (!pf) return;
+    if (!pf || atomic_fetch_sub(&pf->refs, 1) > 1) return;
     if (pf->map_len) munmap((void *)pf->map, pf->map_len);
     if (pf->fd >= 0) close(pf->fd);
     free(pf->pinned);
@@ -488,113 +482,3 @@ void packfile_close(struct packfile *pf) {
     free(pf);
 }
 
-const struct packfile_info *packfile_info(const struct packfile *pf) { return &pf->info; }
-const char *packfile_path(const struct packfile *pf) { return pf->path; }
-const int32_t *packfile_pinned(const struct packfile *pf) { return pf->pinned; }
-int packfile_fd(const struct packfile *pf) { return pf->fd; }
-
-int packfile_check_model(const struct packfile *pf, const struct packfile_identity *id, int n_layers, int n_expert,
-                         int n_embd, int n_ff, const uint32_t source_type[PACKFILE_MATRICES]) {
-    const struct packfile_info *in = &pf->info;
-    if (in->n_layers != n_layers || in->n_expert != n_expert || in->n_embd != n_embd || in->n_ff != n_ff)
-        return refuse(pf->path, PACKFILE_E_MODEL, "packed from another model: %d layers x %d experts of %d x %d, this "
-                      "model has %d x %d of %d x %d", in->n_layers, in->n_expert, in->n_embd, in->n_ff, n_layers,
-                      n_expert, n_embd, n_ff);
-    for (int m = 0; m < PACKFILE_MATRICES; m++)
-        if (in->source_type[m] != source_type[m])
-            return refuse(pf->path, PACKFILE_E_MODEL, "packed from another model: its %s weights were of type %" PRIu32
-                          ", this model's are %" PRIu32, packfile_matrix_name((enum packfile_matrix)m),
-                          in->source_type[m], source_type[m]);
-    if (in->model.gguf_size != id->gguf_size || in->model.hash != id->hash)
-        return refuse(pf->path, PACKFILE_E_MODEL, "packed from another model file (a GGUF of %" PRIu64 " bytes, "
-                      "identity %016" PRIx64 "; this model: %" PRIu64 " bytes, identity %016" PRIx64 ")",
-                      in->model.gguf_size, in->model.hash, id->gguf_size, id->hash);
-    if (in->model.mtime_ns != id->mtime_ns || in->model.inode != id->inode)
-        return refuse(pf->path, PACKFILE_E_MODEL, "the model file changed since it was packed: modified at %.9f, "
-                      "inode %" PRIu64 ", where the pack file was made from one modified at %.9f, inode %" PRIu64
-                      " (edited in place, rewritten or copied)", id->mtime_ns * 1e-9, id->inode,
-                      in->model.mtime_ns * 1e-9, in->model.inode);
-    return PACKFILE_OK;
-}
-
-static const char *layout_name(enum pack_layout l) {
-    return l == PACK_ROWS ? "rows" : l == PACK_AMX ? "amx" : l == PACK_RKNPU ? "rknpu" : "?";
-}
-
-int packfile_check_layout(const struct packfile *pf, const char *device, enum pack_layout layout, int k_multiple,
-                          int n_multiple, int64_t slot_values, int slot_max_n) {
-    const struct packfile_info *in = &pf->info;
-    if (in->no_device)
-        return refuse(pf->path, PACKFILE_E_LAYOUT, "holds no device experts, only the CPU's interleaved layout (moex "
-                      "pack --device none); this run's device is %s", device ? device : "?");
-    if (in->layout != layout || in->k_multiple != k_multiple || in->n_multiple != n_multiple ||
-        in->slot_values != slot_values || in->slot_max_n != slot_max_n)
-        return refuse(pf->path, PACKFILE_E_LAYOUT, "packed for device %s (layout %s, K %% %d, N %% %d, slots of %" PRId64
-                      " values, %d channels); this run's device %s has layout %s, K %% %d, N %% %d, slots of %" PRId64
-                      " values, %d channels", in->device[0] ? in->device : "?", layout_name(in->layout),
-                      in->k_multiple, in->n_multiple, in->slot_values, in->slot_max_n, device ? device : "?",
-                      layout_name(layout), k_multiple, n_multiple, slot_values, slot_max_n);
-    return PACKFILE_OK;
-}
-
-int packfile_find(const struct packfile *pf, int layer, int expert, enum packfile_matrix matrix) {
-    const struct packfile_info *in = &pf->info;
-    if (layer < 0 || layer >= in->n_layers || expert < 0 || expert >= in->n_expert || (int)matrix < 0 ||
-        matrix >= PACKFILE_MATRICES)
-        return -1;
-    return pf->by_weight[((size_t)layer * (size_t)in->n_expert + (size_t)expert) * PACKFILE_MATRICES + matrix];
-}
-
-bool packfile_has_expert(const struct packfile *pf, int layer, int expert) {
-    /* The index holds whole experts only. */
-    return packfile_find(pf, layer, expert, PACKFILE_GATE) >= 0;
-}
-
-const struct packfile_entry *packfile_entry(const struct packfile *pf, int i) {
-    return i >= 0 && i < pf->info.n_entries ? &pf->entries[i] : NULL;
-}
-
-int packfile_verify_entry(const struct packfile *pf, int i) {
-    const struct packfile_entry *e = packfile_entry(pf, i);
-    if (!e) return moex_errorf("%s: no entry %d", pf->path, i), PACKFILE_E_ARG;
-    size_t code_bytes = pack_bytes(pf->info.layout, e->K, e->N);
-    uint64_t sum = packfile_entry_hash(e->codes, code_bytes, e->scales, e->N);
-    if (sum != e->checksum)
-        return refuse(pf->path, PACKFILE_E_CHECKSUM, "bad checksum in section data: layer %d expert %d %s",
-                      e->layer, e->expert, packfile_matrix_name(e->matrix));
-    if (!pack_codes_in_range(e->codes, code_bytes))
-        return refuse(pf->path, PACKFILE_E_CORRUPT, "layer %d expert %d %s holds the code -128 (codes are -127..127)",
-                      e->layer, e->expert, packfile_matrix_name(e->matrix));
-    return PACKFILE_OK;
-}
-
-int packfile_verify_data(const struct packfile *pf) {
-    for (int i = 0; i < pf->info.n_entries; i++) {
-        int rc = packfile_verify_entry(pf, i);
-        if (rc != PACKFILE_OK) return rc;
-    }
-    return PACKFILE_OK;
-}
-
-const struct packfile_host_entry *packfile_host_entry(const struct packfile *pf, int i) {
-    return i >= 0 && i < pf->info.n_host ? &pf->host[i] : NULL;
-}
-
-int packfile_host_find(const struct packfile *pf, uint64_t source_offset) {
-    int lo = 0, hi = pf->info.n_host;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (pf->host[mid].source_offset < source_offset) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < pf->info.n_host && pf->host[lo].source_offset == source_offset ? lo : -1;
-}
-
-int packfile_verify_host_entry(const struct packfile *pf, int i) {
-    const struct packfile_host_entry *x = packfile_host_entry(pf, i);
-    if (!x) return moex_errorf("%s: no host matrix %d", pf->path, i), PACKFILE_E_ARG;
-    if (xxh64(x->data, (size_t)x->bytes, 0) != x->checksum)
-        return refuse(pf->path, PACKFILE_E_CHECKSUM, "bad checksum in section host data: the matrix at %" PRIu64
-                      " in the model", x->source_offset);
-    return PACKFILE_OK;
-}
