@@ -150,7 +150,7 @@ static int parse_options(const char *spec, struct rk_options *o, char *copy, siz
 
 int dev_rknpu_check_options(const char *spec) {
     struct rk_options o;
-    char copy[256];
+    char copy[512];
     return parse_options(spec, &o, copy, sizeof copy) == DEV_OK ? 0 : -1;
 }
 
@@ -306,7 +306,7 @@ static void rk_release(struct rk_dev *rk) {
 
 static int rk_open(struct dev *d, const struct dev_options *opt) {
     struct rk_options o;
-    char copy[256];
+    char copy[512];
     int rc = parse_options(opt->sim, &o, copy, sizeof copy);
     if (rc != DEV_OK) return rc;
     struct rk_dev *rk = calloc(1, sizeof *rk);
