@@ -277,6 +277,16 @@ static void test_options(void) {
                "%s", moex_error());
     }
     CHECK(strstr(dev_backend_names(), "rknpu"));
+    /* the fake's nodes that do not serve, each with its reason */
+    CHECK(dev_open("rknpu", &(struct dev_options){.sim = "fake=rknpu,fake_minor=8"}, &d) == DEV_E_UNAVAILABLE);
+    CHECKF(strstr(moex_error(), "/dev/dri/card0: driver 'rockchip', not rknpu") &&
+               strstr(moex_error(), "/dev/dri/card1: rknpu 0.8.8, older than 0.9") &&
+               strstr(moex_error(), "/dev/dri/card2: absent"),
+           "%s", moex_error());
+    CHECK(dev_open("rknpu", &(struct dev_options){.sim = "fake=rocket,fake_denied=1"}, &d) == DEV_E_UNAVAILABLE);
+    CHECKF(strstr(moex_error(), "/dev/accel/accel0: permission denied") && strstr(moex_error(), "accel1: absent"), "%s",
+           moex_error());
+    CHECK(dev_open("rknpu", &(struct dev_options){.sim = "fake_denied=1"}, &d) == DEV_E_OPTION);
     CHECK(dev_rknpu_check_options("fake=rknpu,domains=2,scratch_mib=8") == 0);
     CHECK(dev_rknpu_check_options("fake=rknpu,") == 0 && dev_rknpu_check_options("domains") != 0);
 }

@@ -153,7 +153,7 @@ static int bo_create(struct rknpu_fake *f, int fd, int window, uint64_t size, ui
 static int version(struct rknpu_fake *f, struct ffd *fd, struct rkdrm_version *v) {
     const char *name = fd->node == 1 ? "rockchip" : f->o.driver == RKNPU_DRIVER_ROCKET ? "rocket" : "rknpu";
     v->version_major = f->o.driver == RKNPU_DRIVER_ROCKET ? 1 : 0;
-    v->version_minor = f->o.driver == RKNPU_DRIVER_ROCKET ? 0 : 9;
+    v->version_minor = f->o.driver == RKNPU_DRIVER_ROCKET ? 0 : f->o.version_minor ? f->o.version_minor : 9;
     v->version_patchlevel = f->o.driver == RKNPU_DRIVER_ROCKET ? 0 : 8;
     size_t len = strlen(name);
     if (v->name && v->name_len) memcpy(v->name, name, len < v->name_len ? len : v->name_len);
@@ -465,6 +465,7 @@ static int fake_open(void *ctx, const char *path, int flags) {
     if (f->o.driver == RKNPU_DRIVER_VENDOR && !strcmp(path, "/dev/dri/card1")) node = 0;
     if (f->o.driver == RKNPU_DRIVER_VENDOR && !strcmp(path, "/dev/dri/card0")) node = 1;
     if (node < 0) return fail(ENOENT);
+    if (node == 0 && f->o.denied) return fail(EACCES);
     pthread_mutex_lock(&f->lock);
     int i = 0;
     while (i < FAKE_MAX_FDS && f->fds[i].open) i++;
