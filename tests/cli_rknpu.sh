@@ -8,7 +8,7 @@ set -u
 . "$MOEX_SRC/tests/shell_lib.sh"
 [ -d "$MOEX_ORACLE" ] || { echo "SKIP: oracle directory $MOEX_ORACLE not found"; exit 77; }
 fail=0
-tmp=$(cli_tmpdir rknpu)
+cli_tmpdir rknpu
 cli_clean_env
 # has DESCRIPTION PATTERN FILE...: one of the files matches PATTERN (grep -e).
 has() {
@@ -69,5 +69,4 @@ has "driver, version, windows" "rknpu 0.9.8), windows: 1 IOMMU domain x 4096 MiB
 expect "dump a program" 0 "$MOEX_BIN" probe --dump-program 64,2048,768
 has "named fields" "CNA.DATA_SIZE0 = 0x00010040 (DATAIN_HEIGHT=64 DATAIN_WIDTH=1)" "$tmp/out"
 has "two K-slices" "program 2 of 2" "$tmp/out"
-rm -rf "$tmp"
 exit $fail

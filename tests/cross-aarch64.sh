@@ -13,7 +13,7 @@ oracle=${MOEX_ORACLE:-$src/../shared/oracle}
 cmake -S "$src" -B "$build" -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
     -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DMOEX_WERROR=ON >/dev/null
 # the tests of the layers that have architecture-specific code or byte layouts
-tests="test_threadpool test_sampler test_attn_kernels test_delta_net_kernels test_model_load test_oracle_logits test_dev test_dev_gemm"
+tests="test_threadpool test_sampler test_attn_kernels test_delta_net_kernels test_model_load test_oracle_logits test_dev test_dev_gemm test_rknpu_fake test_rknpu_replay"
 for f in "$src"/tests/test_quant_*.c "$src"/tests/test_gguf*.c; do
     [ -f "$f" ] && tests="$tests $(basename "$f" .c)"
 done

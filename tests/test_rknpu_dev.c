@@ -206,6 +206,26 @@ static void test_injected(const char *fake, const char *fail, const char *reason
     close_pair(&s);
 }
 
+/* A first batch of many programs into fresh rknpu output objects (the
+ * warm-up run writes nowhere, then the real one). */
+static void test_first_batch(void) {
+    static const int shapes[][2] = {{3072, 32}};
+    struct setup s;
+    int rc = open_pair("fake=rknpu", 2, 3072 * 32, 32, &s);
+    CHECKF(rc == DEV_OK, "%s", moex_error());
+    if (rc == DEV_OK) {
+        pack_both(&s, shapes, 1, 2);
+        int slots[16], ms[16];
+        for (int j = 0; j < 16; j++) slots[j] = j % 2, ms[j] = 330; /* 3 K-slices x 2 M-tiles each: 96 programs */
+        struct batch b;
+        batch_make(&b, s.npu, slots, ms, 16);
+        rc = batch_run(&b, &s);
+        CHECKF(rc == DEV_OK && batch_equal(&b, s.npu), "%d %s", rc, moex_error());
+        batch_free(&b);
+    }
+    close_pair(&s);
+}
+
 static void test_windows(void) {
     struct setup s;
     /* 8 slots of 2 MiB in windows of 6 MiB: one domain cannot hold them */
@@ -257,6 +277,16 @@ static void test_options(void) {
                "%s", moex_error());
     }
     CHECK(strstr(dev_names(), "rknpu"));
+    /* the fake's nodes that do not serve, each with its reason */
+    CHECK(dev_open("rknpu", &(struct dev_options){.spec = "fake=rknpu,fake_minor=8"}, &d) == DEV_E_UNAVAILABLE);
+    CHECKF(strstr(moex_error(), "/dev/dri/card0: driver 'rockchip', not rknpu") &&
+               strstr(moex_error(), "/dev/dri/card1: rknpu 0.8.8, older than 0.9") &&
+               strstr(moex_error(), "/dev/dri/card2: absent"),
+           "%s", moex_error());
+    CHECK(dev_open("rknpu", &(struct dev_options){.spec = "fake=rocket,fake_denied=1"}, &d) == DEV_E_UNAVAILABLE);
+    CHECKF(strstr(moex_error(), "/dev/accel/accel0: permission denied") && strstr(moex_error(), "accel1: absent"), "%s",
+           moex_error());
+    CHECK(dev_open("rknpu", &(struct dev_options){.spec = "fake_denied=1"}, &d) == DEV_E_OPTION);
     CHECK(dev_rknpu_check_options("fake=rknpu,domains=2,scratch_mib=8") == 0);
     CHECK(dev_rknpu_check_options("fake=rknpu,") == 0 && dev_rknpu_check_options("domains") != 0);
 }
@@ -273,6 +303,7 @@ int main(void) {
     test_injected("rknpu", "timeout", "Connection timed out");
     test_injected("rknpu", "wedge", "Input/output error");
     test_injected("rknpu", "efault", "Bad address");
+    test_first_batch();
     test_windows();
     test_options();
     return test_finish();

@@ -91,6 +91,7 @@ struct rk_options {
     const char *provider; /* NULL: the first that serves */
     int cores, domains, fail_submit;
     int fail_errno;
+    int fake_minor, fake_denied; /* the fake's node: an older rknpu, a node without permission */
     uint64_t window_mib, scratch_mib;
 };
 
@@ -131,6 +132,10 @@ static int parse_options(const char *spec, struct rk_options *o, char *copy, siz
         } else if (!strcmp(kv, "scratch_mib")) {
             rc = parse_int(kv, v, 1, 1024, &x);
             o->scratch_mib = (uint64_t)x;
+        } else if (!strcmp(kv, "fake_minor")) {
+            rc = parse_int(kv, v, 1, 99, &o->fake_minor);
+        } else if (!strcmp(kv, "fake_denied")) {
+            rc = parse_int(kv, v, 0, 1, &o->fake_denied);
         } else if (!strcmp(kv, "fail_submit")) {
             rc = parse_int(kv, v, 1, 1 << 30, &o->fail_submit);
         } else if (!strcmp(kv, "fail")) {
@@ -140,7 +145,7 @@ static int parse_options(const char *spec, struct rk_options *o, char *copy, siz
             else return moex_errorf("rknpu: fail=%s (expected timeout, wedge or efault)", v), DEV_E_OPTION;
         } else {
             return moex_errorf("rknpu: unknown option '%s' (expected fake, provider, cores, domains, window_mib, "
-                               "scratch_mib, fail_submit, fail, capture)", kv),
+                               "scratch_mib, capture, fail_submit, fail, fake_minor, fake_denied)", kv),
                    DEV_E_OPTION;
         }
         if (rc != DEV_OK) return rc;
@@ -150,7 +155,7 @@ static int parse_options(const char *spec, struct rk_options *o, char *copy, siz
 
 int dev_rknpu_check_options(const char *spec) {
     struct rk_options o;
-    char copy[256];
+    char copy[512];
     return parse_options(spec, &o, copy, sizeof copy) == DEV_OK ? 0 : -1;
 }
 
@@ -306,7 +311,7 @@ static void rk_release(struct rk_dev *rk) {
 
 static int rk_open(struct dev *d, const struct dev_options *opt) {
     struct rk_options o;
-    char copy[256];
+    char copy[512];
     int rc = parse_options(opt->spec, &o, copy, sizeof copy);
     if (rc != DEV_OK) return rc;
     struct rk_dev *rk = calloc(1, sizeof *rk);
@@ -316,15 +321,16 @@ static int rk_open(struct dev *d, const struct dev_options *opt) {
     if (o.fake) {
         struct rknpu_fake_options fo = {.driver = !strcmp(o.fake, "rocket") ? RKNPU_DRIVER_ROCKET : RKNPU_DRIVER_VENDOR,
                                         .window_bytes = o.window_mib << 20, .domains = o.domains,
-                                        .fail_submit_at = o.fail_submit, .fail_errno = o.fail_errno};
+                                        .fail_submit_at = o.fail_submit, .fail_errno = o.fail_errno,
+                                        .version_minor = o.fake_minor, .denied = o.fake_denied != 0};
         if (!(rk->fake = rknpu_fake_new(&fo))) {
             free(rk);
             return moex_errorf("rknpu: out of memory"), DEV_E_NOMEM;
         }
         rk->sys = rknpu_fake_sys(rk->fake);
-    } else if (o.fail_submit || o.fail_errno) {
+    } else if (o.fail_submit || o.fail_errno || o.fake_minor || o.fake_denied) {
         free(rk);
-        return moex_errorf("rknpu: fail= and fail_submit= inject failures into the fake only (add fake=...)"),
+        return moex_errorf("rknpu: fail=, fail_submit=, fake_minor= and fake_denied= are the fake's (add fake=...)"),
                DEV_E_OPTION;
     }
     char why[1024] = "";

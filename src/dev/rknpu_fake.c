@@ -153,7 +153,7 @@ static int bo_create(struct rknpu_fake *f, int fd, int window, uint64_t size, ui
 static int version(struct rknpu_fake *f, struct ffd *fd, struct rkdrm_version *v) {
     const char *name = fd->node == 1 ? "rockchip" : f->o.driver == RKNPU_DRIVER_ROCKET ? "rocket" : "rknpu";
     v->version_major = f->o.driver == RKNPU_DRIVER_ROCKET ? 1 : 0;
-    v->version_minor = f->o.driver == RKNPU_DRIVER_ROCKET ? 0 : 9;
+    v->version_minor = f->o.driver == RKNPU_DRIVER_ROCKET ? 0 : f->o.version_minor ? f->o.version_minor : 9;
     v->version_patchlevel = f->o.driver == RKNPU_DRIVER_ROCKET ? 0 : 8;
     size_t len = strlen(name);
     if (v->name && v->name_len) memcpy(v->name, name, len < v->name_len ? len : v->name_len);
@@ -172,8 +172,8 @@ struct view {
     uint32_t n_in, n_out;
     bool rknpu;
     int unsynced;    /* a BO that was not ready: its handle */
-    void *discard[64]; /* first writes into a fresh rknpu buffer: kept nowhere */
-    int n_discard;
+    void *discard;   /* first writes into a fresh rknpu buffer land here, kept nowhere */
+    uint64_t discard_bytes;
 };
 
 static bool listed(const uint32_t *list, uint32_t n, uint32_t h) {
@@ -197,21 +197,20 @@ static int8_t *resolve(void *ctx, uint32_t va, uint64_t bytes, bool write, int *
         }
         *buffer = i;
         if (v->rknpu && write && !b->warm) { /* stale: the write goes nowhere */
-            if (v->n_discard == 64) return NULL;
-            void *p = malloc(bytes);
-            if (!p) return NULL;
-            v->discard[v->n_discard++] = p;
-            return p;
+            if (bytes > v->discard_bytes) {
+                void *p = realloc(v->discard, bytes);
+                if (!p) return NULL;
+                v->discard = p;
+                v->discard_bytes = bytes;
+            }
+            return v->discard;
         }
         return b->host + (va - b->iova);
     }
     return NULL;
 }
 
-static void view_done(struct view *v, bool warm_written) {
-    for (int i = 0; i < v->n_discard; i++) free(v->discard[i]);
-    (void)warm_written;
-}
+static void view_done(struct view *v) { free(v->discard); }
 
 /* ---- rocket ---- */
 
@@ -262,7 +261,7 @@ static int rocket_submit(struct rknpu_fake *f, int fd, const struct rocket_submi
                 err = EIO; /* on the board: garbage, a hang and a reset at the 500 ms timeout */
             }
         }
-        view_done(&v, true);
+        view_done(&v);
         /* the implicit fence carries the error to the out BOs (the ioctl itself drops it) */
         for (uint32_t i = 0; i < job->out_bo_handle_count; i++) bo_of(f, fd, out[i])->error = err;
         if (err == ETIMEDOUT) f->st.resets++;
@@ -379,7 +378,7 @@ static int vendor_submit(struct rknpu_fake *f, int fd, struct rknpu_submit *s) {
                  rknpu_refusal_name(RKNPU_R_UNSYNCED), v.unsynced);
         code = RKNPU_R_UNSYNCED;
     }
-    view_done(&v, true);
+    view_done(&v);
     if (!code) /* written once: from now on its writes land */
         for (int i = 0; i < FAKE_MAX_BOS; i++)
             if (f->bos[i].used && f->bos[i].window == (int)s->iommu_domain_id && f->bos[i].sync == 2) f->bos[i].warm = true;
@@ -466,6 +465,7 @@ static int fake_open(void *ctx, const char *path, int flags) {
     if (f->o.driver == RKNPU_DRIVER_VENDOR && !strcmp(path, "/dev/dri/card1")) node = 0;
     if (f->o.driver == RKNPU_DRIVER_VENDOR && !strcmp(path, "/dev/dri/card0")) node = 1;
     if (node < 0) return fail(ENOENT);
+    if (node == 0 && f->o.denied) return fail(EACCES);
     pthread_mutex_lock(&f->lock);
     int i = 0;
     while (i < FAKE_MAX_FDS && f->fds[i].open) i++;

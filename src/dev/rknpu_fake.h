@@ -21,6 +21,7 @@
 #include "dev/rknpu_model.h"
 #include "dev/rknpu_uapi.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum rknpu_driver { RKNPU_DRIVER_ROCKET = 1, RKNPU_DRIVER_VENDOR = 2 };
@@ -31,6 +32,8 @@ struct rknpu_fake_options {
     int domains;           /* rknpu IOMMU domains; 0: 4 */
     int fail_submit_at;    /* the n-th submit (1, 2, ...) fails; 0: none */
     int fail_errno;        /* with ETIMEDOUT (a timeout), EIO (a wedge: until ACT_RESET) or EFAULT */
+    int version_minor;     /* rknpu: 0.<minor>.8 (0: 9); an older driver for the probe to refuse */
+    bool denied;           /* the NPU node answers EACCES, as without the render group */
 };
 
 struct rknpu_fake_stats {
