@@ -131,6 +131,16 @@ expect "chat -sys --no-escape" 0 chat -sys 'a\nb' --no-escape
 [ "$(chat_tokens)" != "$esc" ] && echo "ok: chat --no-escape keeps the system prompt's backslashes" ||
     { echo "FAIL: chat --no-escape changes nothing"; fail=1; }
 
+# chat /load refuses what /save did not write, and the chat goes on.
+printf 'not a conversation\n' > "$tmp/notconv.txt"
+printf 'moex chat 1\nuser hi\nwizard hello\n' > "$tmp/badrole.txt"
+printf '/load %s\n/load %s\n/load %s\nhi\n' "$tmp/none.txt" "$tmp/notconv.txt" "$tmp/badrole.txt" |
+    "$MOEX_BIN" chat -m "$M" -t 1 -n 2 --temp 0 > "$tmp/out" 2> "$tmp/err"
+says "/load of a missing file" "/load $tmp/none.txt: cannot open"
+says "/load of another file" "not a conversation saved by moex chat"
+says "/load with an unknown role" "line 3: expected 'ROLE TEXT'"
+says "the chat goes on after a refused /load" "new prompt"
+
 # moex info -m FILE describes FILE, as info FILE does.
 "$MOEX_BIN" info "$M" > "$tmp/info" 2>&1
 expect "info -m" 0 "$MOEX_BIN" info -m "$M"

@@ -43,7 +43,8 @@ static void commands_help(FILE *out) {
     fprintf(out,
             "  /help         this list\n"
             "  /reset        start a new conversation (the system prompt stays)\n"
-            "  /save FILE    write the conversation to FILE\n"
+            "  /save FILE    write the conversation to FILE: a line '" SAVE_HEADER "', then one\n"
+            "                line per message, 'ROLE TEXT' (newlines in TEXT as \\n, backslashes as \\\\)\n"
             "  /load FILE    replace the conversation with the one in FILE (from /save)\n"
             "  /exit         quit (also /quit, Ctrl-D, or Ctrl-C twice at an empty prompt)\n");
 }
