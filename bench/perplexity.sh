@@ -33,7 +33,7 @@ echo
 if [ "$WHAT" = compare ]; then
     echo "| model | chunks moex | chunks llama.cpp | PPL moex | PPL llama.cpp | moex / llama.cpp |"
     echo "|---|---|---|---|---|---|"
-    for arch in qwen3moe lfm2moe qwen35moe; do
+    for arch in ${ARCHS:-qwen3moe lfm2moe qwen35moe}; do
         for type in F32 Q8_0 Q4_K_M; do
             m=$(model_file $arch $type)
             "$MOEX" perplexity -m "$m" -f "$TEXT" -c "$CTX" -t "$THREADS" > "$DIR/moex.out" 2> "$DIR/moex.err"
@@ -42,7 +42,12 @@ if [ "$WHAT" = compare ]; then
             ours_chunks=$(sed -n 's/.*perplexity over \([0-9]*\) chunks.*/\1/p' "$DIR/moex.err")
             theirs=- theirs_chunks=- ratio=-
             if [ -n "${LLAMA_PERPLEXITY:-}" ]; then
-                "$LLAMA_PERPLEXITY" -m "$m" -f "$TEXT" -c "$CTX" -b "$CTX" -t "$THREADS" > "$DIR/llama.out" 2>&1
+                # llama.cpp's log thread can lose its last lines at exit (seen here with
+                # stdin from /dev/null): run it again until the final line is there.
+                for try in 1 2 3 4 5; do
+                    "$LLAMA_PERPLEXITY" -m "$m" -f "$TEXT" -c "$CTX" -b "$CTX" -t "$THREADS" > "$DIR/llama.out" 2>&1
+                    ! grep -q "Final estimate" "$DIR/llama.out" || break
+                done
                 set -- $(final_ppl "$DIR/llama.out")
                 theirs=$1
                 theirs_chunks=$(sed -n 's/.*calculating perplexity over \([0-9]*\) chunks.*/\1/p' "$DIR/llama.out")
@@ -57,7 +62,7 @@ fi
 # quality: each device path against --device none, per file.
 echo "| model | path | PPL | PPL / PPL(none) | mean KL | 99% KL | max KL | same top p |"
 echo "|---|---|---|---|---|---|---|---|"
-for arch in qwen3moe lfm2moe qwen35moe; do
+for arch in ${ARCHS:-qwen3moe lfm2moe qwen35moe}; do
     for type in F32 Q8_0 Q4_K_M; do
         m=$(model_file $arch $type)
         base=$DIR/$arch-$type.kl

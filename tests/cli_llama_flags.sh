@@ -28,6 +28,16 @@ expect "short forms" 0 "$MOEX_BIN" run -m "$M" -t 1 -p "Hello" -n 3 -c 100 -b 7 
 same "short and long forms give the same tokens" "$tmp/out" "$tmp/long"
 expect "--ctx and --batch still taken" 0 run -p "Hello" -n 3 --ctx 100 --batch 7 --temp 0 --print-ids --ignore-eos
 same "--ctx/--batch equal --ctx-size/--batch-size" "$tmp/out" "$tmp/long"
+# --batch-size: a prompt of n tokens takes ceil(n / b) passes (the profile's
+# attention calls, one per pass and layer; the tiny model has 2 layers).
+P="Hello world, this is a longer prompt of text"
+n=$("$MOEX_BIN" tokenize -m "$M" -p "$P" --count)
+for b in 4 512; do
+    expect "--batch-size $b" 0 run -p "$P" -n 1 --temp 0 --batch-size $b --profile
+    calls=$(awk -F'|' '$2 ~ /attn q/ && $3 ~ /prefill/ { gsub(/ /, "", $9); print $9 }' "$tmp/err")
+    [ "$calls" = $(((n + b - 1) / b * 2)) ] && echo "ok: --batch-size $b: $calls attention calls for $n tokens" ||
+        { echo "FAIL: --batch-size $b: '$calls' attention calls for $n tokens"; fail=1; }
+done
 expect "--batch-size 0 refused" 2 run -p "Hello" --batch-size 0
 says "--batch-size 0 named" "--batch"
 expect "--threads 0 refused" 2 run -p "Hello" --threads 0
@@ -120,6 +130,16 @@ esc=$(chat_tokens)
 expect "chat -sys --no-escape" 0 chat -sys 'a\nb' --no-escape
 [ "$(chat_tokens)" != "$esc" ] && echo "ok: chat --no-escape keeps the system prompt's backslashes" ||
     { echo "FAIL: chat --no-escape changes nothing"; fail=1; }
+
+# chat /load refuses what /save did not write, and the chat goes on.
+printf 'not a conversation\n' > "$tmp/notconv.txt"
+printf 'moex chat 1\nuser hi\nwizard hello\n' > "$tmp/badrole.txt"
+printf '/load %s\n/load %s\n/load %s\nhi\n' "$tmp/none.txt" "$tmp/notconv.txt" "$tmp/badrole.txt" |
+    "$MOEX_BIN" chat -m "$M" -t 1 -n 2 --temp 0 > "$tmp/out" 2> "$tmp/err"
+says "/load of a missing file" "/load $tmp/none.txt: cannot open"
+says "/load of another file" "not a conversation saved by moex chat"
+says "/load with an unknown role" "line 3: expected 'ROLE TEXT'"
+says "the chat goes on after a refused /load" "new prompt"
 
 # moex info -m FILE describes FILE, as info FILE does.
 "$MOEX_BIN" info "$M" > "$tmp/info" 2>&1

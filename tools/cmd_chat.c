@@ -43,7 +43,8 @@ static void commands_help(FILE *out) {
     fprintf(out,
             "  /help         this list\n"
             "  /reset        start a new conversation (the system prompt stays)\n"
-            "  /save FILE    write the conversation to FILE\n"
+            "  /save FILE    write the conversation to FILE: a line '" SAVE_HEADER "', then one\n"
+            "                line per message, 'ROLE TEXT' (newlines in TEXT as \\n, backslashes as \\\\)\n"
             "  /load FILE    replace the conversation with the one in FILE (from /save)\n"
             "  /exit         quit (also /quit, Ctrl-D, or Ctrl-C twice at an empty prompt)\n");
 }
@@ -280,9 +281,13 @@ int cmd_chat(int argc, char **argv) {
     int32_t *reply_ids = malloc(sizeof *reply_ids * (size_t)n_predict);
     struct conversation conv = { 0 };
     struct lineedit *le = lineedit_new(STDIN_FILENO, stdout);
-    /* Ctrl-C stops a reply (and a read from a pipe) instead of the program. */
-    struct sigaction on_int = { .sa_handler = on_interrupt }, before;
+    /* Ctrl-C stops a reply (and a read from a pipe) instead of the program:
+     * while reading, the read is interrupted; while replying, the writes and
+     * waits go on (SA_RESTART) and the next token stops. */
+    struct sigaction on_int = { .sa_handler = on_interrupt }, on_int_replying, before;
     sigemptyset(&on_int.sa_mask);
+    on_int_replying = on_int;
+    on_int_replying.sa_flags = SA_RESTART;
     sigaction(SIGINT, &on_int, &before);
     generate_stop_on(&interrupted);
     bool ctrl_c_before = false; /* the last thing was a Ctrl-C: one more at an empty prompt quits */
@@ -332,8 +337,10 @@ int cmd_chat(int argc, char **argv) {
          * stops where the context is full and says so: the token sampled
          * from the last position still fits in the reply. */
         struct moex_generate_result r;
+        sigaction(SIGINT, &on_int_replying, NULL);
         int grc = generate(&s, smp, all, n_all, generation_start(s.mm, &conv, think, all, n_all), (int)n_predict,
                            ignore_eos, stdout, NULL, reply_ids, &r);
+        sigaction(SIGINT, &on_int, NULL);
         free(all);
         if (grc != 0) goto done;
         bool stopped = r.finish == MOEX_FINISH_CALLBACK;
