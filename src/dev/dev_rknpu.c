@@ -309,6 +309,8 @@ static void rk_release(struct rk_dev *rk) {
     free(rk);
 }
 
+static uint64_t scratch_bytes(const struct rk_dev *rk);
+
 static int rk_open(struct dev *d, const struct dev_options *opt) {
     struct rk_options o;
     char copy[512];
@@ -393,6 +395,8 @@ static int rk_open(struct dev *d, const struct dev_options *opt) {
         .pack_ns_per_value = 2.0,
         .maps_host_pages = false,
         .mem_granule = RK_PAGE,
+        /* each window holds its scratch objects besides what the budget counts */
+        .windows = { rk->n_windows, rk->window_bytes > scratch_bytes(rk) ? rk->window_bytes - scratch_bytes(rk) : 0 },
     };
     return DEV_OK;
 }

@@ -114,7 +114,7 @@ static int fit_experts(const struct pool_shape *ps, int backbone_slots, uint64_t
  * hold: the pool and the staging are cut into pieces that each take whole
  * granules of a window, so a margin of granules per piece is kept free. */
 static uint64_t fit_windows(const struct dev_caps *c, uint64_t budget, struct moe_device_plan *out) {
-    if (c->windows.count <= 0 || c->windows.bytes == 0) return budget;
+    if (c->windows.count <= 0) return budget;
     uint64_t capacity = (uint64_t)c->windows.count * c->windows.bytes;
     uint64_t margin = capacity / 64 + (uint64_t)(N_STAGE_BUFS + 4 * c->windows.count) * dev_caps_mem_bytes(c, 1);
     uint64_t usable = capacity > margin ? capacity - margin : 0;
