@@ -41,9 +41,9 @@ row "moex: the same, M>=4" "$Q" 128 16 "$QS" --hot-budget 20% --min-m 4
 row "moex: the same, M>=16" "$Q" 128 16 "$QS" --hot-budget 20% --min-m 16
 row "moex: the same, chain=8" "$Q" 128 16 "$QS,mode=chain,chain=8" --hot-budget 20%
 row "moex: the same, resident experts at M>=1" "$Q" 128 16 "$QS" --hot-budget 20% --min-m 1
-row "moex: dense on the NPU, experts 15% (window less backbone)" "$Q" 128 16 "$QS,dense_npu=1" --hot-budget 15%
-row "moex: dense on the NPU, experts 15%, M>=1" "$Q" 128 16 "$QS,dense_npu=1" --hot-budget 15% --min-m 1
-row "moex: domains=5, dense on the NPU, every expert resident" "$Q" 128 16 "$QS,dense_npu=1,domains=5" --hot-budget 100%
+row "moex: backbone resident, experts 15% (window less backbone)" "$Q" 128 16 "$QS" --hot-budget 15%
+row "moex: backbone resident, experts 15%, M>=1" "$Q" 128 16 "$QS" --hot-budget 15% --min-m 1
+row "moex: domains=5, backbone resident, every expert resident" "$Q" 128 16 "$QS,domains=5" --hot-budget 100%
 echo
 echo "| LFM2-8B-A1B | pp64 t/s | tg64 t/s |"
 echo "|---|---:|---:|"
@@ -54,6 +54,6 @@ row "moex: the same, no overlap" "$L" 64 64 "$LS" --hot-budget 50% --no-overlap
 row "moex: the same, M>=4" "$L" 64 64 "$LS" --hot-budget 50% --min-m 4
 row "moex: the same, M>=16" "$L" 64 64 "$LS" --hot-budget 50% --min-m 16
 row "moex: the same, resident experts at M>=1" "$L" 64 64 "$LS" --hot-budget 50% --min-m 1
-row "moex: dense on the NPU, experts 45% (window less backbone)" "$L" 64 64 "$LS,dense_npu=1" --hot-budget 45%
-row "moex: dense on the NPU, experts 45%, M>=1" "$L" 64 64 "$LS,dense_npu=1" --hot-budget 45% --min-m 1
-row "moex: domains=2, dense on the NPU, every expert resident" "$L" 64 64 "$LS,dense_npu=1,domains=2" --hot-budget 100%
+row "moex: backbone resident, experts 45% (window less backbone)" "$L" 64 64 "$LS" --hot-budget 45%
+row "moex: backbone resident, experts 45%, M>=1" "$L" 64 64 "$LS" --hot-budget 45% --min-m 1
+row "moex: domains=2, backbone resident, every expert resident" "$L" 64 64 "$LS,domains=2" --hot-budget 100%

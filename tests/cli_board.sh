@@ -25,12 +25,14 @@ grep -q "RK3588 board (modelled)" "$tmp/out" || { echo "FAIL: no board backend i
     || { echo "FAIL: two runs predicted '$cpu' and '$again'"; fail=1; }
 legacy=$(bench rk3588,board=1,legacy=1,mode=single --hot-budget 0)
 deep=$(bench rk3588,board=1,moe_layers=20,attn_layers=20 --hot-budget 0)
+# a budget too small for anything resident prices every dense matmul on the board's CPU, as placed
+none=$(bench rk3588,board=1 --hot-budget 1M)
 moex=$(bench rk3588,board=1 --hot-budget 100% --min-m 1 --ops)
 grep -q "pp16 per run on the board: dense matmuls, attention and lm head" "$tmp/err" \
     || { echo "FAIL: --ops has no board breakdown"; cat "$tmp/err"; fail=1; }
-python3 - "$cpu" "$legacy" "$deep" "$moex" <<'PY' || fail=1
+python3 - "$cpu" "$legacy" "$deep" "$moex" "$none" <<'PY' || fail=1
 import sys
-cpu, legacy, deep, moex = ([float(x) for x in a.split(",")] for a in sys.argv[1:])
+cpu, legacy, deep, moex, none = ([float(x) for x in a.split(",")] for a in sys.argv[1:])
 def check(ok, what):
     print(("ok: " if ok else "FAIL: ") + what)
     return ok
@@ -38,6 +40,7 @@ good = check(legacy[0] < cpu[0] / 5 and legacy[1] < cpu[1] / 5, "legacy one subm
 # the file has 2 layers: 20 of them take nearly 10x as long (the lm head is not scaled)
 good &= check(cpu[0] / 12 < deep[0] < cpu[0] / 5, "20 layers predicted %s against 2 layers %s" % (deep, cpu))
 good &= check(moex != cpu, "experts on the sim change the prediction: %s vs %s" % (moex, cpu))
+good &= check(none == cpu, "nothing resident at 1M is priced as the CPU alone: %s vs %s" % (none, cpu))
 sys.exit(0 if good else 1)
 PY
 # domains=2 of 4 MiB: the staging and the slots fill window 0 before window 1 is cut into, and

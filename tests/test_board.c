@@ -35,7 +35,7 @@ struct family {
 
 static void add(struct board_net *n, int layer, bool ffn, int64_t K, int64_t N, enum qtype t) {
     n->mm = realloc(n->mm, sizeof *n->mm * (size_t)(n->n_mm + 1));
-    n->mm[n->n_mm++] = (struct board_matmul){ layer, ffn, K, N, t };
+    n->mm[n->n_mm++] = (struct board_matmul){ layer, ffn, K, N, t, NULL, false };
 }
 
 /* Routing like synth's: popularity (rank+1)^-skew over a per-layer
@@ -98,7 +98,7 @@ static void qwen(struct family *f) {
         add(n, l, false, 4096, 2048, QT_Q4_K);
         add(n, l, true, 2048, 128, QT_F32);
     }
-    n->head = (struct board_matmul){ -1, false, 2048, 151936, QT_Q6_K };
+    n->head = (struct board_matmul){ -1, false, 2048, 151936, QT_Q6_K, NULL, false };
 }
 
 /* LFM2-8B-A1B: 24 layers (attention at 2, 6, 10, 14, 18, 21, short
@@ -134,7 +134,7 @@ static void lfm(struct family *f) {
             add(n, l, true, 7168, 2048, QT_Q4_K);
         }
     }
-    n->head = (struct board_matmul){ -1, false, 2048, 65536, QT_Q6_K }; /* the tied embedding */
+    n->head = (struct board_matmul){ -1, false, 2048, 65536, QT_Q6_K, NULL, false }; /* the tied embedding */
 }
 
 /* Tokens [t0, t0 + n) of the routing through one MoE layer (ns). */

@@ -77,6 +77,8 @@ struct board_matmul {
     bool ffn;      /* of the layer's FFN (router, shared expert, dense FFN), else of its mixer */
     int64_t K, N;  /* N rows of K values */
     enum qtype type;
+    const void *data;  /* the weight (which the executor may have made resident) */
+    bool resident;     /* the executor placed it on the device: it runs there from device_min_m rows */
 };
 
 struct board_net {
@@ -87,11 +89,14 @@ struct board_net {
     struct board_matmul *mm; /* (n_mm) every dense matmul of the layers */
     int n_mm;
     struct board_matmul head;
+    int device_min_m;        /* the executor's M rule for resident matmuls (0: none is resident) */
 };
 
 /* n tokens at positions n_past.. through every layer's dense matmuls and
  * attention and the lm head (all rows when all_logits, else the last), on
- * the board's CPU, or on its NPU where dense_npu is set and that is faster;
+ * the board's CPU, or on its NPU where the executor placed the matmul
+ * (resident, rows >= device_min_m) and the NPU is the faster, as the
+ * executor's cost rule decides;
  * each layer's ops times its kind's count in the predicted model (ns). */
 double board_net_ns(const struct board *b, const struct board_net *n, int n_tokens, int n_past, bool all_logits);
 

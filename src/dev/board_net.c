@@ -20,10 +20,9 @@ static struct kind_scale scales(const struct sim_figures *f, const struct board_
                                 ratio(f->moe_layers, moe), ratio(f->dense_layers, n->n_layers - moe) };
 }
 
-static double matmul_ns(const struct board *b, int rows, const struct board_matmul *mm) {
-    const struct sim_figures *f = board_figures(b);
+static double matmul_ns(const struct board *b, const struct board_net *n, int rows, const struct board_matmul *mm) {
     double cpu = board_cpu_matmul_ns(b, rows, mm->K, mm->N, mm->type);
-    if (!f->dense_npu || rows < f->min_m) return cpu;
+    if (!mm->resident || n->device_min_m < 1 || rows < n->device_min_m) return cpu;
     double npu = board_npu_matmul_ns(b, rows, mm->K, mm->N);
     return npu >= 0 && npu < cpu ? npu : cpu;
 }
@@ -35,12 +34,12 @@ double board_net_ns(const struct board *b, const struct board_net *n, int n_toke
     for (int i = 0; i < n->n_mm; i++) {
         const struct board_matmul *mm = &n->mm[i];
         double scale = mm->ffn ? (n->moe[mm->layer] ? s.moe : s.dense) : s.mixer[n->mixer[mm->layer]];
-        ns += scale * matmul_ns(b, n_tokens, mm);
+        ns += scale * matmul_ns(b, n, n_tokens, mm);
     }
     for (int l = 0; l < n->n_layers; l++)
         if (n->mixer[l] == BOARD_ATTENTION)
             ns += s.mixer[BOARD_ATTENTION] * board_attention_ns(b, n_tokens, n_past, n->n_head, n->key_dim, n->value_dim);
     if (n->head.N > 0)
-        ns += ratio(f->vocab, (int)n->head.N) * matmul_ns(b, all_logits ? n_tokens : 1, &n->head);
+        ns += ratio(f->vocab, (int)n->head.N) * matmul_ns(b, n, all_logits ? n_tokens : 1, &n->head);
     return ns;
 }

@@ -94,7 +94,6 @@ static const struct figure figures[] = {
     FIG(cpu_attn_gmacs, 3.3, 1e6, "board: attention scores and values, f32 MACs per thread (G/s)"),
     /* fitted: LFM2-8B-A1B CPU-only tg64 19.09 ("LPDDR4X at 2112 MHz": 33.8 GB/s peak) */
     FIG(dram_gbps, 21.3, 1e4, "board: DRAM read bandwidth, CPU and NPU together (GB/s)"),
-    FIG(dense_npu, 0, 1, "board: 1: dense matmuls with rows >= min_m run on the NPU (backbone resident)"),
     /* "experts on NPU, one submit per expert" / "4 hot experts per layer resident": the
      * earlier backend's policy, no M rule, replayed on the run's routing */
     FIG(legacy, 0, 1, "board: 1: experts placed as the earlier backend did (see hot)"),

@@ -37,7 +37,8 @@ int board_net_from_model(const struct model *m, struct board_net *out) {
     out->value_dim = m->hp.value_dim;
     const struct gguf_tensor *head = gguf_find_tensor(m->file, TN_OUTPUT);
     if (!head) head = gguf_find_tensor(m->file, TN_TOKEN_EMBD); /* tied */
-    if (head) out->head = (struct board_matmul){ -1, false, head->ne[0], head->ne[1], (enum qtype)head->type };
+    if (head)
+        out->head = (struct board_matmul){ -1, false, head->ne[0], head->ne[1], (enum qtype)head->type, head->data, false };
     for (uint64_t i = 0; i < m->file->n_tensors; i++) {
         const struct gguf_tensor *t = &m->file->tensors[i];
         int layer, at = 0;
@@ -45,7 +46,8 @@ int board_net_from_model(const struct model *m, struct board_net *out) {
         const char *what = t->name + at;
         if (strstr(what, "_exps")) { out->moe[layer] = true; continue; }
         if (t->n_dims != 2 || t->ne[1] < 2) continue; /* norms, biases, gates of one value */
-        struct board_matmul mm = { layer, strstr(what, "ffn") != NULL, t->ne[0], t->ne[1], (enum qtype)t->type };
+        struct board_matmul mm = { layer, strstr(what, "ffn") != NULL, t->ne[0], t->ne[1], (enum qtype)t->type, t->data,
+                                   false };
         if (add_matmul(out, mm, &cap) != 0) { board_net_free(out); return -1; }
     }
     return 0;

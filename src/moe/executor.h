@@ -128,6 +128,10 @@ const struct moe_dense_counters *moe_executor_dense_counters(const struct moe_ex
 int64_t moe_executor_simulation_ns(const struct moe_executor *e, enum moe_phase phase);
 /* Resident dense bytes (the backbone), all or of one kind. */
 uint64_t moe_executor_backbone_bytes(const struct moe_executor *e);
+/* Whether the dense matmul whose weight is at `data` is resident on the
+ * device (runs there from moe_executor_min_m rows); the M rule (0: no device). */
+bool moe_executor_dense_resident(const struct moe_executor *e, const void *data);
+int moe_executor_min_m(const struct moe_executor *e);
 uint64_t moe_executor_dense_resident_bytes(const struct moe_executor *e, enum dense_kind kind);
 
 /* Resident device bytes (slot pool and staging buffers), of them the

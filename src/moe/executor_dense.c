@@ -216,3 +216,12 @@ void dense_exec_print(const struct moe_executor *e, FILE *out) {
                  "jobs: slots (chunks of output channels); a call's submissions and device time count under its "
                  "first matmul on the device\n");
 }
+
+bool moe_executor_dense_resident(const struct moe_executor *e, const void *data) {
+    if (!e->dev || e->failed) return false;
+    for (int i = 0; i < e->dense.n; i++)
+        if (e->dense.slot[i] >= 0 && e->desc.dense[i].w->data == data) return true;
+    return false;
+}
+
+int moe_executor_min_m(const struct moe_executor *e) { return e->dev ? e->min_m : 0; }
