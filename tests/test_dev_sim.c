@@ -51,7 +51,7 @@ static void test_submit_table(void) {
     for (int r = 0; r < 4; r++) {
         const struct table_row *t = &table[r];
         char what[96];
-        struct sim_shape one = {1, t->K, t->N}, eight[8];
+        struct sim_shape one = {1, t->K, t->N, 0}, eight[8];
         for (int i = 0; i < 8; i++) eight[i] = one;
         snprintf(what, sizeof what, "%dx%d single submit (us)", t->K, t->N);
         CHECK_FIGURE(sim_submission_ns(s, SIM_SINGLE, &one, 1) / 1e3, t->single_us, what);
@@ -66,7 +66,7 @@ static void test_submit_table(void) {
         CHECK_FIGURE(stream / 8e3, t->streamed_us, what);
     }
     /* single takes one job */
-    struct sim_shape two[2] = {{1, 512, 512}, {1, 512, 512}};
+    struct sim_shape two[2] = {{1, 512, 512, 0}, {1, 512, 512, 0}};
     CHECK(sim_submission_ns(s, SIM_SINGLE, two, 2) < 0);
     sim_delete(s);
 }
@@ -129,7 +129,7 @@ static void test_submit_through_device(void) {
  * (the board's "8 experts chained per submit"); 0 keeps one for all. */
 static void test_chain_limit(void) {
     struct sim_shape jobs[16];
-    for (int i = 0; i < 16; i++) jobs[i] = (struct sim_shape){ 1, 2048, 512 };
+    for (int i = 0; i < 16; i++) jobs[i] = (struct sim_shape){ 1, 2048, 512, 0 };
     struct sim *all = new_sim("rk3588,mode=chain"), *eight = new_sim("rk3588,mode=chain,chain=8");
     struct sim *five = new_sim("rk3588,mode=chain,chain=5");
     double one = sim_batch_ns(all, jobs, 16), two = sim_batch_ns(eight, jobs, 16), four = sim_batch_ns(five, jobs, 16);
@@ -179,7 +179,7 @@ static void test_churn(void) {
     struct sim *s = new_sim("rk3588,iova_reuse=1");
     enum { CAP = 96 };
     const uint64_t bytes[3] = {2048 * 768 + 768 * 4, 2048 * 768 + 768 * 4, 768 * 2048 + 2048 * 4};
-    const struct sim_shape shapes[3] = {{1, 2048, 768}, {1, 2048, 768}, {1, 768, 2048}};
+    const struct sim_shape shapes[3] = {{1, 2048, 768, 0}, {1, 2048, 768, 0}, {1, 768, 2048, 0}};
     uint64_t ring[CAP][3];
     for (int i = 0; i < CAP; i++)
         for (int w = 0; w < 3; w++) CHECK(sim_buffer_create(s, bytes[w], &ring[i][w]) == DEV_OK);

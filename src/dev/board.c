@@ -61,7 +61,7 @@ double board_cpu_matmul_ns(const struct board *b, int m, int64_t K, int64_t N, e
 
 double board_npu_matmul_ns(const struct board *b, int m, int64_t K, int64_t N) {
     if (K % (int64_t)b->f.k_multiple || N % (int64_t)b->f.n_multiple || K > (1 << 20) || N > (1 << 24)) return -1;
-    struct sim_shape job = { m, (int)K, (int)N };
+    struct sim_shape job = { m, (int)K, (int)N, 0 };
     return sim_batch_ns(b->npu, &job, 1);
 }
 
@@ -160,9 +160,9 @@ static double legacy_layer_ns(struct board *b, const struct board_moe_layer *L) 
         }
         b->hits++;
         if ((int)f->mode == SIM_SINGLE) npu += 1e3 * f->legacy_row_us * (rows - 1) * MATS;
-        gate_up[n_gate_up++] = (struct sim_shape){ rows, L->n_embd, L->n_ff };
-        gate_up[n_gate_up++] = (struct sim_shape){ rows, L->n_embd, L->n_ff };
-        down[n_down++] = (struct sim_shape){ rows, L->n_ff, L->n_embd };
+        gate_up[n_gate_up++] = (struct sim_shape){ rows, L->n_embd, L->n_ff, 0 };
+        gate_up[n_gate_up++] = (struct sim_shape){ rows, L->n_embd, L->n_ff, 0 };
+        down[n_down++] = (struct sim_shape){ rows, L->n_ff, L->n_embd, 0 };
     }
     npu += sim_batch_ns(b->npu, gate_up, n_gate_up) + sim_batch_ns(b->npu, down, n_down);
     return cpu + npu;

@@ -367,7 +367,7 @@ static int rk_open(struct dev *d, const struct dev_options *opt) {
     }
     if (o.capture) snprintf(rk->capture_dir, sizeof rk->capture_dir, "%s", o.capture);
     uint64_t scratch = o.scratch_mib << 20;
-    rk->limits = (struct rknpu_limits){scratch / 2, scratch, scratch / 4 / 8};
+    rk->limits = rknpu_limits_for(scratch);
     snprintf(rk->description, sizeof rk->description,
              "RK3588 NPU, %s%s driver (%s), windows: %d %s x %llu MiB, W8A8 1x1-conv programs", o.fake ? "fake " : "",
              rk->driver == RKNPU_DRIVER_ROCKET ? "rocket" : "rknpu", rk->version, rk->n_windows,

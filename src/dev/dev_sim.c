@@ -198,7 +198,9 @@ static uint64_t sim_pack_cost(struct dev *d, int K, int N, uint64_t measured_ns)
 
 static struct sim_shape shape_of(const struct dev *d, int slot, int m) {
     const struct dev_slot *s = &d->slots[slot];
-    return (struct sim_shape){.m = m, .k = s->K, .n = s->N};
+    /* the pool's codes lie in pieces of at most SIM_POOL_BUFFER_MAX, whole slots each */
+    uint64_t per_buffer = d->slot_code_bytes ? SIM_POOL_BUFFER_MAX / d->slot_code_bytes : 1;
+    return (struct sim_shape){.m = m, .k = s->K, .n = s->N, .buffer = (int)(slot / (per_buffer ? per_buffer : 1))};
 }
 
 static int sim_submit_jobs(struct dev *d, const struct dev_exec_job *jobs, int n_jobs, uint64_t *modelled_ns) {

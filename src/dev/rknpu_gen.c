@@ -310,3 +310,7 @@ int rknpu_batch_tasks(const struct rknpu_job_shape *jobs, int n, const struct rk
     }
     return l.n;
 }
+
+struct rknpu_limits rknpu_limits_for(uint64_t scratch) {
+    return (struct rknpu_limits){ scratch / 2, scratch, scratch / 4 / 8 };
+}

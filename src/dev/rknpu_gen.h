@@ -113,6 +113,9 @@ struct rknpu_job_shape {
 struct rknpu_limits {
     uint64_t feature_bytes, output_bytes, program_words;
 };
+/* The limits of a window's scratch of `scratch` bytes (the device and the
+ * sim's mode=programs both cut submits by them). */
+struct rknpu_limits rknpu_limits_for(uint64_t scratch);
 int rknpu_batch_plan(const struct rknpu_job_shape *jobs, int n, const struct rknpu_limits *lim, int *submit_of,
                      int *order);
 /* The whole batch's cost: its submits, tasks, words and bytes. -1 as above. */

@@ -1,6 +1,8 @@
 /* The sim's clock, cost model, IOVA window and fault injection (sim.h). */
 #include "dev/sim.h"
 
+#include "dev/rknpu_gen.h"
+
 #include "core/error.h"
 #include "dev/dev.h"
 #include "dev/iova.h"
@@ -20,6 +22,7 @@ struct sim {
     struct iova_space *window[MAX_DOMAINS]; /* one window per IOMMU domain */
     int n_domains;
     uint64_t creates, submits; /* attempts, for "fail the Nth" */
+    uint64_t program_submits, program_tasks; /* SIM_PROGRAMS: what was priced */
     uint64_t rng;
 };
 
@@ -187,9 +190,46 @@ double sim_submission_ns(const struct sim *s, enum sim_mode mode, const struct s
     return 1e3 * s->f.submit_us + work + fill;
 }
 
+/* The rknpu device's scratch limits for the figures (dev_rknpu.c's rule). */
+static struct rknpu_limits program_limits(const struct sim *s) {
+    return rknpu_limits_for((uint64_t)s->f.scratch_mib << 20);
+}
+
+/* The generator's programs for the batch, task by task: a submit each, and
+ * per task its fixed cost, its weight bytes streamed and its MACs, spread
+ * over the cores; activations in and outputs out at the fill rate. -1 when
+ * a job does not fit a submit. *submits, *tasks: the counts. */
+static double programs_ns(const struct sim *s, const struct sim_shape *jobs, int n, uint64_t *submits, uint64_t *tasks) {
+    enum { MAX = 1024 };
+    struct rknpu_job_shape shapes[MAX];
+    static _Thread_local struct rknpu_task_cost list[1 << 16];
+    if (n > MAX) return -1;
+    for (int i = 0; i < n; i++) shapes[i] = (struct rknpu_job_shape){ jobs[i].m, jobs[i].k, jobs[i].n, jobs[i].buffer };
+    struct rknpu_limits lim = program_limits(s);
+    int n_tasks = rknpu_batch_tasks(shapes, n, &lim, list, (int)(sizeof list / sizeof *list));
+    if (n_tasks < 0 || n_tasks > (int)(sizeof list / sizeof *list)) return -1;
+    double work = 0, fill = 0;
+    int last_submit = -1;
+    uint64_t n_submits = 0;
+    for (int t = 0; t < n_tasks; t++) {
+        const struct rknpu_task_cost *c = &list[t];
+        if (c->submit != last_submit) n_submits++, last_submit = c->submit;
+        work += 1e3 * s->f.task_us + (double)c->weight_bytes / s->f.core_gbps +
+                (double)c->mt * (double)c->kc * (double)c->nc / s->f.core_gmacs;
+    }
+    for (int i = 0; i < n; i++) fill += fill_of(s, &jobs[i]);
+    *submits = n_submits;
+    *tasks = (uint64_t)n_tasks;
+    return (double)n_submits * 1e3 * s->f.submit_us + work / s->f.cores + fill;
+}
+
 double sim_batch_ns(const struct sim *s, const struct sim_shape *jobs, int n) {
     enum sim_mode mode = (enum sim_mode)(int)s->f.mode;
     if (n < 1) return 0;
+    if (mode == SIM_PROGRAMS) {
+        uint64_t submits, tasks;
+        return programs_ns(s, jobs, n, &submits, &tasks);
+    }
     if (n == 1 || mode == SIM_SINGLE) {
         double total = 0;
         for (int i = 0; i < n; i++) total += single_ns(s, &jobs[i]);
@@ -226,8 +266,22 @@ int sim_submit(struct sim *s, const struct sim_shape *jobs, int n, double *ns) {
         moex_errorf("sim: submission %llu failed (injected fault)", (unsigned long long)attempt);
         return DEV_E_SUBMIT;
     }
-    double t = sim_batch_ns(s, jobs, n);
+    double t;
+    if ((enum sim_mode)(int)s->f.mode == SIM_PROGRAMS) {
+        uint64_t submits = 0, tasks = 0;
+        t = programs_ns(s, jobs, n, &submits, &tasks);
+        if (t < 0) return moex_errorf("sim: a job of the batch does not fit the rknpu programs' scratch"), DEV_E_SHAPE;
+        s->program_submits += submits;
+        s->program_tasks += tasks;
+    } else {
+        t = sim_batch_ns(s, jobs, n);
+    }
     sim_advance(s, t);
     if (ns) *ns = t;
     return DEV_OK;
+}
+
+void sim_program_counts(const struct sim *s, uint64_t *submits, uint64_t *tasks) {
+    *submits = s->program_submits;
+    *tasks = s->program_tasks;
 }

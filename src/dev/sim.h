@@ -34,6 +34,7 @@ struct sim_figures {
     double single_us, kslice_us, kslice, single_gbps;
     /* chained and streamed submits */
     double submit_us, job_us, core_gbps, core_gmacs, cores;
+    double task_us, scratch_mib; /* mode=programs: per task; the scratch that bounds a submit */
     double chain_k_multiple, chain_k_max;
     double mode; /* how dev_submit runs several jobs: 0 single, 1 chain, 2 stream */
     double chain; /* jobs one chained or streamed submission takes at most (0: all of the batch) */
@@ -59,7 +60,9 @@ struct sim_figures {
     double attn_layers, conv_layers, delta_layers, dense_layers, moe_layers, vocab;
 };
 
-enum sim_mode { SIM_SINGLE = 0, SIM_CHAIN = 1, SIM_STREAM = 2 };
+/* SIM_PROGRAMS: the rknpu device's own programs (rknpu_gen.h) priced task
+ * by task: the submits and tasks the generator emits for the batch. */
+enum sim_mode { SIM_SINGLE = 0, SIM_CHAIN = 1, SIM_STREAM = 2, SIM_PROGRAMS = 3 };
 
 /* "rk3588" or "rk3588,key=value,..." or "key=value,..." (the preset is
  * rk3588); mode also takes single|chain|stream. 0, or -1 with moex_error. */
@@ -96,6 +99,7 @@ uint64_t sim_tightest_free(const struct sim *s, uint64_t bytes);
 
 struct sim_shape {
     int m, k, n;
+    int buffer;   /* the device buffer holding the weight (SIM_PROGRAMS: one chain per buffer) */
 };
 
 /* One submission of these jobs in a mode (ns); -1 when the mode refuses
@@ -109,6 +113,9 @@ double sim_batch_ns(const struct sim *s, const struct sim_shape *jobs, int n);
 /* A batch on the clock: DEV_OK and *ns, or DEV_E_SUBMIT when a fault is
  * injected (the clock still pays the submission floor). */
 int sim_submit(struct sim *s, const struct sim_shape *jobs, int n, double *ns);
+/* SIM_PROGRAMS: the submits and tasks priced so far (the generator's counts
+ * for the same batches: rknpu_batch_cost). */
+void sim_program_counts(const struct sim *s, uint64_t *submits, uint64_t *tasks);
 
 double sim_pack_ns(const struct sim *s, int K, int N);
 double sim_fill_ns(const struct sim *s, uint64_t bytes);

@@ -45,7 +45,11 @@ static const struct figure figures[] = {
     FIG(cores, 3, 64, "NPU cores"),
     FIG(chain_k_multiple, 512, 1 << 20, "chain/stream: K must be a multiple of this"),
     FIG(chain_k_max, 4096, 1 << 20, "chain/stream: K must be at most this"),
-    FIG(mode, SIM_STREAM, 2, "several jobs run as 0 single submits, 1 a chain, 2 a stream"),
+    FIG(mode, SIM_STREAM, 3, "several jobs run as 0 single submits, 1 a chain, 2 a stream, 3 the rknpu device's programs"),
+    /* programs: a 2048 x 512 expert is two tasks (K slices of 1024); at the
+     * chain's 63.6 us per such job, 31.8 us a task */
+    FIG(task_us, 31.8, 1e7, "programs: cost per task (one K slice x N slice x M tile)"),
+    FIG(scratch_mib, 16, 4096, "programs: the rknpu device's scratch per window (MiB), which bounds a submit"),
     /* "+ 8 experts chained per submit": chain=8 */
     FIG(chain, 0, 1 << 20, "jobs per chained or streamed submission at most (0: the whole batch)"),
     /* "DMA buffer fill, cacheable mapping + clean before submit ~10 GB/s" */
@@ -151,6 +155,7 @@ static int set_one(struct sim_figures *f, const char *item, size_t len) {
             if (!strcmp(val, "single")) val = "0";
             else if (!strcmp(val, "chain")) val = "1";
             else if (!strcmp(val, "stream")) val = "2";
+            else if (!strcmp(val, "programs")) val = "3";
         }
         char *end;
         errno = 0;
