@@ -244,6 +244,22 @@ MOEX_API void moex_sampler_accept(moex_sampler *s, int32_t id);
 /* Draws from the context's last logits (the repetition penalty rewrites
  * them in place) and records the token; -1 on error. */
 MOEX_API int32_t moex_sample(moex_sampler *s, const moex_context *c);
+/* Constrains what the sampler draws to a grammar in llama.cpp's GBNF
+ * (rules, alternatives, groups, * + ? {m,n}, literals, [classes], comments)
+ * starting at rule root (NULL: "root"); NULL gbnf: none. A token mask
+ * applies before the chain; the grammar advances with the token accepted
+ * right after a draw (moex_sample does both), so prompt tokens accepted
+ * before it leave it alone. End-of-generation tokens are allowed only where
+ * the grammar may end. -1 with an error naming the line and column. */
+MOEX_API int moex_sampler_set_grammar(moex_sampler *s, const char *gbnf, const char *root);
+/* The GBNF (malloc'd) of the JSON values a JSON schema allows: the strict
+ * subset of OpenAI's structured outputs (object with properties, required,
+ * additionalProperties false; array with items, minItems, maxItems; string
+ * with enum, const, minLength, maxLength; number, integer, boolean, null;
+ * enum, const, anyOf, $ref into $defs); NULL schema: any JSON object. NULL
+ * with an error naming the keyword of an unsupported schema. Safe from any
+ * thread. */
+MOEX_API char *moex_json_schema_to_grammar(const char *schema_json);
 
 /* ---- Generation: prefill (with prefix reuse), then sample until an
  * end-of-generation token, max_tokens, a full context or the callback. */

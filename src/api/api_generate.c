@@ -15,6 +15,7 @@ moex_sampler *moex_sampler_new(const moex_model *m, const struct moex_sampler_pa
     if (!p) { moex_sampler_params_default(&defaults); p = &defaults; }
     moex_sampler *s = malloc(sizeof *s);
     if (!s || !(s->s = sampler_new(p, m->model->hp.n_vocab))) { free(s); return moex_errorf("out of memory"), NULL; }
+    s->m = m;
     return s;
 }
 

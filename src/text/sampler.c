@@ -1,5 +1,7 @@
 #include "text/sampler.h"
 
+#include "text/grammar.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,8 @@ struct sampler {
     int32_t *recent;      /* ring of the last repeat_last_n tokens */
     int n_recent, next_recent;
     struct candidate *cand;
+    struct grammar_sampler *grammar;   /* or NULL; drawn_since_accept: a draw awaits its accept */
+    bool drawn_since_accept;
 };
 
 void sampler_defaults(struct moex_sampler_params *p) {
@@ -48,10 +52,19 @@ void sampler_free(struct sampler *s) {
     if (!s) return;
     free(s->recent);
     free(s->cand);
+    grammar_sampler_free(s->grammar);
     free(s);
 }
 
+void sampler_set_grammar(struct sampler *s, struct grammar_sampler *gs) {
+    grammar_sampler_free(s->grammar);
+    s->grammar = gs;
+    s->drawn_since_accept = false;
+}
+
 void sampler_accept(struct sampler *s, int32_t token) {
+    if (s->grammar && s->drawn_since_accept) grammar_sampler_accept(s->grammar, token);
+    s->drawn_since_accept = false;
     if (s->p.repeat_last_n == 0) return;
     s->recent[s->next_recent] = token;
     s->next_recent = (s->next_recent + 1) % s->p.repeat_last_n;
@@ -80,6 +93,7 @@ static int by_logit_desc(const void *a, const void *b) {
 }
 
 int32_t sampler_sample(struct sampler *s, float *logits) {
+    if (s->grammar) s->drawn_since_accept = grammar_sampler_apply(s->grammar, logits, s->n_vocab) == 0;
     if (s->p.repeat_penalty != 1.0f) {
         for (int i = 0; i < s->n_recent; i++) {
             float *l = &logits[s->recent[i]];
