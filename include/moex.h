@@ -193,6 +193,24 @@ MOEX_API char *moex_chat_apply(const moex_model *m, const struct moex_chat_messa
                       bool enable_thinking, size_t *len);
 /* Whether the model's template is one moex renders as itself (false: ChatML is used). */
 MOEX_API bool moex_chat_template_known(const moex_model *m);
+/* moex_chat_apply with tools, from the JSON of an OpenAI request:
+ * tools_json its "tools" array (or NULL), tool_calls_json[i] message i's
+ * "tool_calls" array (the array or an entry may be NULL), as the model's
+ * template writes them (Qwen3 and Qwen3.5: <tool_call> JSON, LFM2: its
+ * <|tool_call_start|> list; the "tool" role as tool responses). NULL with an
+ * error for JSON that is not that. */
+MOEX_API char *moex_chat_apply_tools(const moex_model *m, const struct moex_chat_message *msgs,
+                                     const char *const *tool_calls_json, int n, const char *tools_json,
+                                     bool add_generation_prompt, bool enable_thinking, size_t *len);
+/* The GBNF (malloc'd, for moex_sampler_set_grammar) of a reply made of tool
+ * calls in the template's format, each call's arguments valid for its
+ * function's "parameters" schema: of the function named name (NULL: any),
+ * one call, or up to 5 with parallel. NULL with an error. */
+MOEX_API char *moex_chat_tool_grammar(const moex_model *m, const char *tools_json, const char *name, bool parallel);
+/* The markers a tool call stands between in the template's replies
+ * ("<tool_call>" "</tool_call>": one JSON object {"name", "arguments"};
+ * LFM2's: a JSON array of them); false when the template has none. */
+MOEX_API bool moex_chat_tool_markers(const moex_model *m, const char **open, const char **close);
 
 /* ---- Contexts. */
 struct moex_context_params {

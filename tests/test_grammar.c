@@ -86,6 +86,11 @@ static void test_matcher(void) {
         { "root ::= r\nr ::= \"(\" r \")\" | \"\"", "(()", false },
         { "root ::= [\\xff]", "\xc3\xbf", true },
         { "root ::= \"a\"", "\xff", false },             /* not UTF-8 */
+        { "root ::= \" \"", "\xe0\x80\xa0", false },      /* an overlong space */
+        { "root ::= \"a\"", "\xf0\x80\x81\xa1", false },  /* an overlong 'a' */
+        { "root ::= [^a]", "\xed\xa0\x80", false },      /* a surrogate */
+        { "root ::= [^a]", "\xf4\x90\x80\x80", false }, /* past U+10FFFF */
+        { "root ::= [^a]", "\xf4\x8f\xbf\xbf", true },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         CHECKF(matches(cases[i].gbnf, cases[i].s) == cases[i].want, "case %zu: \"%s\" on %s (%s)", i, cases[i].s,

@@ -2,9 +2,12 @@
  * made once on first use and shared by its samplers. */
 #include "api/api_impl.h"
 
+#include "text/chat.h"
 #include "text/grammar.h"
 #include "text/json_schema.h"
+#include "text/json_schema_tools.h"
 #include "text/sampler.h"
+#include "text/tokenizer.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -39,3 +42,29 @@ int moex_sampler_set_grammar(moex_sampler *s, const char *gbnf, const char *root
 }
 
 char *moex_json_schema_to_grammar(const char *schema_json) { return json_schema_to_grammar(schema_json); }
+
+/* The model's chat format (ChatML for a template moex does not know, as moex_chat_apply). */
+static enum chat_format format_of(const moex_model *m) {
+    enum chat_format fmt = m->model->tok ? chat_format_detect(tokenizer_chat_template(m->model->tok)) : CHAT_FORMAT_UNKNOWN;
+    return fmt == CHAT_FORMAT_UNKNOWN ? CHAT_FORMAT_CHATML : fmt;
+}
+
+char *moex_chat_apply_tools(const moex_model *m, const struct moex_chat_message *msgs,
+                            const char *const *tool_calls_json, int n, const char *tools_json,
+                            bool add_generation_prompt, bool enable_thinking, size_t *len) {
+    struct chat_message *cm = malloc(sizeof *cm * (size_t)(n > 0 ? n : 1));
+    if (!cm) return moex_errorf("out of memory"), NULL;
+    for (int i = 0; i < n; i++) cm[i] = (struct chat_message){ msgs[i].role, msgs[i].content };
+    char *text = chat_render_json(format_of(m), cm, n, tool_calls_json, tools_json, add_generation_prompt,
+                                  enable_thinking, len);
+    free(cm);
+    return text;
+}
+
+char *moex_chat_tool_grammar(const moex_model *m, const char *tools_json, const char *name, bool parallel) {
+    return chat_tool_grammar(format_of(m), tools_json, name, parallel);
+}
+
+bool moex_chat_tool_markers(const moex_model *m, const char **open, const char **close) {
+    return chat_tool_markers(format_of(m), open, close);
+}

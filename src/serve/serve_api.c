@@ -1,5 +1,7 @@
 #include "serve/serve_api.h"
 
+#include "serve/serve_struct.h"
+
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -87,7 +89,7 @@ static char *prompt_text(const moex_model *m, const cJSON *root, bool chat, size
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
     const cJSON *et = cJSON_GetObjectItemCaseSensitive(kw, "enable_thinking");
     if (cJSON_IsBool(et)) think = cJSON_IsTrue(et);
-    if (!(text = moex_chat_apply(m, cm, n, true, think, len))) refuse(e, "messages", NULL, "%s", moex_last_error());
+    if (!(text = serve_struct_chat_apply(m, root, cm, n, think, len))) refuse(e, "messages", NULL, "%s", moex_last_error());
 done:
     for (int k = 0; k < n; k++) free((char *)cm[k].content);
     free(cm);
@@ -147,6 +149,8 @@ int api_parse(const moex_model *m, const struct serve_options *o, int n_ctx, con
     if (get_number(root, "seed", 0, 9007199254740991.0, true, &given, &d, e)) goto done;
     if (given) j->sampler.seed = (uint64_t)d;
     if (parse_stop(root, j, e)) goto done;
+    if (serve_struct_parse(m, root, r->chat, j, e)) goto done;
+    r->structured = j->structured;
     size_t text_len = 0;
     if (!(text = prompt_text(m, root, r->chat, &text_len, e))) {
         if (!e->message[0]) refuse(e, NULL, NULL, "out of memory");
@@ -242,6 +246,7 @@ char *api_completion_json(const struct api_request *r, const char *id, long crea
         cJSON_AddNullToObject(choice, "logprobs");
     }
     cJSON_AddStringToObject(choice, "finish_reason", j->finish);
+    if (r->chat) serve_struct_message(j->structured, choice, j->text, j->len);
     add_usage(root, j);
     return print_free(root);
 }
@@ -263,6 +268,7 @@ char *api_chunk_event(const struct api_request *r, const char *id, long created,
     if (r->chat) {
         cJSON *delta = cJSON_AddObjectToObject(choice, "delta");
         if (role) cJSON_AddStringToObject(delta, "role", "assistant");
+        else serve_struct_delta(r->structured, delta, &text, &len, &finish);
         if (len || role) add_string_n(delta, "content", text, len);
     } else {
         add_string_n(choice, "text", text, len);

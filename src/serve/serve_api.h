@@ -11,6 +11,7 @@
 struct api_request {
     bool chat;                 /* /v1/chat/completions; else /v1/completions */
     bool stream, include_usage;
+    struct serve_struct *structured;   /* the job's (serve_struct.h), for the stream's chunks */
 };
 
 /* A refusal in the OpenAI error shape: status, message, param (or NULL), code (or NULL). */

@@ -24,6 +24,7 @@ struct serve_job {
     int n_stop;
     int64_t deadline_ns;               /* serve_time_ns() after which generation ends; 0: none */
     int fd;                            /* the client's socket, watched for a hang-up; -1: none */
+    struct serve_struct *structured;   /* grammar and tools (serve_struct.h), owned; NULL: none */
 
     /* shared with the scheduler */
     pthread_cond_t changed;

@@ -1,6 +1,7 @@
 #include "serve/serve_sched.h"
 
 #include "serve/serve.h"
+#include "serve/serve_struct.h"
 
 #include <poll.h>
 #include <stdio.h>
@@ -57,6 +58,7 @@ void serve_job_unref(struct serve_job *j) {
     free(j->prompt);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->text);
+    serve_struct_free(j->structured);
     pthread_cond_destroy(&j->changed);
     free(j);
 }
@@ -173,6 +175,7 @@ static void assign(struct scheduler *s) {
         sl->next = -1;
         sl->sampler = moex_sampler_new(s->model, &j->sampler);
         sl->decoder = moex_decoder_new(s->model);
+        if (sl->sampler && serve_struct_sampler(j->structured, sl->sampler)) finish_job(s, sl, NULL, moex_last_error());
         if (!sl->sampler || !sl->decoder) finish_job(s, sl, NULL, "out of memory");
     }
 }

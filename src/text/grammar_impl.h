@@ -56,6 +56,7 @@ struct gstate {
     uint32_t first, n;         /* the stacks' top nodes: arena->tops[first .. first + n) */
     bool accepting;            /* the input so far is a whole sentence */
     uint8_t utf8_need;         /* continuation bytes still to come */
+    uint8_t utf8_len;          /* the whole sequence's bytes (its shortest code point: no overlong forms) */
     uint32_t utf8_value;       /* the code point's bits so far */
 };
 

@@ -135,16 +135,23 @@ bool grammar_step(const struct grammar *g, struct garena *a, const struct gstate
         if (need < 0) return false;
         value = need == 0 ? b : (uint32_t)(b & (0x3F >> need));
         to->utf8_need = (uint8_t)need;
+        to->utf8_len = (uint8_t)(need + 1);
     } else {
         if ((b & 0xC0) != 0x80) return false;
         value = from->utf8_value << 6 | (b & 0x3F);
         to->utf8_need = from->utf8_need - 1;
+        to->utf8_len = from->utf8_len;
     }
+    /* well-formed UTF-8 only: no overlong forms, no surrogates (a model
+     * would spell '"' as C0 A2 otherwise) */
+    uint32_t least = to->utf8_len <= 1 ? 0 : to->utf8_len == 2 ? 0x80 : to->utf8_len == 3 ? 0x800 : 0x10000;
     if (to->utf8_need > 0) {
         /* a code point under way: the stacks stay, if one of them can take some completion */
         uint32_t shift = 6u * to->utf8_need;
         uint32_t lo = value << shift, hi = lo | ((1u << shift) - 1);
         if (hi > GRAMMAR_MAX_CODEPOINT) hi = GRAMMAR_MAX_CODEPOINT;
+        if (lo < least) lo = least;
+        if (lo >= 0xD800 && hi <= 0xDFFF) return false;
         if (lo > hi || !any_meets(g, a, from, lo, hi)) return false;
         to->utf8_value = value;
         for (uint32_t i = 0; i < from->n; i++)
@@ -152,6 +159,7 @@ bool grammar_step(const struct grammar *g, struct garena *a, const struct gstate
         to->n = from->n;
         return true;
     }
+    if (value < least || value > GRAMMAR_MAX_CODEPOINT || (value >= 0xD800 && value <= 0xDFFF)) return false;
     a->stamp++;
     for (uint32_t i = 0; i < from->n; i++) {
         uint32_t id = a->tops[from->first + i];

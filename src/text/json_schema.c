@@ -50,8 +50,7 @@ static int refuse(struct conv *c, const char *fmt, ...) {
     return -1;
 }
 
-/* A GBNF literal of bytes s[0..n). */
-static void gbnf_literal(struct json_buf *b, const char *s, size_t n) {
+void json_schema_literal(struct json_buf *b, const char *s, size_t n) {
     json_buf_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -74,7 +73,7 @@ static void literal_value(struct json_buf *b, const struct json *v) {
     struct json_buf j = { 0 };
     json_write(&j, v, false);
     if (j.oom) b->oom = true;
-    else gbnf_literal(b, j.s, j.n);
+    else json_schema_literal(b, j.s, j.n);
     json_buf_puts(b, " space");
     free(j.s);
 }
@@ -180,7 +179,7 @@ static int object_body(struct conv *c, const struct json *s, const char *name, i
         struct json_buf key = { 0 };
         json_write_string(&key, props->keys[i], props->key_lens[i]);
         json_buf_puts(&kv, i ? "\n" : "");
-        gbnf_literal(&kv, key.s ? key.s : "", key.n);
+        json_schema_literal(&kv, key.s ? key.s : "", key.n);
         free(key.s);
         json_buf_puts(&kv, " space \":\" space ");
         struct json_buf *body = c->out;

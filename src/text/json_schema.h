@@ -60,6 +60,8 @@ char *json_schema_to_grammar(const char *schema_json);
  * ("#/$defs/x" in it), usually the schema. -1 with moex_error(). */
 int json_schema_rules(const struct json *schema, const struct json *defs_root, const char *prefix,
                       struct json_buf *out);
+/* A GBNF string literal of the bytes s[0..n). */
+void json_schema_literal(struct json_buf *out, const char *s, size_t n);
 /* The rules json_schema_rules' output refers to beyond its own (space,
  * string, number, value, ...): append once after all of them. */
 void json_schema_common_rules(struct json_buf *out);
