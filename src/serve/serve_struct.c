@@ -15,7 +15,9 @@ struct serve_struct {
     /* a stream's text so far (the connection's thread only) */
     char *seen;
     size_t seen_len, seen_cap, sent;
-    bool in_call;              /* the open marker has come: the rest waits for the finish */
+    bool in_call;              /* the open marker has come: no more content */
+    size_t scan;               /* where the next call block is looked for */
+    int calls_sent;
 };
 
 static int refuse(struct api_error *e, const char *param, const char *fmt, ...) {
@@ -238,36 +240,45 @@ static bool add_call(cJSON *list, const cJSON *call, int index, bool stream) {
     return true;
 }
 
-/* The calls between the markers of text[0..len) into a new array (NULL when
- * there are none, or one is not valid JSON of a call); *content_end: where
- * the text before the first call ends. */
-static cJSON *find_calls(const struct serve_struct *st, const char *text, size_t len, bool stream, size_t *content_end) {
-    cJSON *list = cJSON_CreateArray();
-    size_t open_len = strlen(st->open), close_len = strlen(st->close), at = 0;
-    bool ok = list != NULL;
-    *content_end = len;
-    int n = 0;
-    while (ok && at < len) {
-        const char *o = NULL;
-        for (size_t i = at; i + open_len <= len && !o; i++)
-            if (memcmp(text + i, st->open, open_len) == 0) o = text + i;
-        if (!o) break;
-        if (n == 0) *content_end = (size_t)(o - text);
-        const char *body = o + open_len, *c = NULL;
-        for (const char *p = body; p + close_len <= text + len && !c; p++)
-            if (memcmp(p, st->close, close_len) == 0) c = p;
-        if (!c) { ok = false; break; }
-        cJSON *v = cJSON_ParseWithLength(body, (size_t)(c - body));
-        if (cJSON_IsArray(v) && st->lfm2_list) {
-            const cJSON *item;
-            cJSON_ArrayForEach(item, v) ok = ok && add_call(list, item, n++, stream);
-        } else {
-            ok = cJSON_IsObject(v) && add_call(list, v, n++, stream);
-        }
-        cJSON_Delete(v);
-        at = (size_t)(c - text) + close_len;
+/* Where needle first occurs in text[from..len), or len. */
+static size_t find(const char *text, size_t len, size_t from, const char *needle) {
+    size_t n = strlen(needle);
+    for (size_t i = from; i + n <= len; i++)
+        if (memcmp(text + i, needle, n) == 0) return i;
+    return len;
+}
+
+/* The calls of the next whole open...close block of text[*at..len) into
+ * list (numbered from *n); *at moves past it. 0: none left; -1: a block
+ * that is not a call. */
+static int next_calls(const struct serve_struct *st, const char *text, size_t len, size_t *at, cJSON *list, int *n,
+                      bool stream) {
+    size_t o = find(text, len, *at, st->open);
+    if (o == len) return 0;
+    size_t body = o + strlen(st->open), c = find(text, len, body, st->close);
+    if (c == len) return 0;
+    *at = c + strlen(st->close);
+    cJSON *v = cJSON_ParseWithLength(text + body, c - body);
+    bool ok = true;
+    if (cJSON_IsArray(v) && st->lfm2_list) {
+        const cJSON *item;
+        cJSON_ArrayForEach(item, v) ok = ok && add_call(list, item, (*n)++, stream);
+    } else {
+        ok = cJSON_IsObject(v) && add_call(list, v, (*n)++, stream);
     }
-    if (!ok || n == 0) {
+    cJSON_Delete(v);
+    return ok ? 1 : -1;
+}
+
+/* Every call of text[0..len) into a new array; NULL when there is none or a
+ * block is not a call. *content_end: where the text before the first ends. */
+static cJSON *find_calls(const struct serve_struct *st, const char *text, size_t len, size_t *content_end) {
+    cJSON *list = cJSON_CreateArray();
+    size_t at = 0;
+    int n = 0, rc;
+    *content_end = find(text, len, 0, st->open);
+    while (list && (rc = next_calls(st, text, len, &at, list, &n, false)) > 0) {}
+    if (!list || rc < 0 || n == 0) {
         cJSON_Delete(list);
         *content_end = len;
         return NULL;
@@ -287,7 +298,7 @@ void serve_struct_message(struct serve_struct *st, cJSON *choice, const char *te
     const cJSON *finish = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
     if (!msg || !cJSON_IsString(finish) || strcmp(finish->valuestring, "stop") != 0) return;
     size_t content_end;
-    cJSON *calls = find_calls(st, text, len, false, &content_end);
+    cJSON *calls = find_calls(st, text, len, &content_end);
     if (!calls) return;
     if (blank(text, content_end)) {
         cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", cJSON_CreateNull());
@@ -322,29 +333,30 @@ static bool remember(struct serve_struct *st, const char *text, size_t len) {
 void serve_struct_delta(struct serve_struct *st, cJSON *delta, const char **text, size_t *len, const char **finish) {
     if (!st || !st->tools) return;
     if (!remember(st, *text, *len)) return;   /* out of memory: the text goes out as it is */
-    size_t open_len = strlen(st->open), until = st->seen_len;
+    size_t open_len = strlen(st->open), until = st->sent;
     if (!st->in_call) {
         /* send what cannot be the start of a call; hold back a tail that may begin the marker */
-        for (size_t i = st->sent; i + open_len <= st->seen_len; i++)
-            if (memcmp(st->seen + i, st->open, open_len) == 0) { st->in_call = true; until = i; break; }
-        if (!st->in_call) {
+        size_t o = find(st->seen, st->seen_len, st->sent, st->open);
+        if (o < st->seen_len) {
+            st->in_call = true;
+            st->scan = until = o;
+        } else {
             size_t keep = open_len - 1 < st->seen_len - st->sent ? open_len - 1 : st->seen_len - st->sent;
             while (keep > 0 && memcmp(st->seen + st->seen_len - keep, st->open, keep) != 0) keep--;
             until = st->seen_len - keep;
         }
-    } else {
-        until = st->sent;
+    }
+    if (st->in_call) {
+        /* each call goes out as soon as its block is whole (the finish comes in a later chunk, as
+         * the client libraries expect) */
+        cJSON *list = cJSON_CreateArray();
+        while (list && next_calls(st, st->seen, st->seen_len, &st->scan, list, &st->calls_sent, true) != 0) {}
+        if (list && cJSON_GetArraySize(list) > 0) cJSON_AddItemToObject(delta, "tool_calls", list);
+        else cJSON_Delete(list);
     }
     if (*finish) {
-        size_t content_end;
-        cJSON *calls = strcmp(*finish, "stop") == 0 ? find_calls(st, st->seen, st->seen_len, true, &content_end) : NULL;
-        if (calls) {
-            cJSON_AddItemToObject(delta, "tool_calls", calls);
-            *finish = "tool_calls";
-            until = content_end > st->sent ? content_end : st->sent;
-        } else {
-            until = st->seen_len;   /* no call after all: the held text is content */
-        }
+        if (st->calls_sent == 0) until = st->seen_len;   /* no call after all: the held text is content */
+        else if (strcmp(*finish, "stop") == 0) *finish = "tool_calls";
     }
     *text = st->seen + st->sent;
     *len = until - st->sent;
