@@ -132,7 +132,11 @@ char *chat_tool_grammar(enum chat_format fmt, const char *tools_json, const char
         const struct json *params = json_get(function_of(&tools->items[i]), "parameters");
         if (params) {
             rc = json_schema_rules(params, params, rule, &out);
-            if (rc) moex_errorf("tools: function '%s': %s", fname, moex_error());
+            if (rc) {
+                char why[256];   /* moex_error() is the buffer moex_errorf writes */
+                snprintf(why, sizeof why, "%s", moex_error());
+                moex_errorf("tools: function '%s': %s", fname, why);
+            }
         } else {
             json_buf_puts(&out, rule);
             json_buf_puts(&out, " ::= json-object\n");
