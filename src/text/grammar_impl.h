@@ -75,6 +75,7 @@ struct grammar_matcher {
     struct garena a;
     struct gstate cur;         /* its tops live at a.tops[0 .. cur.n) */
     uint32_t compacted;        /* nodes after the last compaction */
+    uint32_t generation;       /* compactions so far: node ids of older generations mean other stacks */
 };
 
 /* The state after byte b (built at a->tops[a->n_tops..]); false when b is refused. */

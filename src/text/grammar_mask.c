@@ -20,6 +20,8 @@ struct tnode {
 
 struct grammar_vocab {
     int n_tokens;
+    uint64_t (*ascii)[2];      /* (n_nodes) the bytes of each subtree when they are all ASCII; {0, 0} when not */
+    int n_text;
     struct tnode *nodes;       /* (n_nodes) the trie in preorder */
     uint32_t n_nodes;
     int32_t *tok;              /* token ids in trie order */
@@ -52,6 +54,7 @@ void grammar_vocab_free(struct grammar_vocab *v) {
     free(v->bytes);
     free(v->lens);
     free(v->nodes);
+    free(v->ascii);
     free(v->tok);
     free(v->kinds);
     free(v->ends);
@@ -124,7 +127,29 @@ struct grammar_vocab *grammar_vocab_new(int n_tokens, const char *const *pieces,
     }
     for (; depth > 0; depth--) v->nodes[open[depth]].skip = v->n_nodes;
     free(open);
+    v->n_text = n_text;
+    /* each subtree's bytes, children before parents (a child comes after its parent in preorder) */
+    if (!(v->ascii = calloc(v->n_nodes + 1, sizeof *v->ascii))) goto oom_after;
+    for (uint32_t i = v->n_nodes; i-- > 0;) {
+        uint8_t b = v->nodes[i].byte;
+        if (b >= 0x80) continue;   /* {0, 0}: not all ASCII */
+        uint64_t m[2] = { 0, 0 };
+        m[b >> 6] |= 1ull << (b & 63);
+        bool ascii = true;
+        for (uint32_t c = i + 1; c < v->nodes[i].skip; c = v->nodes[c].skip) {
+            ascii = ascii && (v->ascii[c][0] | v->ascii[c][1]) != 0;
+            m[0] |= v->ascii[c][0];
+            m[1] |= v->ascii[c][1];
+        }
+        if (ascii) {
+            v->ascii[i][0] = m[0];
+            v->ascii[i][1] = m[1];
+        }
+    }
     return v;
+oom_after:
+    grammar_vocab_free(v);
+    return moex_errorf("grammar: out of memory"), NULL;
 oom:
     free(open);
     grammar_vocab_free(v);
@@ -134,28 +159,174 @@ oom:
 int grammar_vocab_n_tokens(const struct grammar_vocab *v) { return v->n_tokens; }
 int grammar_vocab_n_nodes(const struct grammar_vocab *v) { return (int)v->n_nodes; }
 
+/* The walk's states, each met once: inside a JSON string every character
+ * leads back to the same state, so the step of a (state, byte) pair is
+ * computed once per walk and looked up for the other ~150k tokens. */
+#define STEP_UNKNOWN (-1)
+#define STEP_REFUSED (-2)
+
+struct walk {
+    struct gstate *states;     /* (cap) n distinct states, their tops sorted */
+    uint64_t (*loops)[2];      /* (cap) per state: the ASCII bytes that lead back to it (made on first use) */
+    bool *loops_known;         /* (cap) */
+    uint32_t n, cap;
+    int32_t **next;            /* (cap) per state: the state after each byte, made on first use */
+    uint32_t *buckets;         /* (n_buckets) hash chains of states through chain[] */
+    uint32_t *chain;
+    uint32_t n_buckets;
+};
+
+static uint32_t state_hash(const struct garena *a, const struct gstate *s) {
+    uint64_t h = (uint64_t)s->accepting | (uint64_t)s->utf8_need << 1 | (uint64_t)s->utf8_len << 4 |
+                 (uint64_t)s->utf8_value << 8;
+    for (uint32_t i = 0; i < s->n; i++) h = (h ^ a->tops[s->first + i]) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32);
+}
+
+static bool same_state(const struct garena *a, const struct gstate *x, const struct gstate *y) {
+    return x->n == y->n && x->accepting == y->accepting && x->utf8_need == y->utf8_need &&
+           x->utf8_len == y->utf8_len && x->utf8_value == y->utf8_value &&
+           memcmp(a->tops + x->first, a->tops + y->first, sizeof *a->tops * x->n) == 0;
+}
+
+static int cmp_u32(const void *x, const void *y) {
+    uint32_t p = *(const uint32_t *)x, q = *(const uint32_t *)y;
+    return p < q ? -1 : p > q;
+}
+
+/* The id of state s (its tops at the end of a->tops): an equal one met
+ * before (s's tops are then dropped), or s as a new one. -1: out of memory. */
+static int32_t intern(struct walk *w, struct garena *a, struct gstate *s) {
+    qsort(a->tops + s->first, s->n, sizeof *a->tops, cmp_u32);
+    uint32_t h = state_hash(a, s);
+    for (uint32_t i = w->n_buckets ? w->buckets[h & (w->n_buckets - 1)] : GRAMMAR_NONE; i != GRAMMAR_NONE; i = w->chain[i]) {
+        if (same_state(a, &w->states[i], s)) {
+            a->n_tops = s->first;
+            return (int32_t)i;
+        }
+    }
+    if (w->n == w->cap) {
+        uint32_t cap = w->cap ? w->cap * 2 : 64;
+        struct gstate *st = realloc(w->states, sizeof *st * cap);
+        if (st) w->states = st;
+        int32_t **nx = realloc(w->next, sizeof *nx * cap);
+        if (nx) w->next = nx;
+        uint32_t *ch = realloc(w->chain, sizeof *ch * cap);
+        if (ch) w->chain = ch;
+        uint64_t (*lp)[2] = realloc(w->loops, sizeof *lp * cap);
+        if (lp) w->loops = lp;
+        bool *lk = realloc(w->loops_known, sizeof *lk * cap);
+        if (lk) w->loops_known = lk;
+        uint32_t *b = malloc(sizeof *b * cap * 2);
+        if (!st || !nx || !ch || !lp || !lk || !b) { free(b); return -1; }
+        free(w->buckets);
+        w->buckets = b;
+        w->n_buckets = cap * 2;
+        w->cap = cap;
+        for (uint32_t i = 0; i < w->n_buckets; i++) w->buckets[i] = GRAMMAR_NONE;
+        for (uint32_t i = 0; i < w->n; i++) {
+            uint32_t k = state_hash(a, &w->states[i]) & (w->n_buckets - 1);
+            w->chain[i] = w->buckets[k];
+            w->buckets[k] = i;
+        }
+    }
+    uint32_t id = w->n++;
+    w->states[id] = *s;
+    w->next[id] = NULL;
+    w->loops_known[id] = false;
+    w->chain[id] = w->buckets[h & (w->n_buckets - 1)];
+    w->buckets[h & (w->n_buckets - 1)] = id;
+    return (int32_t)id;
+}
+
+/* The state after byte b from state `from`: an id, or STEP_REFUSED. */
+static int32_t walk_step(struct walk *w, struct grammar_matcher *m, int32_t from, uint8_t b) {
+    if (!w->next[from]) {
+        if (!(w->next[from] = malloc(sizeof **w->next * 256))) return STEP_REFUSED;
+        for (int i = 0; i < 256; i++) w->next[from][i] = STEP_UNKNOWN;
+    }
+    int32_t to = w->next[from][b];
+    if (to != STEP_UNKNOWN) return to;
+    struct gstate s, src = w->states[from];
+    /* (out of memory reads as a refusal: fewer tokens allowed, never a wrong one) */
+    to = grammar_step(m->g, &m->a, &src, b, &s) ? intern(w, &m->a, &s) : STEP_REFUSED;
+    if (to < 0) to = STEP_REFUSED;
+    return w->next[from][b] = to;
+}
+
+/* Whether every byte of a subtree (all ASCII: its set in sub) leads from
+ * state id back to itself: then all its tokens are taken, no walk needed. */
+static bool loops_over(struct walk *w, struct grammar_matcher *m, int32_t id, const uint64_t *sub) {
+    if ((sub[0] | sub[1]) == 0) return false;
+    if (!w->loops_known[id]) {
+        w->loops[id][0] = w->loops[id][1] = 0;
+        for (int b = 0; b < 128; b++)
+            if (walk_step(w, m, id, (uint8_t)b) == id) w->loops[id][b >> 6] |= 1ull << (b & 63);
+        w->loops_known[id] = true;
+    }
+    return (sub[0] & ~w->loops[id][0]) == 0 && (sub[1] & ~w->loops[id][1]) == 0;
+}
+
 int grammar_mask(struct grammar_matcher *m, const struct grammar_vocab *v, uint8_t *allowed) {
     memset(allowed, 0, (size_t)v->n_tokens);
     struct garena *a = &m->a;
     uint32_t keep_nodes = a->n, keep_tops = a->n_tops;
-    struct gstate *st = malloc(sizeof *st * ((size_t)v->max_depth + 1));
-    if (!st) return moex_errorf("grammar: out of memory"), -1;
-    st[0] = m->cur;
+    struct walk w = { 0 };
+    int32_t *st = malloc(sizeof *st * ((size_t)v->max_depth + 1));
+    /* the walk's states keep their tops after the matcher's */
+    struct gstate root = m->cur;
+    bool ok = st != NULL;
+    for (uint32_t i = 0; ok && i < root.n; i++) {
+        if (a->n_tops == a->tops_cap) {
+            uint32_t cap = a->tops_cap * 2 + 256;
+            uint32_t *t = realloc(a->tops, sizeof *t * cap);
+            if (!t) { ok = false; break; }
+            a->tops = t;
+            a->tops_cap = cap;
+        }
+        a->tops[a->n_tops++] = a->tops[m->cur.first + i];
+    }
+    root.first = keep_tops;
+    if (ok) ok = (st[0] = intern(&w, a, &root)) >= 0;
+    if (!ok) {
+        free(st);
+        free(w.loops);
+        free(w.loops_known);
+        free(w.states);
+        free(w.next);
+        free(w.chain);
+        free(w.buckets);
+        a->n_tops = keep_tops;
+        return moex_errorf("grammar: out of memory"), -1;
+    }
     int n_allowed = 0;
     for (uint32_t i = 0; i < v->n_nodes;) {
         const struct tnode *n = &v->nodes[i];
-        /* the state of the parent depth ends where this one's begins */
-        const struct gstate *from = &st[n->depth - 1];
-        a->n_tops = from->first + from->n;
-        if (!grammar_step(m->g, a, from, n->byte, &st[n->depth])) {
-            i = n->skip;   /* (out of memory reads as a refusal: fewer tokens allowed, never a wrong one) */
+        if (loops_over(&w, m, st[n->depth - 1], v->ascii[i])) {
+            /* the subtree's tokens are contiguous in trie order */
+            uint32_t end = n->skip < v->n_nodes ? v->nodes[n->skip].tok_first : (uint32_t)v->n_text;
+            for (uint32_t t = n->tok_first; t < end; t++) allowed[v->tok[t]] = 1;
+            n_allowed += (int)(end - n->tok_first);
+            i = n->skip;
             continue;
         }
+        int32_t to = walk_step(&w, m, st[n->depth - 1], n->byte);
+        if (to == STEP_REFUSED) {
+            i = n->skip;
+            continue;
+        }
+        st[n->depth] = to;
         for (uint32_t t = 0; t < n->tok_n; t++) allowed[v->tok[n->tok_first + t]] = 1;
         n_allowed += (int)n->tok_n;
-        const struct gstate *to = &st[n->depth];
-        i = to->n == 0 ? n->skip : i + 1;   /* nothing can follow: skip the longer tokens */
+        i = w.states[to].n == 0 ? n->skip : i + 1;   /* nothing can follow: skip the longer tokens */
     }
+    for (uint32_t i = 0; i < w.n; i++) free(w.next[i]);
+    free(w.loops);
+    free(w.loops_known);
+    free(w.states);
+    free(w.next);
+    free(w.chain);
+    free(w.buckets);
     free(st);
     grammar_arena_rollback(a, keep_nodes);
     a->n_tops = keep_tops;
@@ -176,12 +347,29 @@ int grammar_accept_token(struct grammar_matcher *m, const struct grammar_vocab *
     return 0;
 }
 
+/* Masks of states met before, by state: inside an unbounded string or
+ * number every token leads back to the same stacks, so the steps after the
+ * first cost a copy. */
+#define MASK_CACHE 4
+
+struct cached_mask {
+    uint32_t *tops;            /* (n) the state's stacks, sorted; NULL: empty slot */
+    struct gstate key;         /* n, accepting and the UTF-8 fields */
+    uint32_t generation;
+    uint8_t *allowed;          /* (n_tokens) */
+    uint64_t used;             /* the step that last used it */
+};
+
 struct grammar_sampler {
     struct grammar *g;
     const struct grammar_vocab *v;
     struct grammar_matcher *m;
     uint8_t *allowed;          /* (n_tokens) this step's mask */
     bool dead;                 /* a token the grammar refused was taken */
+    struct cached_mask cache[MASK_CACHE];
+    uint64_t steps;
+    uint32_t *key;             /* (key_cap) the current state's sorted tops */
+    uint32_t key_cap;
 };
 
 struct grammar_sampler *grammar_sampler_new(struct grammar *g, const struct grammar_vocab *v) {
@@ -203,10 +391,58 @@ struct grammar_sampler *grammar_sampler_new(struct grammar *g, const struct gram
 
 void grammar_sampler_free(struct grammar_sampler *gs) {
     if (!gs) return;
+    for (int i = 0; i < MASK_CACHE; i++) {
+        free(gs->cache[i].tops);
+        free(gs->cache[i].allowed);
+    }
+    free(gs->key);
     grammar_matcher_free(gs->m);
     grammar_free(gs->g);
     free(gs->allowed);
     free(gs);
+}
+
+static bool same_key(const struct cached_mask *c, const struct gstate *s, const uint32_t *tops, uint32_t generation) {
+    return c->tops && c->generation == generation && c->key.n == s->n && c->key.accepting == s->accepting &&
+           c->key.utf8_need == s->utf8_need && c->key.utf8_len == s->utf8_len && c->key.utf8_value == s->utf8_value &&
+           memcmp(c->tops, tops, sizeof *tops * s->n) == 0;
+}
+
+/* This step's mask into gs->allowed: from the cache, or walked and cached. */
+static int step_mask(struct grammar_sampler *gs) {
+    const struct grammar_vocab *v = gs->v;
+    struct grammar_matcher *m = gs->m;
+    const struct gstate *s = &m->cur;
+    gs->steps++;
+    if (s->n + 1 > gs->key_cap) {
+        uint32_t *k = realloc(gs->key, sizeof *k * (s->n + 1));
+        if (!k) return grammar_mask(m, v, gs->allowed) < 0 ? -1 : 0;
+        gs->key = k;
+        gs->key_cap = s->n + 1;
+    }
+    memcpy(gs->key, m->a.tops + s->first, sizeof *gs->key * s->n);
+    qsort(gs->key, s->n, sizeof *gs->key, cmp_u32);
+    struct cached_mask *victim = &gs->cache[0];
+    for (int i = 0; i < MASK_CACHE; i++) {
+        struct cached_mask *c = &gs->cache[i];
+        if (same_key(c, s, gs->key, m->generation)) {
+            c->used = gs->steps;
+            memcpy(gs->allowed, c->allowed, (size_t)v->n_tokens);
+            return 0;
+        }
+        if (c->used < victim->used) victim = c;
+    }
+    if (grammar_mask(m, v, gs->allowed) < 0) return -1;
+    uint32_t *tops = realloc(victim->tops, sizeof *tops * (s->n + 1));
+    if (tops) victim->tops = tops;
+    if (!victim->allowed) victim->allowed = malloc((size_t)v->n_tokens);
+    if (!tops || !victim->allowed) return 0;   /* not cached: fine */
+    memcpy(victim->tops, gs->key, sizeof *tops * s->n);
+    victim->key = *s;
+    victim->generation = m->generation;
+    victim->used = gs->steps;
+    memcpy(victim->allowed, gs->allowed, (size_t)v->n_tokens);
+    return 0;
 }
 
 int grammar_sampler_apply(struct grammar_sampler *gs, float *logits, int n_vocab) {
@@ -214,7 +450,7 @@ int grammar_sampler_apply(struct grammar_sampler *gs, float *logits, int n_vocab
     if (gs->dead) {
         memset(gs->allowed, 0, (size_t)v->n_tokens);
         for (int e = 0; e < v->n_ends; e++) gs->allowed[v->ends[e]] = 1;
-    } else if (grammar_mask(gs->m, v, gs->allowed) < 0) {
+    } else if (step_mask(gs) < 0) {
         return -1;
     }
     int n = n_vocab < v->n_tokens ? n_vocab : v->n_tokens;

@@ -229,6 +229,7 @@ static void compact(struct grammar_matcher *m) {
     m->a = b;
     m->cur.first = 0;
     m->compacted = b.n;
+    m->generation++;
 }
 
 /* The state after bytes[0..n), built in the arena; false (the arena as it
