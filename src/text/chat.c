@@ -204,13 +204,13 @@ static int render_qwen3(struct chat_text *t, const struct chat_message *m, const
     int last_query = n - 1;
     for (int i = n - 1; i >= 0; i--)
         if (is_query(&m[i])) { last_query = i; break; }
-    int first = 0;
+    int start = 0;   /* with tools, a first system message is in the tools' turn */
     if (n_tools > 0) {
         bool system = strcmp(m[0].role, "system") == 0;
         if (put_qwen_tools(t, system ? m[0].content : NULL, tools, n_tools)) return -1;
-        first = system;
+        start = system;
     }
-    for (int i = first; i < n; i++) {
+    for (int i = start; i < n; i++) {
         const char *role = m[i].role;
         int rc;
         if (strcmp(role, "user") == 0 || strcmp(role, "system") == 0) {
