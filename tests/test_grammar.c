@@ -228,6 +228,38 @@ static void test_mask_brute_force(void) {
         CHECKF(allowed > 0, "step %zu allows nothing", s);
     }
     CHECK(m && grammar_matcher_can_end(m) && !grammar_matcher_done(m));   /* trailing space may follow */
+
+    /* the sampler's masks (cached by parse state: a long string repeats
+     * one) equal fresh walks, token by token through a document */
+    const char *doc = "{\"name\": \"Ann\", \"n\": 7, \"tags\": [\"b\", \"b\"], \"zz\": \"a long string, and longer "
+                      "still, with \\\"quotes\\\" and \xc3\xa9t\xc3\xa9\"}";
+    char *free_gbnf = json_schema_to_grammar("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+                                             "\"n\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\"},"
+                                             "\"zz\":{\"type\":\"string\"}}}");
+    struct grammar *g1 = free_gbnf ? grammar_parse(free_gbnf, NULL) : NULL, *g2 = free_gbnf ? grammar_parse(free_gbnf, NULL) : NULL;
+    struct grammar_matcher *fresh = g1 ? grammar_matcher_new(g1) : NULL;
+    struct grammar_sampler *gs = g2 ? grammar_sampler_new(g2, v) : NULL;
+    float *logits = malloc(sizeof *logits * (size_t)n);
+    int n_ids = 0;
+    int32_t *ids = tokenizer_encode_alloc(t, doc, strlen(doc), false, &n_ids);
+    CHECK(fresh && gs && logits && ids && n_ids > 20);
+    int steps_differ = 0;
+    for (int i = 0; fresh && gs && logits && ids && mask && i < n_ids; i++) {
+        for (int k = 0; k < n; k++) logits[k] = 0;
+        CHECK(grammar_sampler_apply(gs, logits, n) == 0);
+        grammar_mask(fresh, v, mask);
+        int differ = 0;
+        for (int k = 0; k < n; k++) differ += (logits[k] == 0) != (mask[k] != 0);
+        steps_differ += differ != 0;
+        CHECKF(grammar_sampler_accept(gs, ids[i]) == 0 && grammar_accept_token(fresh, v, ids[i]) == 0, "token %d", i);
+    }
+    CHECKF(steps_differ == 0, "%d steps' masks differ", steps_differ);
+    free(ids);
+    free(logits);
+    grammar_sampler_free(gs);
+    grammar_matcher_free(fresh);
+    grammar_free(g1);
+    free(free_gbnf);
     free(mask);
     grammar_matcher_free(m);
     grammar_free(g);
