@@ -155,6 +155,8 @@ static void test_json_schema(void) {
           "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}", true },
         { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"required\":[\"a\"]}",
           "{ \"a\" :\n   true }", true },
+        { "{\"$defs\":{\"a.b\":{\"type\":\"integer\"},\"a-b\":{\"type\":\"null\"}},\"type\":\"array\","
+          "\"items\":{\"anyOf\":[{\"$ref\":\"#/$defs/a.b\"},{\"$ref\":\"#/$defs/a-b\"}]}}", "[1, null]", true },
         { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"required\":[\"a\"]}",
           "{\"a\":                      true}", false },   /* whitespace is bounded */
     };

@@ -168,6 +168,8 @@ int serve_struct_parse(const moex_model *m, const cJSON *root, bool chat, struct
         free(tools_json);
         if (!st->grammar) return refuse(e, "tools", "%s", moex_last_error());
     }
+    /* what a schema or the tools made is checked too: the job must not fail later */
+    if (st->grammar && !gbnf && check_grammar(m, st->grammar, rf ? "response_format" : "tools", e)) return -1;
     return 0;
 }
 

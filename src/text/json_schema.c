@@ -78,12 +78,14 @@ static void literal_value(struct json_buf *b, const struct json *v) {
     free(j.s);
 }
 
-/* Rule names: letters, digits and '-' only. */
+/* Rule names: letters and digits as they are, any other byte as -XX (hex),
+ * so that distinct names stay distinct ("a.b" and "a-b"). */
 static void put_name(struct json_buf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
+        char ch = s[i], hex[4];
         bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-        json_buf_put(b, ok ? &s[i] : "-", 1);
+        snprintf(hex, sizeof hex, "-%02X", (unsigned char)ch);
+        json_buf_puts(b, ok ? (char[2]){ ch, 0 } : hex);
     }
 }
 
