@@ -12,7 +12,7 @@ SCHEMA = {
     "type": "object",
     "properties": {
         "word": {"type": "string", "maxLength": 5},
-        "n": {"type": "integer"},
+        "n": {"type": "integer", "minimum": -3, "maximum": 250},
         "pick": {"enum": ["a", "b", None]},
         "list": {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3},
     },
@@ -36,7 +36,7 @@ def post(port, body, raw=False):
 def valid(v):
     """v against SCHEMA, by hand."""
     return (isinstance(v, dict) and set(v) == set(SCHEMA["properties"]) and isinstance(v["word"], str) and
-            len(v["word"]) <= 5 and isinstance(v["n"], int) and not isinstance(v["n"], bool) and
+            len(v["word"]) <= 5 and isinstance(v["n"], int) and not isinstance(v["n"], bool) and -3 <= v["n"] <= 250 and
             v["pick"] in ("a", "b", None) and isinstance(v["list"], list) and 1 <= len(v["list"]) <= 3 and
             all(isinstance(x, bool) for x in v["list"]))
 
@@ -98,9 +98,9 @@ def main():
             ({"grammar": "root ::= \"a\"\nbad ::= (\n"}, "grammar", "line 2, column 9: unclosed '('"),
             ({"grammar": 3}, "grammar", "must be a string"),
             ({"response_format": {"type": "xml"}}, "response_format", "text, json_object or json_schema"),
-            ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer",
-                                                                                                   "minimum": 1}}}},
-             "response_format", "unsupported keyword 'minimum'"),
+            ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string",
+                                                                                                   "format": "date"}}}},
+             "response_format", "unsupported keyword 'format'"),
             ({"tools": [{"type": "function"}]}, "tools", "tools[0]"),
             ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice", "must be none, auto, required"),
             ({"tools": TOOLS, "tool_choice": "required", "grammar": "root ::= \"a\""}, "grammar", "cannot be combined"),

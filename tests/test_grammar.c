@@ -148,6 +148,8 @@ static void test_json_schema(void) {
         { "{\"anyOf\":[{\"type\":\"boolean\"},{\"type\":\"null\"}]}", "0", false },
         { "{\"type\":[\"number\",\"string\"]}", "-0.5E+2", true },
         { "{\"type\":\"number\"}", "01", false },
+        { "{\"maxLength\":2}", "\"abc\"", false },        /* a string's keyword without "type" */
+        { "{\"maxItems\":1}", "[1,2]", false },
         { "{\"type\":\"number\"}", "12345678901234567", false },   /* digit runs are bounded */
         { "{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
           "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"],"
@@ -169,7 +171,7 @@ static void test_json_schema(void) {
     }
     static const struct { const char *schema, *want; } refused[] = {
         { "{\"type\":\"string\",\"pattern\":\"^a$\"}", "unsupported keyword 'pattern'" },
-        { "{\"type\":\"integer\",\"minimum\":3}", "unsupported keyword 'minimum'" },
+        { "{\"type\":\"integer\",\"multipleOf\":3}", "unsupported keyword 'multipleOf'" },
         { "{\"oneOf\":[{\"type\":\"string\"}]}", "unsupported keyword 'oneOf'" },
         { "{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":true}", "additionalProperties" },
         { "{\"$ref\":\"http://x/y\"}", "only #/$defs/NAME" },
@@ -186,6 +188,45 @@ static void test_json_schema(void) {
                refused[i].want);
         free(gbnf);
     }
+}
+
+/* Integer ranges (minimum, maximum, exclusive bounds): every integer in
+ * -1300..1300 is taken exactly when it is in the range, no leading zeros. */
+static void test_integer_ranges(void) {
+    static const struct { const char *bounds; long lo, hi; } ranges[] = {
+        { "\"minimum\":0,\"maximum\":0", 0, 0 },          { "\"minimum\":1,\"maximum\":9", 1, 9 },
+        { "\"minimum\":7,\"maximum\":12", 7, 12 },         { "\"minimum\":-5,\"maximum\":5", -5, 5 },
+        { "\"minimum\":-123,\"maximum\":-7", -123, -7 },   { "\"minimum\":95,\"maximum\":1234", 95, 1234 },
+        { "\"minimum\":-1000,\"maximum\":-1000", -1000, -1000 },
+        { "\"exclusiveMinimum\":9,\"exclusiveMaximum\":100", 10, 99 },
+        { "\"minimum\":2.5,\"maximum\":7.5", 3, 7 },       { "\"minimum\":-20", -20, 9999 },
+        { "\"maximum\":-3", -9999, -3 },
+    };
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+        char schema[160];
+        snprintf(schema, sizeof schema, "{\"type\":\"integer\",%s}", ranges[r].bounds);
+        char *gbnf = schema_grammar(schema);
+        struct grammar *g = gbnf ? grammar_parse(gbnf, NULL) : NULL;
+        CHECKF(g != NULL, "%s: %s", schema, moex_error());
+        int wrong = 0;
+        for (long x = -1300; g && x <= 1300; x++) {
+            char num[16];
+            snprintf(num, sizeof num, "%ld", x);
+            struct grammar_matcher *m = grammar_matcher_new(g);
+            bool took = grammar_matcher_accept(m, num, strlen(num)) == 0 && grammar_matcher_can_end(m);
+            wrong += took != (x >= ranges[r].lo && x <= ranges[r].hi);
+            grammar_matcher_free(m);
+        }
+        CHECKF(wrong == 0, "%s: %d integers wrong", schema, wrong);
+        CHECK(gbnf && !matches(gbnf, "-0") && !matches(gbnf, "007"));
+        grammar_free(g);
+        free(gbnf);
+    }
+    moex_clear_error();
+    CHECK(!json_schema_to_grammar("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}"));
+    CHECKF(strstr(moex_error(), "no integer is within"), "%s", moex_error());
+    CHECK(!json_schema_to_grammar("{\"type\":\"number\",\"minimum\":0}"));
+    CHECKF(strstr(moex_error(), "integers only"), "%s", moex_error());
 }
 
 /* The mask equals a check of every token's bytes on its own, at states along
@@ -333,6 +374,7 @@ int main(void) {
     test_parse_errors();
     test_matcher();
     test_json_schema();
+    test_integer_ranges();
     test_mask_brute_force();
     test_generate();
     return test_finish();

@@ -300,12 +300,138 @@ static int string_body(struct conv *c, const struct json *s) {
     return 0;
 }
 
+/* Integers in [lo, hi] of the same number of digits k, as digit strings:
+ * one alternative per shared prefix, the usual decomposition of a range
+ * into character classes. */
+static void digits_range(struct json_buf *b, const char *lo, const char *hi, int k) {
+    if (k == 0) {
+        json_buf_puts(b, "\"\"");
+        return;
+    }
+    char cls[16];
+    if (lo[0] == hi[0]) {
+        snprintf(cls, sizeof cls, "[%c] ", lo[0]);
+        json_buf_puts(b, cls);
+        json_buf_puts(b, "(");
+        digits_range(b, lo + 1, hi + 1, k - 1);
+        json_buf_puts(b, ")");
+        return;
+    }
+    bool lo_zeros = strspn(lo + 1, "0") == (size_t)(k - 1), hi_nines = strspn(hi + 1, "9") == (size_t)(k - 1);
+    char tail[24];
+    snprintf(tail, sizeof tail, " [0-9]{%d}", k - 1);
+    /* the low end's first digit (unless the whole decade is in), the digits between, the high end's */
+    char first = lo_zeros ? lo[0] : (char)(lo[0] + 1), last = hi_nines ? hi[0] : (char)(hi[0] - 1);
+    json_buf_puts(b, "(");
+    bool any = false;
+    if (!lo_zeros) {
+        char nines[24];
+        memset(nines, '9', (size_t)(k - 1));
+        nines[k - 1] = 0;
+        snprintf(cls, sizeof cls, "[%c] (", lo[0]);
+        json_buf_puts(b, cls);
+        digits_range(b, lo + 1, nines, k - 1);
+        json_buf_puts(b, ")");
+        any = true;
+    }
+    if (first <= last) {
+        snprintf(cls, sizeof cls, "%s[%c-%c]", any ? " | " : "", first, last);
+        json_buf_puts(b, cls);
+        if (k > 1) json_buf_puts(b, tail);
+        any = true;
+    }
+    if (!hi_nines) {
+        char zeros[24];
+        memset(zeros, '0', (size_t)(k - 1));
+        zeros[k - 1] = 0;
+        snprintf(cls, sizeof cls, "%s[%c] (", any ? " | " : "", hi[0]);
+        json_buf_puts(b, cls);
+        digits_range(b, zeros, hi + 1, k - 1);
+        json_buf_puts(b, ")");
+    }
+    json_buf_puts(b, ")");
+}
+
+/* Magnitudes in [lo, hi] (0 <= lo <= hi), no leading zeros: per number of digits. */
+static void magnitude_range(struct json_buf *b, int64_t lo, int64_t hi) {
+    char los[24], his[24];
+    json_buf_puts(b, "(");
+    int64_t low = 1;   /* 10^(k-1), the smallest k-digit number (0 for k = 1) */
+    bool first = true;
+    for (int k = 1; k <= 16; k++, low *= 10) {
+        int64_t top = low * 10 - 1, a = k == 1 ? 0 : low, from = lo > a ? lo : a, to = hi < top ? hi : top;
+        if (a > hi) break;
+        if (from > to) continue;
+        snprintf(los, sizeof los, "%0*lld", k, (long long)from);
+        snprintf(his, sizeof his, "%0*lld", k, (long long)to);
+        json_buf_puts(b, first ? "" : " | ");
+        digits_range(b, los, his, k);
+        first = false;
+    }
+    json_buf_puts(b, ")");
+}
+
+#define INT_LIMIT 9999999999999999ll   /* 16 digits, as json-int */
+
+/* An integer's minimum, maximum, exclusiveMinimum, exclusiveMaximum as
+ * [lo, hi]; false when it has none of them. */
+static int integer_bounds(struct conv *c, const struct json *s, bool *bounded, int64_t *lo, int64_t *hi) {
+    static const char *const keys[] = { "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum" };
+    *lo = -INT_LIMIT;
+    *hi = INT_LIMIT;
+    *bounded = false;
+    for (int i = 0; i < 4; i++) {
+        const struct json *v = json_get(s, keys[i]);
+        if (!v) continue;
+        if (v->type != JSON_NUMBER || fabs(v->number) > (double)INT_LIMIT)
+            return refuse(c, "'%s' must be a number within 16 digits", keys[i]);
+        *bounded = true;
+        double x = v->number;
+        if (i < 2) {
+            int64_t b = (int64_t)ceil(x);
+            if (i == 1 && (double)b == x) b++;
+            if (b > *lo) *lo = b;
+        } else {
+            int64_t b = (int64_t)floor(x);
+            if (i == 3 && (double)b == x) b--;
+            if (b < *hi) *hi = b;
+        }
+    }
+    if (*lo > *hi) return refuse(c, "no integer is within 'minimum' and 'maximum'");
+    return 0;
+}
+
+static int integer_body(struct conv *c, const struct json *s) {
+    bool bounded;
+    int64_t lo, hi;
+    if (integer_bounds(c, s, &bounded, &lo, &hi)) return -1;
+    if (!bounded) {
+        json_buf_puts(c->out, "json-integer");
+        return 0;
+    }
+    json_buf_puts(c->out, "(");
+    if (lo < 0) {
+        /* -m for m in [max(1, -hi), -lo] */
+        json_buf_puts(c->out, "\"-\" ");
+        magnitude_range(c->out, hi < 0 ? -hi : 1, -lo);
+    }
+    if (hi >= 0) {
+        json_buf_puts(c->out, lo < 0 ? " | " : "");
+        magnitude_range(c->out, lo > 0 ? lo : 0, hi);
+    }
+    json_buf_puts(c->out, ") space");
+    return 0;
+}
+
 static int type_body(struct conv *c, const struct json *s, const char *type, const char *name, int depth) {
+    if (strcmp(type, "integer") == 0) return integer_body(c, s);
+    if (json_get(s, "minimum") || json_get(s, "maximum") || json_get(s, "exclusiveMinimum") ||
+        json_get(s, "exclusiveMaximum"))
+        return refuse(c, "'minimum' and 'maximum' are supported for integers only (type '%s')", type);
     if (strcmp(type, "object") == 0) return object_body(c, s, name, depth);
     if (strcmp(type, "array") == 0) return array_body(c, s, name, depth);
     if (strcmp(type, "string") == 0) return string_body(c, s);
     if (strcmp(type, "number") == 0) { json_buf_puts(c->out, "json-number"); return 0; }
-    if (strcmp(type, "integer") == 0) { json_buf_puts(c->out, "json-integer"); return 0; }
     if (strcmp(type, "boolean") == 0) { json_buf_puts(c->out, "json-boolean"); return 0; }
     if (strcmp(type, "null") == 0) { json_buf_puts(c->out, "json-null"); return 0; }
     return refuse(c, "unknown type '%s'", type);
@@ -315,7 +441,8 @@ static int type_body(struct conv *c, const struct json *s, const char *type, con
 static bool is_understood(const char *k) {
     static const char *const known[] = { "type", "properties", "required", "additionalProperties", "items",
                                          "minItems", "maxItems", "minLength", "maxLength", "enum", "const",
-                                         "anyOf", "$ref", NULL };
+                                         "anyOf", "$ref", "minimum", "maximum", "exclusiveMinimum",
+                                         "exclusiveMaximum", NULL };
     for (int i = 0; known[i]; i++)
         if (strcmp(k, known[i]) == 0) return true;
     return is_annotation(k);
@@ -389,8 +516,15 @@ static int rule_body(struct conv *c, const struct json *s, const char *name, int
     }
     const struct json *type = json_get(s, "type");
     if (!type) {
-        if (json_get(s, "properties")) return type_body(c, s, "object", name, depth);
-        if (json_get(s, "items")) return type_body(c, s, "array", name, depth);
+        /* a keyword of one type implies it (and is never dropped) */
+        if (json_get(s, "properties") || json_get(s, "additionalProperties") || json_get(s, "required"))
+            return type_body(c, s, "object", name, depth);
+        if (json_get(s, "items") || json_get(s, "minItems") || json_get(s, "maxItems"))
+            return type_body(c, s, "array", name, depth);
+        if (json_get(s, "minLength") || json_get(s, "maxLength")) return type_body(c, s, "string", name, depth);
+        if (json_get(s, "minimum") || json_get(s, "maximum") || json_get(s, "exclusiveMinimum") ||
+            json_get(s, "exclusiveMaximum"))
+            return type_body(c, s, "number", name, depth);
         json_buf_puts(c->out, "json-value");
         return 0;
     }

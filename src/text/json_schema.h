@@ -4,9 +4,10 @@
  * The schemas are the strict subset OpenAI's structured outputs take: object
  * (properties in their order, required, additionalProperties false or
  * absent), array (items, minItems, maxItems), string (enum, const,
- * minLength, maxLength), number, integer, boolean, null, enum, const, anyOf,
- * type lists, $ref into #/$defs or #/definitions, nesting. Other validation
- * keywords (pattern, format, minimum, ...) are refused, naming the keyword;
+ * minLength, maxLength), number, integer (minimum, maximum and the
+ * exclusive ones: digit ranges), boolean, null, enum, const, anyOf, type
+ * lists, $ref into #/$defs or #/definitions, nesting. Other validation
+ * keywords (pattern, format, multipleOf, ...) are refused, naming the keyword;
  * annotations (title, description, default, examples, $schema, $id,
  * $comment) are ignored. Whitespace between tokens is bounded (a space, or a
  * newline and at most 20 spaces or tabs), and so are digit runs (16), so

@@ -24,7 +24,7 @@ const schema = {
     type: "object",
     properties: {
         name: { type: "string", maxLength: 8 },
-        count: { type: "integer" },
+        count: { type: "integer", minimum: 1, maximum: 12 },
         ok: { type: "boolean" },
         tags: { type: "array", items: { enum: ["red", "green", "blue"] }, maxItems: 3 },
         kind: { anyOf: [{ type: "null" }, { type: "string", enum: ["x", "y"] }] },
