@@ -273,7 +273,8 @@ MOEX_API int moex_sampler_set_grammar(moex_sampler *s, const char *gbnf, const c
 /* The GBNF (malloc'd) of the JSON values a JSON schema allows: the strict
  * subset of OpenAI's structured outputs (object with properties, required,
  * additionalProperties false; array with items, minItems, maxItems; string
- * with enum, const, minLength, maxLength; number; integer with minimum,
+ * with enum, const, minLength, maxLength, format (date, time, date-time,
+ * uuid); number; integer with minimum,
  * maximum; boolean, null;
  * enum, const, anyOf, $ref into $defs); NULL schema: any JSON object. NULL
  * with an error naming the keyword of an unsupported schema. Safe from any

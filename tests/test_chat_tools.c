@@ -112,9 +112,9 @@ static void test_grammar(void) {
     CHECK(!chat_tool_grammar(CHAT_FORMAT_CHATML, TOOLS, NULL, false));
     CHECKF(strstr(moex_error(), "has no tool calls"), "%s", moex_error());
     const char *patterned = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", "
-                            "\"properties\": {\"a\": {\"type\": \"string\", \"format\": \"date\"}}}}}]";
+                            "\"properties\": {\"a\": {\"type\": \"string\", \"format\": \"email\"}}}}}]";
     CHECK(!chat_tool_grammar(CHAT_FORMAT_QWEN3, patterned, NULL, false));
-    CHECKF(strstr(moex_error(), "function 'f'") && strstr(moex_error(), "'format'"), "%s", moex_error());
+    CHECKF(strstr(moex_error(), "function 'f'") && strstr(moex_error(), "'format' \"email\""), "%s", moex_error());
 }
 
 int main(void) {

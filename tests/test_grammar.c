@@ -149,6 +149,13 @@ static void test_json_schema(void) {
         { "{\"type\":[\"number\",\"string\"]}", "-0.5E+2", true },
         { "{\"type\":\"number\"}", "01", false },
         { "{\"maxLength\":2}", "\"abc\"", false },        /* a string's keyword without "type" */
+        { "{\"type\":\"string\",\"format\":\"date\"}", "\"2026-12-04\"", true },
+        { "{\"type\":\"string\",\"format\":\"date\"}", "\"2026-13-04\"", false },
+        { "{\"type\":\"string\",\"format\":\"time\"}", "\"17:38:05.25+01:00\"", true },
+        { "{\"type\":\"string\",\"format\":\"time\"}", "\"24:00:00Z\"", false },
+        { "{\"format\":\"date-time\"}", "\"2026-12-04T17:38:05Z\"", true },
+        { "{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456-426614174000\"", true },
+        { "{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567e89b12d3a456426614174000\"", false },
         { "{\"maxItems\":1}", "[1,2]", false },
         { "{\"type\":\"number\"}", "12345678901234567", false },   /* digit runs are bounded */
         { "{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
@@ -172,6 +179,7 @@ static void test_json_schema(void) {
     static const struct { const char *schema, *want; } refused[] = {
         { "{\"type\":\"string\",\"pattern\":\"^a$\"}", "unsupported keyword 'pattern'" },
         { "{\"type\":\"integer\",\"multipleOf\":3}", "unsupported keyword 'multipleOf'" },
+        { "{\"type\":\"string\",\"format\":\"email\"}", "unsupported 'format' \"email\"" },
         { "{\"oneOf\":[{\"type\":\"string\"}]}", "unsupported keyword 'oneOf'" },
         { "{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":true}", "additionalProperties" },
         { "{\"$ref\":\"http://x/y\"}", "only #/$defs/NAME" },

@@ -23,6 +23,9 @@ static const char COMMON_RULES[] =
     "json-integer ::= json-int space\n"
     "json-number ::= json-int (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})? space\n"
     "json-boolean ::= (\"true\" | \"false\") space\n"
+    "json-date ::= [0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])\n"
+    "json-time ::= ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
+    "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])\n"
     "json-null ::= \"null\" space\n"
     "json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null\n"
     "json-object ::= \"{\" space (json-string \":\" space json-value (\",\" space json-string \":\" space json-value)*)? \"}\" space\n"
@@ -283,7 +286,31 @@ static int array_body(struct conv *c, const struct json *s, const char *name, in
     return 0;
 }
 
+/* String formats with a grammar of their own (RFC 3339 dates and times, UUIDs). */
+static const struct {
+    const char *name, *rule;
+} FORMATS[] = {
+    { "date", "json-date" },
+    { "time", "json-time" },
+    { "date-time", "json-date \"T\" json-time" },
+    { "uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}" },
+};
+
 static int string_body(struct conv *c, const struct json *s) {
+    const struct json *format = json_get(s, "format");
+    if (format) {
+        if (format->type != JSON_STRING) return refuse(c, "'format' must be a string");
+        if (json_get(s, "minLength") || json_get(s, "maxLength"))
+            return refuse(c, "'format' with 'minLength' or 'maxLength' is not supported");
+        for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++) {
+            if (strcmp(format->str, FORMATS[i].name) != 0) continue;
+            json_buf_puts(c->out, "\"\\\"\" ");
+            json_buf_puts(c->out, FORMATS[i].rule);
+            json_buf_puts(c->out, " \"\\\"\" space");
+            return 0;
+        }
+        return refuse(c, "unsupported 'format' \"%.40s\" (date, time, date-time and uuid are)", format->str);
+    }
     long lo = 0, hi = -1;
     if (count(c, s, "minLength", &lo) || count(c, s, "maxLength", &hi)) return -1;
     if (hi >= 0 && hi < lo) return refuse(c, "'maxLength' is below 'minLength'");
@@ -442,7 +469,7 @@ static bool is_understood(const char *k) {
     static const char *const known[] = { "type", "properties", "required", "additionalProperties", "items",
                                          "minItems", "maxItems", "minLength", "maxLength", "enum", "const",
                                          "anyOf", "$ref", "minimum", "maximum", "exclusiveMinimum",
-                                         "exclusiveMaximum", NULL };
+                                         "exclusiveMaximum", "format", NULL };
     for (int i = 0; known[i]; i++)
         if (strcmp(k, known[i]) == 0) return true;
     return is_annotation(k);
@@ -521,7 +548,8 @@ static int rule_body(struct conv *c, const struct json *s, const char *name, int
             return type_body(c, s, "object", name, depth);
         if (json_get(s, "items") || json_get(s, "minItems") || json_get(s, "maxItems"))
             return type_body(c, s, "array", name, depth);
-        if (json_get(s, "minLength") || json_get(s, "maxLength")) return type_body(c, s, "string", name, depth);
+        if (json_get(s, "minLength") || json_get(s, "maxLength") || json_get(s, "format"))
+            return type_body(c, s, "string", name, depth);
         if (json_get(s, "minimum") || json_get(s, "maximum") || json_get(s, "exclusiveMinimum") ||
             json_get(s, "exclusiveMaximum"))
             return type_body(c, s, "number", name, depth);

@@ -5,7 +5,8 @@
  * (properties in their order, required, additionalProperties false or
  * absent), array (items, minItems, maxItems), string (enum, const,
  * minLength, maxLength), number, integer (minimum, maximum and the
- * exclusive ones: digit ranges), boolean, null, enum, const, anyOf, type
+ * exclusive ones: digit ranges), string formats date, time, date-time and
+ * uuid, boolean, null, enum, const, anyOf, type
  * lists, $ref into #/$defs or #/definitions, nesting. Other validation
  * keywords (pattern, format, multipleOf, ...) are refused, naming the keyword;
  * annotations (title, description, default, examples, $schema, $id,
