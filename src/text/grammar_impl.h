@@ -81,6 +81,8 @@ struct grammar_matcher {
 /* The state after byte b (built at a->tops[a->n_tops..]); false when b is refused. */
 bool grammar_step(const struct grammar *g, struct garena *a, const struct gstate *from, uint8_t b,
                   struct gstate *to);
+/* Appends a stack top to the arena's state being built; false when out of memory. */
+bool grammar_push_top(struct garena *a, uint32_t id);
 /* Forgets nodes made since the arena held `keep` of them. */
 void grammar_arena_rollback(struct garena *a, uint32_t keep);
 

@@ -254,6 +254,16 @@ static int32_t walk_step(struct walk *w, struct grammar_matcher *m, int32_t from
     return w->next[from][b] = to;
 }
 
+static void walk_free(struct walk *w) {
+    for (uint32_t i = 0; i < w->n; i++) free(w->next[i]);
+    free(w->loops);
+    free(w->loops_known);
+    free(w->states);
+    free(w->next);
+    free(w->chain);
+    free(w->buckets);
+}
+
 /* Whether every byte of a subtree (all ASCII: its set in sub) leads from
  * state id back to itself: then all its tokens are taken, no walk needed. */
 static bool loops_over(struct walk *w, struct grammar_matcher *m, int32_t id, const uint64_t *sub) {
@@ -276,26 +286,12 @@ int grammar_mask(struct grammar_matcher *m, const struct grammar_vocab *v, uint8
     /* the walk's states keep their tops after the matcher's */
     struct gstate root = m->cur;
     bool ok = st != NULL;
-    for (uint32_t i = 0; ok && i < root.n; i++) {
-        if (a->n_tops == a->tops_cap) {
-            uint32_t cap = a->tops_cap * 2 + 256;
-            uint32_t *t = realloc(a->tops, sizeof *t * cap);
-            if (!t) { ok = false; break; }
-            a->tops = t;
-            a->tops_cap = cap;
-        }
-        a->tops[a->n_tops++] = a->tops[m->cur.first + i];
-    }
+    for (uint32_t i = 0; ok && i < root.n; i++) ok = grammar_push_top(a, a->tops[m->cur.first + i]);
     root.first = keep_tops;
     if (ok) ok = (st[0] = intern(&w, a, &root)) >= 0;
     if (!ok) {
         free(st);
-        free(w.loops);
-        free(w.loops_known);
-        free(w.states);
-        free(w.next);
-        free(w.chain);
-        free(w.buckets);
+        walk_free(&w);
         a->n_tops = keep_tops;
         return moex_errorf("grammar: out of memory"), -1;
     }
@@ -320,13 +316,7 @@ int grammar_mask(struct grammar_matcher *m, const struct grammar_vocab *v, uint8
         n_allowed += (int)n->tok_n;
         i = w.states[to].n == 0 ? n->skip : i + 1;   /* nothing can follow: skip the longer tokens */
     }
-    for (uint32_t i = 0; i < w.n; i++) free(w.next[i]);
-    free(w.loops);
-    free(w.loops_known);
-    free(w.states);
-    free(w.next);
-    free(w.chain);
-    free(w.buckets);
+    walk_free(&w);
     free(st);
     grammar_arena_rollback(a, keep_nodes);
     a->n_tops = keep_tops;

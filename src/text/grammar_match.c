@@ -58,7 +58,7 @@ void grammar_arena_rollback(struct garena *a, uint32_t keep) {
     }
 }
 
-static bool push_top(struct garena *a, uint32_t id) {
+bool grammar_push_top(struct garena *a, uint32_t id) {
     if (a->n_tops == a->tops_cap) {
         uint32_t cap = a->tops_cap ? a->tops_cap * 2 : 256;
         uint32_t *t = realloc(a->tops, sizeof *t * cap);
@@ -86,7 +86,7 @@ static bool expand(const struct grammar *g, struct garena *a, uint32_t id, struc
         n->stamp = a->stamp;
         const struct gelem *e = &g->elems[n->pos];
         if (e->type == GE_SET) {
-            if (!push_top(a, id)) return false;
+            if (!grammar_push_top(a, id)) return false;
             to->n++;
             return true;
         }
@@ -155,7 +155,7 @@ bool grammar_step(const struct grammar *g, struct garena *a, const struct gstate
         if (lo > hi || !any_meets(g, a, from, lo, hi)) return false;
         to->utf8_value = value;
         for (uint32_t i = 0; i < from->n; i++)
-            if (!push_top(a, a->tops[from->first + i])) return false;
+            if (!grammar_push_top(a, a->tops[from->first + i])) return false;
         to->n = from->n;
         return true;
     }
@@ -213,7 +213,7 @@ static void compact(struct grammar_matcher *m) {
     bool ok = true;
     for (uint32_t i = 0; ok && i < m->cur.n; i++) {
         uint32_t id = copy_node(&m->a, &b, map, m->a.tops[m->cur.first + i]);
-        ok = id != GRAMMAR_NONE && push_top(&b, id);
+        ok = id != GRAMMAR_NONE && grammar_push_top(&b, id);
     }
     free(map);
     if (!ok) {  /* out of memory: keep the big arena, it still works */
