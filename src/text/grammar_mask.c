@@ -26,7 +26,8 @@ struct grammar_vocab {
     uint32_t n_nodes;
     int32_t *tok;              /* token ids in trie order */
     uint8_t *kinds;            /* (n_tokens) enum grammar_token_kind */
-    char **bytes;              /* (n_tokens) each TEXT token's bytes (its own copy), for accepting */
+    char **bytes;              /* (n_tokens) each TEXT token's bytes, for accepting: into pool */
+    char *pool;                /* every TEXT token's bytes, one after another */
     uint32_t *lens;            /* (n_tokens) */
     int32_t *ends;             /* the END tokens, n_ends of them */
     int n_ends;
@@ -49,9 +50,8 @@ static int by_bytes(const void *a, const void *b) {
 
 void grammar_vocab_free(struct grammar_vocab *v) {
     if (!v) return;
-    if (v->bytes)
-        for (int i = 0; i < v->n_tokens; i++) free(v->bytes[i]);
     free(v->bytes);
+    free(v->pool);
     free(v->lens);
     free(v->nodes);
     free(v->ascii);
@@ -85,15 +85,18 @@ struct grammar_vocab *grammar_vocab_new(int n_tokens, const char *const *pieces,
     v->tok = malloc(sizeof *v->tok * (size_t)(n_text + 1));
     v->ends = malloc(sizeof *v->ends * (size_t)(v->n_ends + 1));
     v->nodes = malloc(sizeof *v->nodes * (total + 1));  /* at most one node per byte */
+    v->pool = malloc(total + 1);
     uint32_t *open = malloc(sizeof *open * (UINT16_MAX + 2));   /* the open node at each depth */
-    if (!v->kinds || !v->bytes || !v->lens || !v->tok || !v->ends || !v->nodes || !open) goto oom;
+    if (!v->kinds || !v->bytes || !v->lens || !v->tok || !v->ends || !v->nodes || !v->pool || !open) goto oom;
     memcpy(v->kinds, kinds, (size_t)n_tokens);
     int k = 0, e = 0;
+    size_t used = 0;
     for (int i = 0; i < n_tokens; i++) {
         if (kinds[i] == GRAMMAR_TOKEN_END) v->ends[e++] = i;
         if (kinds[i] != GRAMMAR_TOKEN_TEXT || lens[i] == 0) continue;
-        if (!(v->bytes[i] = malloc(lens[i]))) goto oom;
+        v->bytes[i] = v->pool + used;
         memcpy(v->bytes[i], pieces[i], lens[i]);
+        used += lens[i];
         v->lens[i] = (uint32_t)lens[i];
         v->tok[k++] = i;
     }
