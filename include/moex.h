@@ -257,7 +257,8 @@ struct moex_sampler_params {
 MOEX_API void moex_sampler_params_default(struct moex_sampler_params *p);
 MOEX_API moex_sampler *moex_sampler_new(const moex_model *m, const struct moex_sampler_params *p);
 MOEX_API void moex_sampler_free(moex_sampler *s);
-/* Records a token of the context (for the repetition penalty). */
+/* Records a token of the context (for the repetition penalty; right after
+ * a draw, the grammar's next token too: moex_sampler_set_grammar). */
 MOEX_API void moex_sampler_accept(moex_sampler *s, int32_t id);
 /* Draws from the context's last logits (the repetition penalty rewrites
  * them in place) and records the token; -1 on error. */
