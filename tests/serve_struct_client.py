@@ -90,6 +90,15 @@ def main():
                   json.loads(tc["function"]["arguments"])["key"] in ("x", "y"), "the streamed call's fields")
         check(not any(d["delta"].get("content") for d in deltas), "no call text leaks into the content")
 
+        # a forced form renders the prompt with thinking off (the empty think block)
+        msgs = [{"role": "user", "content": "think?"}]
+        counts = [post(port, dict(body, messages=msgs, max_tokens=1))[1]["usage"]["prompt_tokens"] for body in (
+            {}, {"chat_template_kwargs": {"enable_thinking": False}},
+            {"response_format": {"type": "json_object"}}, {"tools": TOOLS, "tool_choice": "required"},
+            {"tools": TOOLS, "chat_template_kwargs": {"enable_thinking": False}})]
+        check(counts[1] > counts[0] and counts[2] == counts[1] and counts[3] == counts[4],
+              "a forced form's prompt ends in the empty think block (prompt tokens %s)" % counts)
+
         status, r = post(port, {"messages": [{"role": "user", "content": "g"}], "max_tokens": 8, "seed": 5,
                                 "grammar": 'root ::= "ok" [0-9]'})
         check(status == 200 and len(r["choices"][0]["message"]["content"]) == 3 and

@@ -173,11 +173,25 @@ int serve_struct_parse(const moex_model *m, const cJSON *root, bool chat, struct
     return 0;
 }
 
+/* Whether the request forces the reply's form (a grammar, a JSON response
+ * format, a forced tool call). */
+static bool forced_form(const cJSON *root) {
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+    const cJSON *choice = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "grammar")) ||
+           (cJSON_IsString(type) && strcmp(type->valuestring, "text") != 0) || cJSON_IsObject(choice) ||
+           (cJSON_IsString(choice) && strcmp(choice->valuestring, "required") == 0);
+}
+
 char *serve_struct_chat_apply(const moex_model *m, const cJSON *root, const struct moex_chat_message *msgs, int n,
                               bool enable_thinking, size_t *len) {
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     const cJSON *choice = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
     const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    /* the grammar leaves no room for a think block: the prompt gets the
+     * template's empty one (Qwen3.5's would open one for the reply to fill) */
+    if (forced_form(root)) enable_thinking = false;
     bool listed = cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0 &&
                   !(cJSON_IsString(choice) && strcmp(choice->valuestring, "none") == 0);
     bool calls = false;

@@ -25,7 +25,9 @@ int serve_struct_parse(const moex_model *m, const cJSON *root, bool chat, struct
 void serve_struct_free(struct serve_struct *st);
 /* The chat prompt: the template with the request's tools and the messages'
  * tool_calls when there are any, else moex_chat_apply. msgs[i] is
- * messages[i]. NULL with moex_last_error(). */
+ * messages[i]. A forced form (grammar, JSON response format, forced tool
+ * call) renders with thinking off: the template's empty think block, as the
+ * grammar allows no thinking. NULL with moex_last_error(). */
 char *serve_struct_chat_apply(const moex_model *m, const cJSON *root, const struct moex_chat_message *msgs, int n,
                               bool enable_thinking, size_t *len);
 /* Puts the job's grammar on its sampler (nothing without one); -1 on error. */
