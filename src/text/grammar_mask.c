@@ -18,9 +18,14 @@ struct tnode {
     uint8_t byte;
 };
 
+/* What a subtree's token bytes, read from its node on, are made of. */
+#define SUBTREE_WHOLE 1        /* whole, well-formed UTF-8 characters only */
+#define SUBTREE_NON_ASCII 2    /* some of them beyond ASCII */
+
 struct grammar_vocab {
     int n_tokens;
-    uint64_t (*ascii)[2];      /* (n_nodes) the bytes of each subtree when they are all ASCII; {0, 0} when not */
+    uint64_t (*ascii)[2];      /* (n_nodes) the ASCII bytes of each subtree */
+    uint8_t *shape;            /* (n_nodes) SUBTREE_* flags */
     int n_text;
     struct tnode *nodes;       /* (n_nodes) the trie in preorder */
     uint32_t n_nodes;
@@ -55,6 +60,7 @@ void grammar_vocab_free(struct grammar_vocab *v) {
     free(v->lens);
     free(v->nodes);
     free(v->ascii);
+    free(v->shape);
     free(v->tok);
     free(v->kinds);
     free(v->ends);
@@ -131,24 +137,49 @@ struct grammar_vocab *grammar_vocab_new(int n_tokens, const char *const *pieces,
     for (; depth > 0; depth--) v->nodes[open[depth]].skip = v->n_nodes;
     free(open);
     v->n_text = n_text;
-    /* each subtree's bytes, children before parents (a child comes after its parent in preorder) */
-    if (!(v->ascii = calloc(v->n_nodes + 1, sizeof *v->ascii))) goto oom_after;
-    for (uint32_t i = v->n_nodes; i-- > 0;) {
-        uint8_t b = v->nodes[i].byte;
-        if (b >= 0x80) continue;   /* {0, 0}: not all ASCII */
-        uint64_t m[2] = { 0, 0 };
-        m[b >> 6] |= 1ull << (b & 63);
-        bool ascii = true;
-        for (uint32_t c = i + 1; c < v->nodes[i].skip; c = v->nodes[c].skip) {
-            ascii = ascii && (v->ascii[c][0] | v->ascii[c][1]) != 0;
-            m[0] |= v->ascii[c][0];
-            m[1] |= v->ascii[c][1];
-        }
-        if (ascii) {
-            v->ascii[i][0] = m[0];
-            v->ascii[i][1] = m[1];
+    /* each subtree's bytes, children before parents (a child comes after its
+     * parent in preorder); whether each token's bytes from each offset on are
+     * whole characters (from the end back) */
+    v->ascii = calloc(v->n_nodes + 1, sizeof *v->ascii);
+    v->shape = calloc(v->n_nodes + 1, 1);
+    uint8_t *whole_from = malloc(used + 1);   /* parallel to pool */
+    if (!v->ascii || !v->shape || !whole_from) {
+        free(whole_from);
+        goto oom_after;
+    }
+    for (int t = 0; t < n_text; t++) {
+        const uint8_t *p = (const uint8_t *)v->bytes[v->tok[t]];
+        uint8_t *w = whole_from + (v->bytes[v->tok[t]] - v->pool);
+        int len = (int)v->lens[v->tok[t]];
+        for (int k = len - 1; k >= 0; k--) {
+            int n = p[k] < 0x80 ? 1 : p[k] >= 0xC2 && p[k] <= 0xDF ? 2 : p[k] >= 0xE0 && p[k] <= 0xEF ? 3 :
+                    p[k] >= 0xF0 && p[k] <= 0xF4 ? 4 : 0;
+            bool ok = n > 0 && k + n <= len && (k + n == len || w[k + n]);
+            uint32_t c = n == 1 ? p[k] : (uint32_t)(p[k] & (0x7F >> n));
+            for (int j = 1; ok && j < n; j++) {
+                ok = (p[k + j] & 0xC0) == 0x80;
+                c = c << 6 | (p[k + j] & 0x3F);
+            }
+            uint32_t least = n == 2 ? 0x80 : n == 3 ? 0x800 : n == 4 ? 0x10000 : 0;
+            w[k] = ok && c >= least && c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF);
         }
     }
+    for (uint32_t i = v->n_nodes; i-- > 0;) {
+        struct tnode *nd = &v->nodes[i];
+        if (nd->byte < 0x80) v->ascii[i][nd->byte >> 6] |= 1ull << (nd->byte & 63);
+        else v->shape[i] |= SUBTREE_NON_ASCII;
+        for (uint32_t c = i + 1; c < nd->skip; c = v->nodes[c].skip) {
+            v->ascii[i][0] |= v->ascii[c][0];
+            v->ascii[i][1] |= v->ascii[c][1];
+            v->shape[i] |= v->shape[c] & SUBTREE_NON_ASCII;
+        }
+        uint32_t end = nd->skip < v->n_nodes ? v->nodes[nd->skip].tok_first : (uint32_t)n_text;
+        bool whole = true;
+        for (uint32_t t = nd->tok_first; whole && t < end; t++)
+            whole = whole_from[(v->bytes[v->tok[t]] - v->pool) + nd->depth - 1];
+        if (whole) v->shape[i] |= SUBTREE_WHOLE;
+    }
+    free(whole_from);
     return v;
 oom_after:
     grammar_vocab_free(v);
@@ -172,6 +203,7 @@ struct walk {
     struct gstate *states;     /* (cap) n distinct states, their tops sorted */
     uint64_t (*loops)[2];      /* (cap) per state: the ASCII bytes that lead back to it (made on first use) */
     bool *loops_known;         /* (cap) */
+    int8_t *absorbs;           /* (cap) per state: every character past ASCII leads back to it (1), not (0), unknown (-1) */
     uint32_t n, cap;
     int32_t **next;            /* (cap) per state: the state after each byte, made on first use */
     uint32_t *buckets;         /* (n_buckets) hash chains of states through chain[] */
@@ -220,8 +252,10 @@ static int32_t intern(struct walk *w, struct garena *a, struct gstate *s) {
         if (lp) w->loops = lp;
         bool *lk = realloc(w->loops_known, sizeof *lk * cap);
         if (lk) w->loops_known = lk;
+        int8_t *ab = realloc(w->absorbs, sizeof *ab * cap);
+        if (ab) w->absorbs = ab;
         uint32_t *b = malloc(sizeof *b * cap * 2);
-        if (!st || !nx || !ch || !lp || !lk || !b) { free(b); return -1; }
+        if (!st || !nx || !ch || !lp || !lk || !ab || !b) { free(b); return -1; }
         free(w->buckets);
         w->buckets = b;
         w->n_buckets = cap * 2;
@@ -237,6 +271,7 @@ static int32_t intern(struct walk *w, struct garena *a, struct gstate *s) {
     w->states[id] = *s;
     w->next[id] = NULL;
     w->loops_known[id] = false;
+    w->absorbs[id] = -1;
     w->chain[id] = w->buckets[h & (w->n_buckets - 1)];
     w->buckets[h & (w->n_buckets - 1)] = id;
     return (int32_t)id;
@@ -261,23 +296,68 @@ static void walk_free(struct walk *w) {
     for (uint32_t i = 0; i < w->n; i++) free(w->next[i]);
     free(w->loops);
     free(w->loops_known);
+    free(w->absorbs);
     free(w->states);
     free(w->next);
     free(w->chain);
     free(w->buckets);
 }
 
-/* Whether every byte of a subtree (all ASCII: its set in sub) leads from
- * state id back to itself: then all its tokens are taken, no walk needed. */
-static bool loops_over(struct walk *w, struct grammar_matcher *m, int32_t id, const uint64_t *sub) {
-    if ((sub[0] | sub[1]) == 0) return false;
+static int cmp_cut(const void *x, const void *y) { return cmp_u32(x, y); }
+
+/* Whether every character past ASCII leads from state id back to itself:
+ * the step of a character depends only on which of the stacks' sets hold
+ * it, so one character per interval between the sets' range ends decides. */
+static bool absorbs_non_ascii(struct walk *w, struct grammar_matcher *m, int32_t id) {
+    if (w->absorbs[id] >= 0) return w->absorbs[id];
+    const struct grammar *g = m->g;
+    uint32_t cuts[72], n = 0;
+    cuts[n++] = 0x80;
+    cuts[n++] = 0xD800;
+    cuts[n++] = 0xE000;
+    cuts[n++] = GRAMMAR_MAX_CODEPOINT + 1;
+    const struct gstate s = w->states[id];
+    bool ok = s.utf8_need == 0;
+    for (uint32_t i = 0; ok && i < s.n; i++) {
+        const struct gset *set = &g->sets[g->elems[m->a.nodes[m->a.tops[s.first + i]].pos].arg];
+        for (uint32_t r = 0; ok && r < set->n; r++) {
+            for (int e = 0; e < 2; e++) {
+                uint32_t cut = e == 0 ? g->ranges[set->first + r][0] : g->ranges[set->first + r][1] + 1;
+                if (cut <= 0x80 || cut > GRAMMAR_MAX_CODEPOINT) continue;
+                if (n == sizeof cuts / sizeof cuts[0]) { ok = false; break; }   /* too many to try: walk */
+                cuts[n++] = cut;
+            }
+        }
+    }
+    qsort(cuts, n, sizeof *cuts, cmp_cut);
+    for (uint32_t i = 0; ok && i + 1 < n; i++) {
+        uint32_t c = cuts[i];
+        if (c == cuts[i + 1] || (c >= 0xD800 && c < 0xE000)) continue;
+        uint8_t b[4];
+        int len = c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+        b[0] = (uint8_t)(len == 2 ? 0xC0 | c >> 6 : len == 3 ? 0xE0 | c >> 12 : 0xF0 | c >> 18);
+        for (int k = 1; k < len; k++) b[k] = (uint8_t)(0x80 | (c >> (6 * (len - 1 - k)) & 0x3F));
+        int32_t at = id;
+        for (int k = 0; k < len && at >= 0; k++) at = walk_step(w, m, at, b[k]);
+        ok = at == id;
+    }
+    w->absorbs[id] = ok;
+    return ok;
+}
+
+/* Whether node's whole subtree is taken from state id without a walk: its
+ * tokens' bytes from the node on are whole characters, each leading the state
+ * back to itself. */
+static bool takes_subtree(struct walk *w, struct grammar_matcher *m, int32_t id, const uint64_t *ascii, uint8_t shape) {
+    if (!(shape & SUBTREE_WHOLE) || w->states[id].utf8_need) return false;
     if (!w->loops_known[id]) {
         w->loops[id][0] = w->loops[id][1] = 0;
         for (int b = 0; b < 128; b++)
             if (walk_step(w, m, id, (uint8_t)b) == id) w->loops[id][b >> 6] |= 1ull << (b & 63);
         w->loops_known[id] = true;
     }
-    return (sub[0] & ~w->loops[id][0]) == 0 && (sub[1] & ~w->loops[id][1]) == 0;
+    if ((ascii[0] & ~w->loops[id][0]) != 0 || (ascii[1] & ~w->loops[id][1]) != 0) return false;
+    return !(shape & SUBTREE_NON_ASCII) || absorbs_non_ascii(w, m, id);
 }
 
 int grammar_mask(struct grammar_matcher *m, const struct grammar_vocab *v, uint8_t *allowed) {
@@ -301,7 +381,7 @@ int grammar_mask(struct grammar_matcher *m, const struct grammar_vocab *v, uint8
     int n_allowed = 0;
     for (uint32_t i = 0; i < v->n_nodes;) {
         const struct tnode *n = &v->nodes[i];
-        if (loops_over(&w, m, st[n->depth - 1], v->ascii[i])) {
+        if (takes_subtree(&w, m, st[n->depth - 1], v->ascii[i], v->shape[i])) {
             /* the subtree's tokens are contiguous in trie order */
             uint32_t end = n->skip < v->n_nodes ? v->nodes[n->skip].tok_first : (uint32_t)v->n_text;
             for (uint32_t t = n->tok_first; t < end; t++) allowed[v->tok[t]] = 1;

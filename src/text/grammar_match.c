@@ -145,6 +145,7 @@ bool grammar_step(const struct grammar *g, struct garena *a, const struct gstate
     /* well-formed UTF-8 only: no overlong forms, no surrogates (a model
      * would spell '"' as C0 A2 otherwise) */
     uint32_t least = to->utf8_len <= 1 ? 0 : to->utf8_len == 2 ? 0x80 : to->utf8_len == 3 ? 0x800 : 0x10000;
+    if (to->utf8_need == 0) to->utf8_len = 0;   /* a whole character: states after any character compare equal */
     if (to->utf8_need > 0) {
         /* a code point under way: the stacks stay, if one of them can take some completion */
         uint32_t shift = 6u * to->utf8_need;
