@@ -269,7 +269,8 @@ MOEX_API int32_t moex_sample(moex_sampler *s, const moex_context *c);
  * applies before the chain; the grammar advances with the token accepted
  * right after a draw (moex_sample does both), so prompt tokens accepted
  * before it leave it alone. End-of-generation tokens are allowed only where
- * the grammar may end. -1 with an error naming the line and column. */
+ * the grammar may end; a finished grammar allows only those, so set it
+ * again for each reply. -1 with an error naming the line and column. */
 MOEX_API int moex_sampler_set_grammar(moex_sampler *s, const char *gbnf, const char *root);
 /* The GBNF (malloc'd) of the JSON values a JSON schema allows: the strict
  * subset of OpenAI's structured outputs (object with properties, required,
