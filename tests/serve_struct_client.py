@@ -3,6 +3,8 @@ for machines without the Node client (tests/cli_serve_grammar.sh): the
 bodies' shapes, checked field by field."""
 import http.client
 import json
+import os
+import struct
 import sys
 
 import serve_start
@@ -39,6 +41,86 @@ def valid(v):
             len(v["word"]) <= 5 and isinstance(v["n"], int) and not isinstance(v["n"], bool) and -3 <= v["n"] <= 250 and
             v["pick"] in ("a", "b", None) and isinstance(v["list"], list) and 1 <= len(v["list"]) <= 3 and
             all(isinstance(x, bool) for x in v["list"]))
+
+
+def with_template(src, dst, template):
+    """A copy of the GGUF file src with tokenizer.chat_template replaced."""
+    with open(src, "rb") as f:
+        d = f.read()
+    n_tensors, n_kv = struct.unpack_from("<QQ", d, 8)
+    off = 24
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+    def string(o):
+        n, = struct.unpack_from("<Q", d, o)
+        return d[o + 8:o + 8 + n].decode(), o + 8 + n
+
+    def skip(t, o):
+        if t == 8:
+            return string(o)[1]
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", d, o)
+            o += 12
+            for _ in range(n):
+                o = skip(et, o)
+            return o
+        return o + sizes[t]
+
+    kvs, alignment = [], 32
+    for _ in range(n_kv):
+        start = off
+        key, off = string(off)
+        t, = struct.unpack_from("<I", d, off)
+        end = skip(t, off + 4)
+        if key == "general.alignment":
+            alignment, = struct.unpack_from("<I", d, off + 4)
+        if key == "tokenizer.chat_template":
+            k, v = key.encode(), template.encode()
+            kvs.append(struct.pack("<Q", len(k)) + k + struct.pack("<IQ", 8, len(v)) + v)
+        else:
+            kvs.append(d[start:end])
+        off = end
+    for _ in range(n_tensors):   # name, dims, type, offset
+        _, off = string(off)
+        n_dims, = struct.unpack_from("<I", d, off)
+        off += 4 + 8 * n_dims + 4 + 8
+    o = 24
+    for _ in range(n_kv):
+        _, o = string(o)
+        t, = struct.unpack_from("<I", d, o)
+        o = skip(t, o + 4)
+    old_kv_end = o
+    data_start = (off + alignment - 1) // alignment * alignment
+    head = d[:24] + b"".join(kvs) + d[old_kv_end:off]
+    head += b"\0" * ((alignment - len(head) % alignment) % alignment)
+    with open(dst, "wb") as f:
+        f.write(head + d[data_start:])
+
+
+def lfm2_checks(moex, model, tmp):
+    """Tool calls in LFM2's format: the oracle lfm2moe model with a template
+    that names LFM2's tool-list markers (the oracle's own is Qwen3's)."""
+    path = os.path.join(tmp, "lfm2-template.gguf")
+    with_template(model, path, "{{- bos_token -}}{{- '<|im_start|>' + m -}}List of tools: <|tool_list_start|>[")
+    server, port = serve_start.start(moex, ["-m", path, "--parallel", "2", "--threads", "1"])
+    try:
+        status, r = post(port, {"messages": [{"role": "user", "content": "call"}], "tools": TOOLS, "seed": 4,
+                                "tool_choice": "required", "max_tokens": 600})
+        c = r["choices"][0]
+        calls = c["message"].get("tool_calls") or []
+        check(status == 200 and c["finish_reason"] == "tool_calls" and 1 <= len(calls) <= 5 and
+              all(json.loads(x["function"]["arguments"])["key"] in ("x", "y") for x in calls) and
+              len(set(x["id"] for x in calls)) == len(calls),
+              "LFM2: %d call(s) from one <|tool_call_start|> list (%s)" % (len(calls), c["finish_reason"]))
+        status, text = post(port, {"messages": [{"role": "user", "content": "call"}], "tools": TOOLS, "seed": 4,
+                                   "stream": True, "tool_choice": "required", "max_tokens": 600}, raw=True)
+        chunks = [json.loads(line[6:]) for line in text.split("\n") if line.startswith("data: {")]
+        streamed = [tc for ch in chunks if ch["choices"] for tc in ch["choices"][0]["delta"].get("tool_calls", [])]
+        check([tc["function"]["arguments"] for tc in streamed] == [x["function"]["arguments"] for x in calls] and
+              [tc["index"] for tc in streamed] == list(range(len(calls))),
+              "LFM2: the stream's calls are the reply's, indexed 0..%d" % (len(calls) - 1))
+    finally:
+        serve_start.stop(server)
 
 
 def main():
@@ -122,6 +204,8 @@ def main():
                   "refused with 400 naming %s: %s" % (param, err.get("message")))
     finally:
         serve_start.stop(server)
+    if len(sys.argv) > 4:
+        lfm2_checks(moex, sys.argv[3], sys.argv[4])
     sys.exit(1 if serve_start.failures else 0)
 
 
