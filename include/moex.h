@@ -225,7 +225,8 @@ MOEX_API void moex_sampler_params_default(struct moex_sampler_params *p);
  * 0 .. 2^20, repeat_penalty not > 0, a NaN. */
 MOEX_API moex_sampler *moex_sampler_new(const moex_model *m, const struct moex_sampler_params *p);
 MOEX_API void moex_sampler_free(moex_sampler *s);
-/* Records a token of the context (for the repetition penalty). An id
+/* Records a token of the context (for the repetition penalty; right after
+ * a draw, the grammar's next token too: moex_sampler_set_grammar). An id
  * outside the vocabulary (< 0 or >= n_vocab) is ignored: not recorded,
  * with an error in moex_last_error(). */
 MOEX_API void moex_sampler_accept(moex_sampler *s, int32_t id);
@@ -242,6 +243,15 @@ MOEX_API int moex_sampler_set_penalties(moex_sampler *s, float presence, float f
  * with the penalties above, before the repetition penalty. -1 on an id out
  * of range or a bias not finite (nothing changed). */
 MOEX_API int moex_sampler_set_logit_bias(moex_sampler *s, const int32_t *ids, const float *bias, int n);
+/* Constrains what the sampler draws to a grammar in llama.cpp's GBNF
+ * (rules, alternatives, groups, * + ? {m,n}, literals, [classes], comments)
+ * starting at rule root (NULL: "root"); NULL gbnf: none. A token mask
+ * applies before the chain; the grammar advances with the token accepted
+ * right after a draw (moex_sample does both), so prompt tokens accepted
+ * before it leave it alone. End-of-generation tokens are allowed only where
+ * the grammar may end; a finished grammar allows only those, so set it
+ * again for each reply. -1 with an error naming the line and column. */
+MOEX_API int moex_sampler_set_grammar(moex_sampler *s, const char *gbnf, const char *root);
 
 /* ---- Generation: prefill (with prefix reuse), then sample until an
  * end-of-generation token, max_tokens, a full context or the callback. */

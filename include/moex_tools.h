@@ -86,6 +86,36 @@ MOEX_API int moex_seq_shared_prefix(const moex_context *c, int seq, const int32_
  * is cheap (a chat turn's start); free for models without recurrent state. */
 MOEX_API void moex_seq_checkpoint(moex_context *c, int seq);
 
+/* ---- Structured output and tool calls (moex_sampler_set_grammar takes the grammars). */
+/* The GBNF (malloc'd) of the JSON values a JSON schema allows: the strict
+ * subset of OpenAI's structured outputs (object with properties, required,
+ * additionalProperties false; array with items, minItems, maxItems; string
+ * with enum, const, minLength, maxLength, format (date, time, date-time,
+ * uuid); number; integer with minimum,
+ * maximum; boolean, null;
+ * enum, const, anyOf, $ref into $defs); NULL schema: any JSON object. NULL
+ * with an error naming the keyword of an unsupported schema. Safe from any
+ * thread. */
+MOEX_API char *moex_json_schema_to_grammar(const char *schema_json);
+/* moex_chat_apply with tools, from the JSON of an OpenAI request:
+ * tools_json its "tools" array (or NULL), tool_calls_json[i] message i's
+ * "tool_calls" array (the array or an entry may be NULL), as the model's
+ * template writes them (Qwen3 and Qwen3.5: <tool_call> JSON, LFM2: its
+ * <|tool_call_start|> list; the "tool" role as tool responses). NULL with an
+ * error for JSON that is not that. */
+MOEX_API char *moex_chat_apply_tools(const moex_model *m, const struct moex_chat_message *msgs,
+                                     const char *const *tool_calls_json, int n, const char *tools_json,
+                                     bool add_generation_prompt, bool enable_thinking, size_t *len);
+/* The GBNF (malloc'd, for moex_sampler_set_grammar) of a reply made of tool
+ * calls in the template's format, each call's arguments valid for its
+ * function's "parameters" schema: of the function named name (NULL: any),
+ * one call, or up to 5 with parallel. NULL with an error. */
+MOEX_API char *moex_chat_tool_grammar(const moex_model *m, const char *tools_json, const char *name, bool parallel);
+/* The markers a tool call stands between in the template's replies
+ * ("<tool_call>" "</tool_call>": one JSON object {"name", "arguments"};
+ * LFM2's: a JSON array of them); false when the template has none. */
+MOEX_API bool moex_chat_tool_markers(const moex_model *m, const char **open, const char **close);
+
 /* ---- Embeddings: out (moex_model_n_embd) gets the mean over tokens[0..n)
  * of the model's final hidden state (after the output norm: what the lm head
  * reads), L2-normalised. The text is evaluated from position 0 of the

@@ -2,7 +2,7 @@
  * the same vector whatever the batch size splits the text into, the context
  * left empty (a later eval gives a fresh context's logits), clean errors. */
 #include "harness.h"
-#include "moex.h"
+#include "moex_tools.h"
 #include "synth/synth.h"
 
 #include <math.h>

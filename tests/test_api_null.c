@@ -390,6 +390,20 @@ static void tools(void) {
     REFUSED(moex_rknpu_program(4, 64, 64, NULL, NULL) == -1, "moex_rknpu_program", "write");
     covers("moex_check_rknpu_options");
     CHECK(moex_check_rknpu_options(NULL) == 0); /* NULL: the defaults, as moex_check_sim_figures */
+    covers("moex_sampler_set_grammar");
+    REFUSED(moex_sampler_set_grammar(NULL, "root ::= \"a\"", NULL) == -1, "moex_sampler_set_grammar", "s");
+    covers("moex_json_schema_to_grammar"); /* NULL schema: any JSON object */
+    char *any = moex_json_schema_to_grammar(NULL);
+    CHECK(any != NULL);
+    free(any);
+    covers("moex_chat_apply_tools");
+    CHECK(moex_chat_apply_tools(NULL, NULL, NULL, 0, NULL, true, false, NULL) == NULL &&
+          refused("moex_chat_apply_tools", "m"));
+    covers("moex_chat_tool_grammar");
+    CHECK(moex_chat_tool_grammar(NULL, "[]", NULL, false) == NULL && refused("moex_chat_tool_grammar", "m"));
+    covers("moex_chat_tool_markers");
+    const char *open_marker, *close_marker;
+    CHECK(!moex_chat_tool_markers(NULL, &open_marker, &close_marker) && refused("moex_chat_tool_markers", "m"));
     covers("moex_synth_presets");
     CHECK(strstr(moex_synth_presets(), "tiny") != NULL);
     covers("moex_device_names");

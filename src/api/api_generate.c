@@ -21,6 +21,7 @@ moex_sampler *moex_sampler_new(const moex_model *m, const struct moex_sampler_pa
     moex_sampler *s = malloc(sizeof *s);
     if (!s) return moex_errorf("out of memory"), NULL;
     if (!(s->s = sampler_new(p, m->model->hp.n_vocab))) { free(s); return NULL; }
+    s->m = m;
     return s;
 }
 

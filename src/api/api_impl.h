@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 struct board_net;
+struct grammar_vocab;
 struct trace;
 struct threadpool;
 
@@ -27,6 +28,7 @@ struct moex_model {
     bool counted;                      /* in api_model_loaded's count */
     bool note_said;                    /* the executor's start-up note was logged (once per model) */
     bool interleave_said;              /* the interleaved layout's pack file note was logged */
+    _Atomic(struct grammar_vocab *) grammar_vocab; /* the token trie of grammars, made on first use (api_grammar.c) */
 };
 
 struct moex_context {
@@ -46,6 +48,7 @@ struct moex_context {
 
 struct moex_sampler {
     struct sampler *s;
+    const moex_model *m;
 };
 
 /* NULL arguments are refused everywhere (include/moex.h): api_null sets
@@ -78,6 +81,9 @@ void api_seqs_free(moex_context *c);
 
 /* Logs a message through the model's callback (printf-style). */
 void moex_log(const moex_model *m, enum moex_log_level level, const char *fmt, ...) MOEX_PRINTF(3, 4);
+
+/* Frees the model's grammar vocabulary (api_grammar.c). */
+void api_grammar_vocab_free(moex_model *m);
 
 /* Frees what api_board.c made for c. */
 void api_board_free(moex_context *c);

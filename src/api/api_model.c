@@ -135,6 +135,7 @@ void moex_model_free(moex_model *m) {
     bool counted = m->counted;
     threadpool_free(m->pool);
     model_free(m->model);
+    api_grammar_vocab_free(m);
     free(m->path);
     free(m->stats_path);
     free(m->sim_figures);

@@ -1,5 +1,6 @@
 #include "serve/serve_api.h"
 
+#include "serve/serve_struct.h"
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -88,7 +89,7 @@ static char *prompt_text(const moex_model *m, const cJSON *root, bool chat, size
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
     const cJSON *et = cJSON_GetObjectItemCaseSensitive(kw, "enable_thinking");
     if (cJSON_IsBool(et)) think = cJSON_IsTrue(et);
-    if (!(text = moex_chat_apply(m, cm, n, true, think, len))) refuse(e, "messages", NULL, "%s", moex_last_error());
+    if (!(text = serve_struct_chat_apply(m, root, cm, n, think, len))) refuse(e, "messages", NULL, "%s", moex_last_error());
 done:
     for (int k = 0; k < n; k++) free((char *)cm[k].content);
     free(cm);
@@ -371,6 +372,8 @@ int api_parse(const moex_model *m, const struct serve_options *o, int n_ctx, con
     if (api_sampler_fields(m, root, r, j, e)) goto done;
     if (parse_logprobs(root, r, j, e) || check_accepted(root, r, e) || parse_reasoning(root, o, r, e)) goto done;
     if (parse_stop(root, j, e)) goto done;
+    if (serve_struct_parse(m, root, r->chat, j, e)) goto done;
+    r->structured = j->structured;
     size_t text_len = 0;
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (!r->chat && cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0 && cJSON_IsNumber(cJSON_GetArrayItem(p, 0))) {
@@ -656,6 +659,11 @@ char *api_completion_json(const moex_model *m, const struct api_request *r, cons
         if (lp) cJSON_AddItemToObject(choice, "logprobs", lp);
         else cJSON_AddNullToObject(choice, "logprobs");
         cJSON_AddStringToObject(choice, "finish_reason", j->finish);
+        if (r->chat) {
+            struct think_split sp;
+            api_split_think(r, text, j->len, true, &sp);
+            serve_struct_message(j->structured, choice, text + sp.c0, sp.c1 - sp.c0);
+        }
     }
     add_usage(root, jobs, r->n);
     return print_free(root);
@@ -675,10 +683,14 @@ char *api_chunk_event(const moex_model *m, const struct api_request *r, const ch
                       const char *model, const struct api_piece *p) {
     cJSON *root = head(r, id, created, model, true);
     cJSON *choice = add_choice(cJSON_AddArrayToObject(root, "choices"), p->index);
+    const char *finish = p->finish;
     if (r->chat) {
         cJSON *delta = cJSON_AddObjectToObject(choice, "delta");
+        const char *text = p->content;
+        size_t len = p->content_len;
         if (p->role) cJSON_AddStringToObject(delta, "role", "assistant");
-        if (p->content_len || p->role) add_string_n(delta, "content", p->content, p->content_len);
+        else serve_struct_delta(r->structured, delta, &text, &len, &finish);
+        if (len || p->role) add_string_n(delta, "content", text, len);
         if (p->reasoning_len) add_string_n(delta, "reasoning_content", p->reasoning, p->reasoning_len);
     } else {
         add_string_n(choice, "text", p->content, p->content_len);
@@ -686,7 +698,7 @@ char *api_chunk_event(const moex_model *m, const struct api_request *r, const ch
     if (r->logprobs && p->job && p->tok_to > p->tok_from)
         cJSON_AddItemToObject(choice, "logprobs", logprobs_json(m, r, p->job, p->tok_from, p->tok_to));
     else cJSON_AddNullToObject(choice, "logprobs");
-    if (p->finish) cJSON_AddStringToObject(choice, "finish_reason", p->finish);
+    if (finish) cJSON_AddStringToObject(choice, "finish_reason", finish);
     else cJSON_AddNullToObject(choice, "finish_reason");
     return event(root);
 }

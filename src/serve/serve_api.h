@@ -23,6 +23,7 @@ struct api_request {
     bool think_open;           /* the prompt ends inside an open <think> block */
     uint64_t seed;             /* the first choice's seed, given or drawn */
     char user[64];             /* "user" (for the request log), cut */
+    struct serve_struct *structured;   /* the job's (serve_struct.h), for the stream's chunks */
 };
 void api_request_free(struct api_request *r);
 

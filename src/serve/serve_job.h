@@ -42,6 +42,7 @@ struct serve_job {
     int32_t *bias_id;                  /* (n_bias) logit_bias, owned */
     float *bias;
     int n_bias;
+    struct serve_struct *structured;   /* grammar and tools (serve_struct.h), owned; NULL: none */
 
     /* shared with the scheduler */
     pthread_cond_t changed;

@@ -1,6 +1,7 @@
 #include "serve/serve_sched.h"
 
 #include "serve/serve.h"
+#include "serve/serve_struct.h"
 
 #include <math.h>
 #include <poll.h>
@@ -64,6 +65,7 @@ void serve_job_unref(struct serve_job *j) {
     free(j->bias_id);
     free(j->bias);
     free(j->tokens);
+    serve_struct_free(j->structured);
     pthread_cond_destroy(&j->changed);
     free(j);
 }
@@ -188,6 +190,7 @@ static void assign(struct scheduler *s) {
         sl->sampler = moex_sampler_new(s->model, &j->sampler);
         sl->decoder = moex_decoder_new(s->model);
         if (!sl->sampler || !sl->decoder) finish_job(s, sl, NULL, "out of memory");
+        else if (serve_struct_sampler(j->structured, sl->sampler)) finish_job(s, sl, NULL, moex_last_error());
         else if (moex_sampler_set_penalties(sl->sampler, j->presence_penalty, j->frequency_penalty) ||
                  moex_sampler_set_logit_bias(sl->sampler, j->bias_id, j->bias, j->n_bias))
             finish_job(s, sl, NULL, moex_last_error());

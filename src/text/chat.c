@@ -149,9 +149,43 @@ static bool is_query(const struct chat_message *m) {
     return !(starts_with(m->content, "<tool_response>") && ends_with(m->content, n, "</tool_response>"));
 }
 
-static int render_qwen3_assistant(struct chat_text *t, const char *content, bool keep_thinking) {
+#define QWEN_CALL_OPEN "<tool_call>"
+#define QWEN_CALL_CLOSE "</tool_call>"
+#define LFM2_CALL_OPEN "<|tool_call_start|>"
+#define LFM2_CALL_CLOSE "<|tool_call_end|>"
+
+/* Qwen's calls after a reply's content: "\n" before each but a first one
+ * that follows no content. */
+static int put_qwen_calls(struct chat_text *t, const struct chat_calls *c, bool after_content) {
+    for (int k = 0; c && k < c->n; k++) {
+        if ((k == 0 && after_content) || k > 0)
+            if (put(t, "\n")) return -1;
+        if (put(t, QWEN_CALL_OPEN "\n{\"name\": \"") || put(t, c->calls[k].name) || put(t, "\", \"arguments\": ") ||
+            put(t, c->calls[k].arguments) || put(t, "}\n" QWEN_CALL_CLOSE))
+            return -1;
+    }
+    return 0;
+}
+
+/* Qwen3's system turn when there are tools: the system message (if first) and the list. */
+static int put_qwen_tools(struct chat_text *t, const char *system, const char *const *tools, int n_tools) {
+    if (put(t, IM_START "system\n")) return -1;
+    if (system && (put(t, system) || put(t, "\n\n"))) return -1;
+    if (put(t, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+               "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"))
+        return -1;
+    for (int i = 0; i < n_tools; i++)
+        if (put(t, "\n") || put(t, tools[i])) return -1;
+    return put(t, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+                  "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+                  "\"arguments\": <args-json-object>}\n</tool_call>" IM_END "\n");
+}
+
+static int render_qwen3_assistant(struct chat_text *t, const char *content, bool keep_thinking,
+                                  const struct chat_calls *calls) {
     struct span answer, reasoning;
     split_reply(content, &answer, &reasoning);
+    bool has_content = answer.n > 0;
     if (keep_thinking) {
         reasoning = lstrip_nl(rstrip_nl(reasoning));
         if (put(t, GENERATION_PROMPT "<think>\n") || put_n(t, reasoning.s, reasoning.n) ||
@@ -161,15 +195,22 @@ static int render_qwen3_assistant(struct chat_text *t, const char *content, bool
     } else if (put(t, GENERATION_PROMPT)) {
         return -1;
     }
-    if (put_n(t, answer.s, answer.n) || put(t, IM_END "\n")) return -1;
+    if (put_n(t, answer.s, answer.n) || put_qwen_calls(t, calls, has_content) || put(t, IM_END "\n")) return -1;
     return 0;
 }
 
-static int render_qwen3(struct chat_text *t, const struct chat_message *m, int n) {
+static int render_qwen3(struct chat_text *t, const struct chat_message *m, const struct chat_calls *calls, int n,
+                        const char *const *tools, int n_tools) {
     int last_query = n - 1;
     for (int i = n - 1; i >= 0; i--)
         if (is_query(&m[i])) { last_query = i; break; }
-    for (int i = 0; i < n; i++) {
+    int start = 0;   /* with tools, a first system message is in the tools' turn */
+    if (n_tools > 0) {
+        bool system = strcmp(m[0].role, "system") == 0;
+        if (put_qwen_tools(t, system ? m[0].content : NULL, tools, n_tools)) return -1;
+        start = system;
+    }
+    for (int i = start; i < n; i++) {
         const char *role = m[i].role;
         int rc;
         if (strcmp(role, "user") == 0 || strcmp(role, "system") == 0) {
@@ -183,7 +224,7 @@ static int render_qwen3(struct chat_text *t, const struct chat_message *m, int n
                 split_reply(m[i].content, &answer, &reasoning);
                 keep = i == n - 1 || reasoning.n > 0;
             }
-            rc = render_qwen3_assistant(t, m[i].content, keep);
+            rc = render_qwen3_assistant(t, m[i].content, keep, calls ? &calls[i] : NULL);
         } else if (strcmp(role, "tool") == 0) {
             bool first = i == 0 || strcmp(m[i - 1].role, "tool") != 0;
             bool last = i == n - 1 || strcmp(m[i + 1].role, "tool") != 0;
@@ -207,14 +248,15 @@ static int put_trimmed_turn(struct chat_text *t, const char *role, const char *c
 /* Qwen3.5: like Qwen3, but every content is trimmed, replies after the last
  * query always show their (trimmed) reasoning, and the generation prompt
  * opens a think block unless thinking is off. */
-static int render_qwen35_assistant(struct chat_text *t, const char *content, bool with_thinking) {
+static int render_qwen35_assistant(struct chat_text *t, const char *content, bool with_thinking,
+                                   const struct chat_calls *calls) {
     struct span c = trim(content), answer, reasoning;
     split_span(c.s, c.n, &answer, &reasoning);
     reasoning = trim_span(reasoning);
     if (put(t, GENERATION_PROMPT)) return -1;
     if (with_thinking && (put(t, OPEN_THINK) || put_n(t, reasoning.s, reasoning.n) || put(t, "\n</think>\n\n")))
         return -1;
-    if (put_n(t, answer.s, answer.n) || put(t, IM_END "\n")) return -1;
+    if (put_n(t, answer.s, answer.n) || put_qwen_calls(t, calls, answer.n > 0) || put(t, IM_END "\n")) return -1;
     return 0;
 }
 
@@ -225,12 +267,24 @@ static bool is_query_trimmed(const struct chat_message *m) {
              ends_with(c.s, c.n, "</tool_response>"));
 }
 
-static int render_qwen35(struct chat_text *t, const struct chat_message *m, int n) {
+static int render_qwen35(struct chat_text *t, const struct chat_message *m, const struct chat_calls *calls, int n,
+                         const char *const *tools, int n_tools) {
     int last_query = -1;
     for (int i = n - 1; i >= 0 && last_query < 0; i--)
         if (is_query_trimmed(&m[i])) last_query = i;
     if (last_query < 0) return moex_errorf("chat: no user query found in the messages");
-    for (int i = 0; i < n; i++) {
+    int first = 0;
+    if (n_tools > 0) {
+        bool system = strcmp(m[0].role, "system") == 0;
+        struct span sys = system ? trim(m[0].content) : (struct span){ "", 0 };
+        struct chat_text s = { 0 };
+        int rc = system ? put_n(&s, sys.s, sys.n) : 0;
+        if (rc == 0) rc = put_qwen_tools(t, system ? (s.data ? s.data : "") : NULL, tools, n_tools);
+        chat_text_free(&s);
+        if (rc) return -1;
+        first = system;
+    }
+    for (int i = first; i < n; i++) {
         const char *role = m[i].role;
         int rc;
         if (strcmp(role, "system") == 0) {
@@ -239,7 +293,7 @@ static int render_qwen35(struct chat_text *t, const struct chat_message *m, int 
         } else if (strcmp(role, "user") == 0) {
             rc = put_trimmed_turn(t, role, m[i].content);
         } else if (strcmp(role, "assistant") == 0) {
-            rc = render_qwen35_assistant(t, m[i].content, i > last_query);
+            rc = render_qwen35_assistant(t, m[i].content, i > last_query, calls ? &calls[i] : NULL);
         } else if (strcmp(role, "tool") == 0) {
             struct span c = trim(m[i].content);
             bool open = i > 0 && strcmp(m[i - 1].role, "tool") != 0;
@@ -261,8 +315,66 @@ static const char *think_prompt(enum chat_format fmt, bool enable_thinking) {
     return "";
 }
 
+/* LFM2's system turn with the tool list. */
+static int put_lfm2_system(struct chat_text *t, const char *system, const char *const *tools, int n_tools) {
+    if (put(t, IM_START "system\n") || (system && put(t, system))) return -1;
+    if (n_tools > 0 && ((system && system[0] && put(t, "\n")) || put(t, "List of tools: <|tool_list_start|>[")))
+        return -1;
+    for (int i = 0; i < n_tools; i++)
+        if ((i > 0 && put(t, ", ")) || put(t, tools[i])) return -1;
+    if (n_tools > 0 && put(t, "]<|tool_list_end|>")) return -1;
+    return put(t, IM_END "\n");
+}
+
+static int render_lfm2(struct chat_text *t, const struct chat_message *m, const struct chat_calls *calls, int n,
+                       const char *const *tools, int n_tools) {
+    int first = 0;
+    if (n_tools > 0) {
+        bool system = strcmp(m[0].role, "system") == 0;
+        if (put_lfm2_system(t, system ? m[0].content : NULL, tools, n_tools)) return -1;
+        first = system;
+    }
+    for (int i = first; i < n; i++) {
+        const struct chat_calls *c = calls && strcmp(m[i].role, "assistant") == 0 ? &calls[i] : NULL;
+        bool tool = n_tools > 0 && strcmp(m[i].role, "tool") == 0;
+        if (put(t, IM_START) || put(t, m[i].role) || put(t, "\n")) return -1;
+        if (c && c->n > 0) {
+            if (put(t, LFM2_CALL_OPEN "[")) return -1;
+            for (int k = 0; k < c->n; k++)
+                if ((k > 0 && put(t, ", ")) || put(t, "{\"name\": \"") || put(t, c->calls[k].name) ||
+                    put(t, "\", \"arguments\": ") || put(t, c->calls[k].arguments) || put(t, "}"))
+                    return -1;
+            if (put(t, "]" LFM2_CALL_CLOSE)) return -1;
+        }
+        if ((tool && put(t, "<|tool_response_start|>")) || put(t, m[i].content) ||
+            (tool && put(t, "<|tool_response_end|>")) || put(t, IM_END "\n"))
+            return -1;
+    }
+    return 0;
+}
+
+bool chat_tool_markers(enum chat_format fmt, const char **open, const char **close) {
+    if (fmt == CHAT_FORMAT_QWEN3 || fmt == CHAT_FORMAT_QWEN35) {
+        *open = QWEN_CALL_OPEN;
+        *close = QWEN_CALL_CLOSE;
+        return true;
+    }
+    if (fmt == CHAT_FORMAT_LFM2) {
+        *open = LFM2_CALL_OPEN;
+        *close = LFM2_CALL_CLOSE;
+        return true;
+    }
+    return false;
+}
+
 char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
                   bool add_generation_prompt, bool enable_thinking, size_t *len) {
+    return chat_render_tools(fmt, msgs, NULL, n, NULL, 0, add_generation_prompt, enable_thinking, len);
+}
+
+char *chat_render_tools(enum chat_format fmt, const struct chat_message *msgs, const struct chat_calls *calls, int n,
+                        const char *const *tools, int n_tools, bool add_generation_prompt, bool enable_thinking,
+                        size_t *len) {
     struct chat_text t = {0};
     if (!renderable(fmt)) {
         moex_errorf("chat: the model's chat template is not one moex can render");
@@ -280,9 +392,11 @@ char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
     }
     int rc = put(&t, fmt == CHAT_FORMAT_LFM2 ? LFM2_BOS : "");
     if (rc == 0 && fmt == CHAT_FORMAT_QWEN3) {
-        rc = render_qwen3(&t, msgs, n);
+        rc = render_qwen3(&t, msgs, calls, n, tools, n_tools);
     } else if (rc == 0 && fmt == CHAT_FORMAT_QWEN35) {
-        rc = render_qwen35(&t, msgs, n);
+        rc = render_qwen35(&t, msgs, calls, n, tools, n_tools);
+    } else if (rc == 0 && fmt == CHAT_FORMAT_LFM2 && (n_tools > 0 || calls)) {
+        rc = render_lfm2(&t, msgs, calls, n, tools, n_tools);
     } else {
         for (int i = 0; i < n && rc == 0; i++) rc = put_turn(&t, msgs[i].role, msgs[i].content);
     }
@@ -339,10 +453,10 @@ int chat_append_reply(struct chat_text *t, enum chat_format fmt, const char *rep
         /* In the form of an earlier turn: a user turn always follows before
          * the text is used again. */
         keep -= strlen(GENERATION_PROMPT);
-        rc = render_qwen3_assistant(&turn, reply, false);
+        rc = render_qwen3_assistant(&turn, reply, false, NULL);
     } else if (fmt == CHAT_FORMAT_QWEN35) {
         keep -= strlen(GENERATION_PROMPT);
-        rc = render_qwen35_assistant(&turn, reply, false);
+        rc = render_qwen35_assistant(&turn, reply, false, NULL);
     } else {
         rc = put(&turn, reply);
         if (rc == 0) rc = put(&turn, IM_END "\n");

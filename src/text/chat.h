@@ -50,6 +50,35 @@ struct chat_message {
 char *chat_render(enum chat_format fmt, const struct chat_message *msgs, int n,
                   bool add_generation_prompt, bool enable_thinking, size_t *len);
 
+/* Tools (chat_render_tools). Qwen3 and Qwen3.5 list them in the system turn
+ * as Qwen3's template does ("# Tools ... <tools>\n{tool}...</tools>" and its
+ * instructions) and write calls as "<tool_call>\n{"name": "f", "arguments":
+ * {...}}\n</tool_call>" after the reply's content (Qwen3.5's own template
+ * writes XML-style parameters instead; moex keeps one JSON format for both);
+ * tool results go back as <tool_response> blocks in a user turn. LFM2 lists
+ * them as "List of tools: <|tool_list_start|>[...]<|tool_list_end|>" in the
+ * system turn, writes calls as "<|tool_call_start|>[{"name": "f",
+ * "arguments": {...}}, ...]<|tool_call_end|>" before the content (the JSON
+ * form of its calls), and a tool result as a "tool" turn wrapped in
+ * <|tool_response_start|>...<|tool_response_end|>. ChatML: no tools. */
+struct chat_tool_call {
+    const char *name;
+    const char *arguments;     /* JSON text, written as it is */
+};
+struct chat_calls {
+    const struct chat_tool_call *calls;
+    int n;
+};
+/* chat_render with tools[0..n_tools) (each one's JSON as the template prints
+ * it, Python's json.dumps spacing) and calls[i], the tool calls of message i
+ * (calls may be NULL; only assistant messages' are written). */
+char *chat_render_tools(enum chat_format fmt, const struct chat_message *msgs, const struct chat_calls *calls, int n,
+                        const char *const *tools, int n_tools, bool add_generation_prompt, bool enable_thinking,
+                        size_t *len);
+/* The markers a tool call (Qwen: one JSON object; LFM2: a JSON array of
+ * them) stands between in the format's replies; false for ChatML. */
+bool chat_tool_markers(enum chat_format fmt, const char **open, const char **close);
+
 /* A conversation kept as text, for a chat loop. Zero-initialise; chat_text_free. */
 struct chat_text {
     char *data;                /* NUL-terminated once anything was added */

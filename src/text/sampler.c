@@ -1,6 +1,7 @@
 #include "text/sampler.h"
 
 #include "core/error.h"
+#include "text/grammar.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@ struct sampler {
     int32_t *bias_id;                  /* (n_bias) */
     float *bias;
     int n_bias;
+    struct grammar_sampler *grammar;   /* or NULL; drawn_since_accept: a draw awaits its accept */
+    bool drawn_since_accept;
 };
 
 void sampler_defaults(struct moex_sampler_params *p) {
@@ -74,12 +77,21 @@ void sampler_free(struct sampler *s) {
     free(s->recent);
     free(s->cand);
     free(s->penalized);
+    grammar_sampler_free(s->grammar);
     free(s);
+}
+
+void sampler_set_grammar(struct sampler *s, struct grammar_sampler *gs) {
+    grammar_sampler_free(s->grammar);
+    s->grammar = gs;
+    s->drawn_since_accept = false;
 }
 
 int sampler_accept(struct sampler *s, int32_t token) {
     if (token < 0 || token >= s->n_vocab)
         return moex_errorf("token id %d is out of range (vocabulary of %d): not recorded", (int)token, s->n_vocab);
+    if (s->grammar && s->drawn_since_accept) grammar_sampler_accept(s->grammar, token);
+    s->drawn_since_accept = false;
     if (s->p.repeat_last_n == 0) return 0;
     s->recent[s->next_recent] = token;
     s->next_recent = (s->next_recent + 1) % s->p.repeat_last_n;
@@ -136,6 +148,7 @@ int sampler_set_logit_bias(struct sampler *s, const int32_t *ids, const float *b
 static int32_t draw(struct sampler *s, float *logits);
 
 int32_t sampler_sample(struct sampler *s, float *logits) {
+    if (s->grammar) s->drawn_since_accept = grammar_sampler_apply(s->grammar, logits, s->n_vocab) == 0;
     for (int i = 0; i < s->n_bias; i++) logits[s->bias_id[i]] += s->bias[i];
     if (s->drawn)
         for (int i = 0; i < s->n_vocab; i++)

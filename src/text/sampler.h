@@ -28,6 +28,13 @@ int sampler_set_logit_bias(struct sampler *s, const int32_t *ids, const float *b
  * outside the vocabulary is not recorded: -1 with an error. */
 int sampler_accept(struct sampler *s, int32_t token);
 
+/* Constrains the draws to a grammar (grammar.h; NULL: none), which s then
+ * owns: its mask applies before the chain, and it advances with the token
+ * accepted right after a draw (prompt tokens accepted before any draw leave
+ * it alone). */
+struct grammar_sampler;
+void sampler_set_grammar(struct sampler *s, struct grammar_sampler *gs);
+
 /* Index of the largest value (the first one on ties). */
 int32_t argmax(const float *v, int n);
 
