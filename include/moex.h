@@ -22,7 +22,10 @@
  * its sequences) and a sampler belong to one thread at a time: a second
  * call on a context while one that evaluates or changes it runs (from
  * another thread, or from the first call's callback) returns -1 (void
- * functions: does nothing) with "the context is in use" in the error.
+ * functions: does nothing) with "the context is in use" in the error, and
+ * one that needs the model's threads while another call runs on them (an
+ * evaluation of another of its contexts, moex_context_new, moex_pack,
+ * moex_measure_bandwidth) returns -1 with "the model's threads are in use".
  * moex_last_error() is per thread.
  *
  * NULL arguments. A NULL object (model, context, sampler, decoder, file,

@@ -2,7 +2,8 @@
  * for absurd sizes (and a scratch allocation that fails), sampler ids and
  * parameters out of range, a device share of 1e300, the one rule of a failed
  * evaluation (none of its tokens kept, no logits), and two threads on one
- * context (the second caller gets an error, nothing hangs). */
+ * context or on two contexts of one model (the second caller gets an error,
+ * nothing hangs). */
 #include "moex_tools.h"
 
 #include "harness.h"
@@ -28,12 +29,17 @@
 
 static char model_path[4096];
 
-static moex_model *load_with(double hot_fraction) {
+static struct moex_model_params params(void) {
     struct moex_model_params mp;
     moex_model_params_default(&mp);
     mp.path = model_path;
     mp.n_threads = 2;
     mp.pin_threads = false;
+    return mp;
+}
+
+static moex_model *load_with(double hot_fraction) {
+    struct moex_model_params mp = params();
     mp.device.hot_fraction = hot_fraction;
     return moex_model_load(&mp);
 }
@@ -80,18 +86,21 @@ static void context_out_of_memory(void) {
     pid_t pid = fork();
     if (pid == 0) {
         alarm(60);
-        /* A megatoken context: the KV cache (tens of MB) fits under the cap,
-         * a batch of that many rows (3 x 256 floats each) does not. */
+        /* A context of 2^18 tokens: its KV cache (256 MiB) fits under the
+         * cap, the scratch of a batch of that many rows (3 x 256 floats
+         * each, 768 MiB) does not. */
         struct rlimit rl = { (rlim_t)3 << 30, (rlim_t)3 << 30 };
         FILE *st = fopen("/proc/self/statm", "r");
         unsigned long pages = 0;
-        if (st && fscanf(st, "%lu", &pages) == 1) rl.rlim_cur = rl.rlim_max = (rlim_t)pages * 4096 + ((rlim_t)1 << 30);
+        if (st && fscanf(st, "%lu", &pages) == 1) rl.rlim_cur = rl.rlim_max = (rlim_t)pages * 4096 + ((rlim_t)512 << 20);
         if (st) fclose(st);
         if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
-        moex_context *c = context_of(m, 1 << 20, 1 << 20);
+        moex_context *c = context_of(m, 1 << 18, 1 << 18);
         if (c) _exit(4);
         const char *e = moex_last_error();
-        _exit(strstr(e, "out of memory for a context of 1048576 tokens") ? 0 : 5);
+        printf("under the cap: %s\n", e);
+        fflush(stdout);
+        _exit(strstr(e, "out of memory for a context of 262144 tokens (scratch") ? 0 : 5);
     }
     int status = 0;
     CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
@@ -265,6 +274,21 @@ static void *race(void *arg) {
     return NULL;
 }
 
+/* Two threads, one on a and one on b, each until 50 of its prefills ran. */
+static void race_pair(const char *what, moex_context *a, moex_context *b) {
+    static const int32_t p1[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, p2[8] = { 8, 7, 6, 5, 4, 3, 2, 1 };
+    struct racer r1 = { a, p1, 0, 0, 0 }, r2 = { b, p2, 0, 0, 0 };
+    pthread_t ta, tb;
+    CHECK(pthread_create(&ta, NULL, race, &r1) == 0);
+    CHECK(pthread_create(&tb, NULL, race, &r2) == 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECKF(r1.ok == 50 && r2.ok == 50 && r1.other == 0 && r2.other == 0, "%s: %d and %d ran, %d and %d failed", what,
+           r1.ok, r2.ok, r1.other, r2.other);
+    printf("racing prefills on %s: %d and %d ran, %d and %d refused as in use\n", what, r1.ok, r2.ok, r1.in_use,
+           r2.in_use);
+}
+
 static void two_threads(moex_model *m) {
     struct meeting t = { .c = context_of(m, 64, 0), .s = moex_sampler_new(m, NULL), .stage = 0 };
     CHECK(t.c && t.s);
@@ -286,21 +310,56 @@ static void two_threads(moex_model *m) {
 
     /* Two threads racing on one context: each call runs alone or is
      * refused as in use; nothing hangs (the alarm in main would fire). */
-    int32_t p1[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, p2[8] = { 8, 7, 6, 5, 4, 3, 2, 1 };
-    struct racer r1 = { t.c, p1, 0, 0, 0 }, r2 = { t.c, p2, 0, 0, 0 };
-    pthread_t a, b;
-    CHECK(pthread_create(&a, NULL, race, &r1) == 0);
-    CHECK(pthread_create(&b, NULL, race, &r2) == 0);
-    pthread_join(a, NULL);
-    pthread_join(b, NULL);
-    CHECK(r1.ok == 50 && r2.ok == 50);
-    CHECKF(r1.other == 0 && r2.other == 0, "%s", moex_last_error());
-    printf("racing prefills: %d and %d ran, %d and %d refused as in use\n", r1.ok, r2.ok, r1.in_use, r2.in_use);
+    race_pair("one context", t.c, t.c);
+    int32_t p1[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
     CHECK(moex_prefill(t.c, p1, 8) == 0 && moex_n_past(t.c) == 8);
     pthread_mutex_destroy(&t.lock);
     pthread_cond_destroy(&t.cond);
     moex_sampler_free(t.s);
     moex_context_free(t.c);
+}
+
+/* ---- Two threads on two contexts of one model: its worker threads serve
+ * one call at a time; the other is refused, nothing hangs. */
+
+struct progress_probe {
+    moex_context *other;       /* a context of the same model */
+    int calls, rc;
+    char error[512];
+};
+
+/* Called by the executor while moex_context_new packs experts on the
+ * model's threads: evaluating another context now must be refused. */
+static void on_progress(void *user, const char *label, uint64_t done, uint64_t total) {
+    (void)label, (void)done, (void)total;
+    struct progress_probe *p = user;
+    if (!p->other || p->calls++) return;
+    int32_t tok = 1;
+    p->rc = moex_eval(p->other, &tok, 1);
+    snprintf(p->error, sizeof p->error, "%s", moex_last_error());
+}
+
+static void two_contexts(void) {
+    struct progress_probe probe = { 0 };
+    struct moex_model_params mp = params();
+    mp.device.device = "cpu";
+    mp.device.no_pack = true;
+    mp.progress = on_progress;
+    mp.user = &probe;
+    moex_model *m = moex_model_load(&mp);
+    CHECK(m != NULL);
+    if (!m) return;
+    moex_context *b = context_of(m, 64, 0);
+    probe.other = b;
+    moex_context *a = context_of(m, 64, 0);
+    CHECK(a && b);
+    CHECKF(probe.calls > 0 && probe.rc == -1 && strstr(probe.error, "the model's threads are in use"),
+           "%d progress calls, eval %d: %s", probe.calls, probe.rc, probe.error);
+    probe.other = NULL;
+    if (a && b) race_pair("two contexts of one model", a, b);
+    moex_context_free(a);
+    moex_context_free(b);
+    moex_model_free(m);
 }
 
 int main(void) {
@@ -324,5 +383,6 @@ int main(void) {
         two_threads(m);
         moex_model_free(m);
     }
+    two_contexts();
     return test_finish();
 }

@@ -107,7 +107,13 @@ static int eval_batch(moex_context *c, const int32_t *tokens, const int32_t *seq
         known[s] = *v.n_tokens == past[s];
         *v.have_logits = false;
     }
-    if (context_eval_seqs(c->ctx, tokens, seq_ids, n, logits) != 0) {
+    if (api_threads_take(c->m, "moex_eval_batch")) {
+        batch_failed(c, in_batch, past);
+        goto done;
+    }
+    int evaluated = context_eval_seqs(c->ctx, tokens, seq_ids, n, logits);
+    api_threads_give(c->m);
+    if (evaluated != 0) {
         batch_failed(c, in_batch, past);
         goto done;
     }

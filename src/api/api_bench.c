@@ -91,7 +91,10 @@ int moex_measure_bandwidth(moex_model *m, int tries, struct moex_bandwidth *out)
     API_CHECK(out, -1);
     if (!m->pool) return moex_errorf("%s was loaded for its tokenizer only (vocab_only)", m->path);
     struct membw_result r;
-    if (membw_measure(m->pool, 0, tries, &r)) return -1;
+    if (api_threads_take(m, __func__)) return -1;
+    int rc = membw_measure(m->pool, 0, tries, &r);
+    api_threads_give(m);
+    if (rc) return -1;
     *out = (struct moex_bandwidth){ r.best_gbps, r.worst_gbps, r.threads, r.tries, r.loads };
     return 0;
 }

@@ -76,7 +76,10 @@ moex_context *api_context_new(moex_model *m, const struct moex_context_params *p
     }
     if (!(c->logits = malloc(sizeof *c->logits * (size_t)m->model->hp.n_vocab))) goto oom;
     struct context_params cp = { p->n_ctx, p->n_batch, p->kv_f32 ? KV_F32 : KV_F16, m->pool, &experts, m->pack_path };
-    if (!(c->ctx = context_new_seqs(m->model, &cp, n_seq))) goto fail;
+    if (api_threads_take(m, "moex_context_new")) goto fail;
+    c->ctx = context_new_seqs(m->model, &cp, n_seq);
+    api_threads_give(m);
+    if (!c->ctx) goto fail;
     c->cap = context_n_ctx(c->ctx);
     if (!(c->tokens = malloc(sizeof *c->tokens * (size_t)c->cap))) goto oom;
     log_start_notes(c);
@@ -108,6 +111,15 @@ int api_enter(const moex_context *c, const char *function) {
 }
 
 void api_leave(const moex_context *c) { atomic_store(&((moex_context *)c)->busy, false); }
+
+int api_threads_take(const moex_model *m, const char *function) {
+    if (atomic_exchange(&((moex_model *)m)->threads_busy, true))
+        return moex_errorf("%s: the model's threads are in use by another call (evaluation runs on one thread at a "
+                           "time per model)", function);
+    return 0;
+}
+
+void api_threads_give(const moex_model *m) { atomic_store(&((moex_model *)m)->threads_busy, false); }
 
 int moex_n_ctx(const moex_context *c) {
     API_CHECK(c, -1);
@@ -144,8 +156,10 @@ int api_eval(moex_context *c, const int32_t *tokens, int n, float *all_logits) {
         return moex_errorf("%d tokens do not fit after %d in the context of %d", n, past, context_n_ctx(c->ctx)),
                failed(c, past);
     c->have_logits = false;
-    if (context_eval(c->ctx, tokens, n, all_logits ? all_logits : c->logits, all_logits != NULL) != 0)
-        return failed(c, past);
+    if (api_threads_take(c->m, "moex_eval")) return failed(c, past);
+    int rc = context_eval(c->ctx, tokens, n, all_logits ? all_logits : c->logits, all_logits != NULL);
+    api_threads_give(c->m);
+    if (rc != 0) return failed(c, past);
     size_t n_vocab = (size_t)c->m->model->hp.n_vocab;
     if (all_logits) memcpy(c->logits, all_logits + (size_t)(n - 1) * n_vocab, sizeof *c->logits * n_vocab);
     if (c->n_tokens == past) { /* tokens are known from the start */

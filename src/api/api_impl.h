@@ -29,6 +29,7 @@ struct moex_model {
     bool note_said;                    /* the executor's start-up note was logged (once per model) */
     bool interleave_said;              /* the interleaved layout's pack file note was logged */
     _Atomic(struct grammar_vocab *) grammar_vocab; /* the token trie of grammars, made on first use (api_grammar.c) */
+    atomic_bool threads_busy;          /* a call runs on the worker threads (api_threads_take) */
 };
 
 struct moex_context {
@@ -64,6 +65,12 @@ int api_null(const char *function, const char *name);
  * (NULL c included); api_leave gives the flag back. */
 int api_enter(const moex_context *c, const char *function);
 void api_leave(const moex_context *c);
+/* The model's worker threads serve one call at a time (evaluation of any of
+ * its contexts, making a context, packing, the bandwidth measure): a second
+ * caller gets -1 with an error instead of meeting the first in the threads'
+ * barrier. api_threads_give hands them back. */
+int api_threads_take(const moex_model *m, const char *function);
+void api_threads_give(const moex_model *m);
 
 /* The evaluation behind moex_eval, moex_eval_all_logits and moex_prefill,
  * for callers that hold the context (api_enter). */

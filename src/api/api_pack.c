@@ -42,12 +42,12 @@ static void layout_result(const struct layout_job *j, struct moex_pack_result *r
     r->interleave_s = j->ns * 1e-9;
 }
 
-int moex_pack(moex_model *m, bool all, moex_file *f, struct moex_pack_result *r) {
+static int pack(moex_model *m, bool all, moex_file *f, struct moex_pack_result *r) {
     struct atomic_file *file = (struct atomic_file *)f;
-    API_CHECK(f, -1);
+    if (!f) return api_null("moex_pack", "f");
     if (!m || !r) {
         atomic_file_discard(file);
-        return api_null(__func__, m ? "r" : "m");
+        return api_null("moex_pack", m ? "r" : "m");
     }
     if (!m->model->arch) {
         atomic_file_discard(file);
@@ -86,4 +86,14 @@ int moex_pack(moex_model *m, bool all, moex_file *f, struct moex_pack_result *r)
     r->weight_type = quant_type_name(model->moe.layers[0].gate.type);
     layout_result(&layout, r);
     return 0;
+}
+
+int moex_pack(moex_model *m, bool all, moex_file *f, struct moex_pack_result *r) {
+    if (m && f && r && api_threads_take(m, __func__)) {
+        moex_file_discard(f);
+        return -1;
+    }
+    int rc = pack(m, all, f, r);
+    if (m && f && r) api_threads_give(m);
+    return rc;
 }
