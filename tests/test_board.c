@@ -184,8 +184,10 @@ int main(void) {
     route(&m, 64, 2);
     double pp, tg;
     /* "Qwen3-35B-A3B Q4_K, CPU only: pp128 22.59 tok/s" */
-    predict("rk3588,board=1", &q, 128, 0, &pp, &tg);
+    predict("rk3588,board=1", &q, 128, 16, &pp, &tg);
     CHECK_RATE(pp, 22.59, "Qwen3-35B-A3B CPU only pp128");
+    /* "... decode ~6.3" */
+    CHECK_RATE(tg, 6.3, "Qwen3-35B-A3B CPU only decode");
     /* "experts on NPU, one submit per expert: pp128 0.28, decode 0.11" */
     predict("rk3588,board=1,legacy=1,mode=single", &q, 128, 16, &pp, &tg);
     CHECK_RATE(pp, 0.28, "Qwen3-35B-A3B one submit per expert pp128");

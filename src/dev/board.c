@@ -76,7 +76,8 @@ double board_attention_ns(const struct board *b, int n_tokens, int n_past, int n
 static double cpu_expert_ns(const struct board *b, const struct board_moe_layer *L, int rows) {
     return board_cpu_matmul_ns(b, rows, L->n_embd, L->n_ff, L->type[0]) +
            board_cpu_matmul_ns(b, rows, L->n_embd, L->n_ff, L->type[1]) +
-           board_cpu_matmul_ns(b, rows, L->n_ff, L->n_embd, L->type[2]) + 1e3 * b->f.cpu_expert_us;
+           board_cpu_matmul_ns(b, rows, L->n_ff, L->n_embd, L->type[2]) + 1e3 * b->f.cpu_expert_us +
+           (rows == 1 ? 1e3 * b->f.cpu_expert_decode_us : 0);
 }
 
 static double expert_gguf_bytes(const struct board_moe_layer *L) {

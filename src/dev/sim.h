@@ -54,6 +54,7 @@ struct sim_figures {
     /* board=1: the board around the NPU is modelled too (dev/board.h) */
     double board;
     double cpu_threads, cpu_gemv_ps, cpu_gemm_gmacs, cpu_expert_us, cpu_attn_gmacs, dram_gbps;
+    double cpu_expert_decode_us; /* more per expert at one row: decode (fitted to the two CPU decodes) */
     /* the earlier backend's policies, replayed on this run's routing */
     double legacy, legacy_pack_ns, legacy_refill_us, legacy_row_us, hot, load_ms, gemv1_gbps;
     /* the model the prediction is for, when the file is a cut-down copy (0: as the file) */

@@ -94,6 +94,11 @@ static const struct figure figures[] = {
     /* fitted: CPU-only pp128 22.59 (Qwen3-35B-A3B) and pp64 36.2 (LFM2-8B-A1B), with cpu_expert_us */
     FIG(cpu_gemm_gmacs, 13.3, 1e6, "board: M > 1 rows, multiply-accumulates per thread (G/s)"),
     FIG(cpu_expert_us, 90, 1e7, "board: CPU cost per expert with rows per layer (us)"),
+    /* fitted: the two CPU-only decodes together, Qwen3-35B-A3B ~6.3 (384
+     * expert uses a token) and LFM2-8B-A1B tg64 19.09 (88): no bandwidth
+     * alone fits both; 75 us more per one-row expert (its rows' first
+     * touches, the pool's wake-up) puts them at +14% and -15% */
+    FIG(cpu_expert_decode_us, 75, 1e7, "board: more per expert with one row (us)"),
     /* an assumption: f32 lanes are a quarter of int8 dot-product lanes */
     FIG(cpu_attn_gmacs, 3.3, 1e6, "board: attention scores and values, f32 MACs per thread (G/s)"),
     /* fitted: LFM2-8B-A1B CPU-only tg64 19.09 ("LPDDR4X at 2112 MHz": 33.8 GB/s peak) */
