@@ -44,6 +44,10 @@ row "moex: the same, resident experts at M>=1" "$Q" 128 16 "$QS" --hot-budget 20
 row "moex: backbone resident, experts 15% (window less backbone)" "$Q" 128 16 "$QS" --hot-budget 15%
 row "moex: backbone resident, experts 15%, M>=1" "$Q" 128 16 "$QS" --hot-budget 15% --min-m 1
 row "moex: domains=5, backbone resident, every expert resident" "$Q" 128 16 "$QS,domains=5" --hot-budget 100%
+row "moex: experts 20%, priced as the rknpu device's programs" "$Q" 128 16 "$QS,mode=programs" --hot-budget 20%
+for gmacs in 50 200 400; do
+    row "moex: experts 20%, NPU at $gmacs GMAC/s a core (100 assumed)" "$Q" 128 16 "$QS,core_gmacs=$gmacs" --hot-budget 20%
+done
 echo
 echo "| LFM2-8B-A1B | pp64 t/s | tg64 t/s |"
 echo "|---|---:|---:|"
@@ -57,3 +61,7 @@ row "moex: the same, resident experts at M>=1" "$L" 64 64 "$LS" --hot-budget 50%
 row "moex: backbone resident, experts 45% (window less backbone)" "$L" 64 64 "$LS" --hot-budget 45%
 row "moex: backbone resident, experts 45%, M>=1" "$L" 64 64 "$LS" --hot-budget 45% --min-m 1
 row "moex: domains=2, backbone resident, every expert resident" "$L" 64 64 "$LS,domains=2" --hot-budget 100%
+row "moex: experts 50%, priced as the rknpu device's programs" "$L" 64 64 "$LS,mode=programs" --hot-budget 50%
+for gmacs in 50 200 400; do
+    row "moex: experts 50%, NPU at $gmacs GMAC/s a core (100 assumed)" "$L" 64 64 "$LS,core_gmacs=$gmacs" --hot-budget 50%
+done
