@@ -58,7 +58,7 @@ static struct head_state head_state(const struct delta_net_dims *d, float *state
 
 size_t delta_net_head_scratch(const struct delta_net_dims *d) {
     size_t D = (size_t)d->head_dim;
-    return 2 * CHUNK          /* G, one row's coefficients */
+    return 3 * CHUNK          /* G, one row's decays and coefficients */
          + 2 * CHUNK * D      /* -beta exp(G) k and the scaled queries, per row */
          + D * CHUNK;         /* the keys scaled to the chunk's end, transposed */
 }
@@ -71,7 +71,7 @@ static void chunk_rows(const struct delta_net_kernels *kern, const struct delta_
     const size_t kstride = (size_t)d->n_k_heads * D, vstride = (size_t)H * D;
     const float scale = 1.0f / sqrtf((float)D);
     const struct head_state st = head_state(d, io->state, head);
-    float *G = scratch, *coef = G + CHUNK, *NY = coef + CHUNK, *QS = NY + (size_t)CHUNK * D;
+    float *G = scratch, *decay = G + CHUNK, *coef = decay + CHUNK, *NY = coef + CHUNK, *QS = NY + (size_t)CHUNK * D;
     float *KT = QS + (size_t)CHUNK * D; /* (D, CHUNK) */
     float *O = io->out + (size_t)i0 * vstride + (size_t)head * D; /* row a, rows vstride apart */
     for (int t = a; t < b; t++) {
@@ -106,9 +106,10 @@ static void chunk_rows(const struct delta_net_kernels *kern, const struct delta_
         size_t i = (size_t)(i0 + t - a);
         const float *k = st.K + (size_t)t * D, *q = io->q + i * kstride + (size_t)kh * D;
         const float beta = io->beta[i * H + head];
-        for (int j = 0; j < t; j++) coef[j] = -beta * expf(G[t] - G[j]) * kern->dot(k, st.K + (size_t)j * D, D);
+        for (int j = 0; j <= t; j++) decay[j] = expf(G[t] - G[j]);
+        for (int j = 0; j < t; j++) coef[j] = -beta * decay[j] * kern->dot(k, st.K + (size_t)j * D, D);
         kern->gemm(st.U + (size_t)t * D, 0, coef, 0, st.U, (size_t)D, 1, t, D);
-        for (int j = 0; j <= t; j++) coef[j] = scale * expf(G[t] - G[j]) * kern->dot(q, st.K + (size_t)j * D, D);
+        for (int j = 0; j <= t; j++) coef[j] = scale * decay[j] * kern->dot(q, st.K + (size_t)j * D, D);
         kern->gemm(O + (size_t)(t - a) * vstride, 0, coef, 0, st.U, (size_t)D, 1, t + 1, D);
     }
     if (b < CHUNK) return;
