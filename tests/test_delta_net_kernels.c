@@ -70,9 +70,13 @@ static void test_gemm_rows_alone(const struct delta_net_kernels *kn, const char 
     fill(x, K * N, 2.0f);
     fill(y0, R * N, 1.0f);
     memcpy(y1, y0, sizeof y0);
-    kn->gemm(y0, N, a, K, x, N, R, K, N);
-    for (int r = 0; r < R; r++) kn->gemm(y1 + r * N, 0, a + r * K, 0, x, N, 1, K, N);
-    CHECKF(memcmp(y0, y1, sizeof y0) == 0, "%s gemm: a row alone differs from the same row among %d", name, R);
+    for (int rows = 1; rows <= R; rows++) {
+        memcpy(y1, y0, sizeof y0);
+        kn->gemm(y1, N, a, K, x, N, rows, K, N);
+        for (int r = 0; r < rows; r++) kn->gemm(y0 + r * N, 0, a + r * K, 0, x, N, 1, K, N);
+        CHECKF(memcmp(y0, y1, sizeof y0) == 0, "%s gemm: a row alone differs from the same row among %d", name, rows);
+        memcpy(y0, y1, sizeof y0);
+    }
 }
 
 static void test_dot(const struct delta_net_kernels *ref, const struct delta_net_kernels *kn, const char *name) {

@@ -59,7 +59,7 @@ static struct head_state head_state(const struct delta_net_dims *d, float *state
 size_t delta_net_head_scratch(const struct delta_net_dims *d) {
     size_t D = (size_t)d->head_dim;
     return 3 * CHUNK          /* G, one row's decays and coefficients */
-         + 2 * CHUNK * D      /* -beta exp(G) k and the scaled queries, per row */
+         + 4 * CHUNK * D      /* the rows that meet S0 (-beta exp(G) k, then the scaled queries), their products */
          + D * CHUNK;         /* the keys scaled to the chunk's end, transposed */
 }
 
@@ -71,8 +71,10 @@ static void chunk_rows(const struct delta_net_kernels *kern, const struct delta_
     const size_t kstride = (size_t)d->n_k_heads * D, vstride = (size_t)H * D;
     const float scale = 1.0f / sqrtf((float)D);
     const struct head_state st = head_state(d, io->state, head);
-    float *G = scratch, *decay = G + CHUNK, *coef = decay + CHUNK, *NY = coef + CHUNK, *QS = NY + (size_t)CHUNK * D;
-    float *KT = QS + (size_t)CHUNK * D; /* (D, CHUNK) */
+    float *G = scratch, *decay = G + CHUNK, *coef = decay + CHUNK;
+    float *A = coef + CHUNK;                  /* (2 rows, D): rows - beta_t exp(G_t) k_t, then exp(G_t) q_t / sqrt(D) */
+    float *Y = A + 2 * (size_t)CHUNK * D;     /* (2 rows, D): their products with S0, onto beta_t v_t and 0 */
+    float *KT = Y + 2 * (size_t)CHUNK * D;    /* (D, CHUNK) */
     float *O = io->out + (size_t)i0 * vstride + (size_t)head * D; /* row a, rows vstride apart */
     for (int t = a; t < b; t++) {
         size_t i = (size_t)(i0 + t - a);
@@ -85,22 +87,24 @@ static void chunk_rows(const struct delta_net_kernels *kern, const struct delta_
         G[t] = (float)acc;
     }
     /* u_t = beta_t v_t - S0^T (beta_t exp(G_t) k_t) and exp(G_t) S0^T q_t / sqrt(D):
-     * products of the rows with S0 */
+     * the products of the rows with S0, in one pass over it */
     for (int t = a; t < b; t++) {
-        size_t i = (size_t)(i0 + t - a);
+        size_t i = (size_t)(i0 + t - a), r = (size_t)(t - a);
         const float *k = st.K + (size_t)t * D, *q = io->q + i * kstride + (size_t)kh * D;
         const float *v = io->v + i * vstride + (size_t)head * D;
         const float beta = io->beta[i * H + head], ey = beta * expf(G[t]), eq = scale * expf(G[t]);
-        float *u = st.U + (size_t)t * D, *ny = NY + (size_t)(t - a) * D, *qs = QS + (size_t)(t - a) * D;
+        float *ny = A + r * D, *qs = A + (rows + r) * D, *u = Y + r * D;
         for (int m = 0; m < D; m++) {
             u[m] = beta * v[m];
             ny[m] = -(ey * k[m]);
             qs[m] = eq * q[m];
         }
-        memset(O + (size_t)(t - a) * vstride, 0, (size_t)D * sizeof *O);
     }
-    kern->gemm(st.U + (size_t)a * D, (size_t)D, NY, (size_t)D, st.S, (size_t)D, rows, D, D);
-    kern->gemm(O, vstride, QS, (size_t)D, st.S, (size_t)D, rows, D, D);
+    memset(Y + (size_t)rows * D, 0, (size_t)rows * D * sizeof *Y);
+    kern->gemm(Y, (size_t)D, A, (size_t)D, st.S, (size_t)D, 2 * rows, D, D);
+    memcpy(st.U + (size_t)a * D, Y, (size_t)rows * D * sizeof *Y);
+    for (int r = 0; r < rows; r++)
+        memcpy(O + (size_t)r * vstride, Y + (size_t)(rows + r) * D, (size_t)D * sizeof *O);
     /* then the chunk's earlier updates, row by row */
     for (int t = a; t < b; t++) {
         size_t i = (size_t)(i0 + t - a);

@@ -77,6 +77,10 @@ static void gemm(float *y, size_t ldy, const float *a, size_t lda, const float *
                  int n) {
     int r = 0;
     for (; r + 4 <= rows; r += 4) gemm_rows(y + r * ldy, ldy, a + r * lda, lda, x, ldx, k, n, 4);
+    if (r + 2 <= rows) { /* a decode step's two rows (its update and its output): one pass over x */
+        gemm_rows(y + r * ldy, ldy, a + r * lda, lda, x, ldx, k, n, 2);
+        r += 2;
+    }
     for (; r < rows; r++) gemm_rows(y + r * ldy, ldy, a + r * lda, lda, x, ldx, k, n, 1);
 }
 
