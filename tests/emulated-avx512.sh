@@ -18,7 +18,7 @@ build=${1:-$src/build-emu}
 oracle=${MOEX_ORACLE:-$src/../shared/oracle}
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOEX_EMULATE_AVX512=ON -DMOEX_WERROR=ON "$@" >/dev/null
 build=$(cd "$build" && pwd)
-tests="test_quant_kernels test_quant_r16 test_quant_r16_widths test_quant_f32_gemm test_silu_mul test_quant_oracle test_attn_kernels test_delta_net_kernels test_oracle_logits test_oracle_qwen35moe"
+tests="test_quant_kernels test_quant_rows test_quant_r16 test_quant_r16_widths test_quant_f32_gemm test_silu_mul test_quant_oracle test_attn_kernels test_delta_net_kernels test_oracle_logits test_oracle_qwen35moe"
 # shellcheck disable=SC2086
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $tests
 export MOEX_ORACLE="$oracle" MOEX_TEST_TMP="$build/test-tmp"

@@ -2,10 +2,11 @@
  * SIMDe and NEON under qemu in their builds) against the scalar ones, each
  * element within 1e-5 of the sum of the magnitudes of its terms: the gemm
  * (rows, depths and widths that do and do not fill a tile or a vector, with
- * leading dimensions wider than the rows), the recurrent step, the causal
- * convolution + SiLU (kernel lengths 1 to 7, batches shorter and longer than
- * the state, pre-activations up to +-200), the gated norm; then the whole
- * recurrent and chunked forms of a head within 1e-5 of the largest output
+ * leading dimensions wider than the rows; and a row alone the same bits as
+ * among others), the dot product, the causal convolution + SiLU (kernel
+ * lengths 1 to 7, batches shorter and longer than the state,
+ * pre-activations up to +-200), the gated norm; then whole heads, from the
+ * start of a chunk and from inside one, within 1e-5 of the largest output
  * and state entry of the scalar kernels' run. */
 #include "harness.h"
 
@@ -59,32 +60,37 @@ static void test_gemm(const struct delta_net_kernels *ref, const struct delta_ne
             }
 }
 
-static void test_decay_update(const struct delta_net_kernels *ref, const struct delta_net_kernels *kn,
-                              const char *name) {
-    enum { MAXD = 136 };
-    static float S0[MAXD * MAXD], S1[MAXD * MAXD], k[MAXD], q[MAXD], delta[MAXD], o0[MAXD], o1[MAXD];
-    const int dims[] = { 8, 16, 40, 64, 128, 136 };
-    for (int di = 0; di < 6; di++) {
-        int D = dims[di];
-        float decay = 0.25f + 0.7f * (uniform() + 1.0f) / 2.0f;
-        fill(S0, (size_t)D * D, 0.5f);
-        memcpy(S1, S0, sizeof(float) * D * D);
-        fill(k, D, 0.3f);
-        fill(q, D, 0.3f);
-        fill(delta, D, 1.0f);
-        fill(o0, D, 0.1f);
-        memcpy(o1, o0, sizeof(float) * D);
-        ref->decay_update(S0, D, D, decay, k, delta, q, o0);
-        kn->decay_update(S1, D, D, decay, k, delta, q, o1);
-        int off = 0;
-        for (int m = 0; m < D; m++)
-            for (int i = 0; i < D; i++) off += !close_to(S1[m * D + i], S0[m * D + i], 0.5 + fabs(k[m] * delta[i]));
-        for (int i = 0; i < D; i++) {
-            double mag = 0.1;
-            for (int m = 0; m < D; m++) mag += fabs((double)q[m] * S0[m * D + i]);
-            off += !close_to(o1[i], o0[i], 2 * mag);
-        }
-        CHECKF(off == 0, "%s decay_update D=%d: %d off", name, D, off);
+/* Each element of a gemm is the same whatever the rows around it: rows
+ * alone equal the same rows in one call, bit for bit (the delta net's
+ * outputs must not depend on how many tokens share a pass). */
+static void test_gemm_rows_alone(const struct delta_net_kernels *kn, const char *name) {
+    enum { R = 9, K = 37, N = 40 };
+    static float a[R * K], x[K * N], y0[R * N], y1[R * N];
+    fill(a, R * K, 1.0f);
+    fill(x, K * N, 2.0f);
+    fill(y0, R * N, 1.0f);
+    memcpy(y1, y0, sizeof y0);
+    for (int rows = 1; rows <= R; rows++) {
+        memcpy(y1, y0, sizeof y0);
+        kn->gemm(y1, N, a, K, x, N, rows, K, N);
+        for (int r = 0; r < rows; r++) kn->gemm(y0 + r * N, 0, a + r * K, 0, x, N, 1, K, N);
+        CHECKF(memcmp(y0, y1, sizeof y0) == 0, "%s gemm: a row alone differs from the same row among %d", name, rows);
+        memcpy(y0, y1, sizeof y0);
+    }
+}
+
+static void test_dot(const struct delta_net_kernels *ref, const struct delta_net_kernels *kn, const char *name) {
+    enum { MAXN = 136 };
+    static float a[MAXN], b[MAXN];
+    const int lens[] = { 1, 7, 16, 40, 128, 136 };
+    for (int li = 0; li < 6; li++) {
+        int n = lens[li];
+        fill(a, n, 1.0f);
+        fill(b, n, 2.0f);
+        double mag = 0;
+        for (int i = 0; i < n; i++) mag += fabs((double)a[i] * b[i]);
+        float want = ref->dot(a, b, n), got = kn->dot(a, b, n);
+        CHECKF(close_to(got, want, mag), "%s dot n=%d: %g vs %g", name, n, got, want);
     }
 }
 
@@ -137,14 +143,15 @@ static void test_gated_norm(const struct delta_net_kernels *ref, const struct de
     }
 }
 
-/* One head's recurrent and chunked runs with both kernel sets. */
-static void test_forms(const struct delta_net_kernels *ref, const struct delta_net_kernels *kn, const char *name,
-                       int D, int n, int chunk) {
+/* One batch of two heads with both kernel sets, from a state at position
+ * pos0 (inside a chunk when pos0 is not a multiple of DELTA_NET_CHUNK). */
+static void test_heads(const struct delta_net_kernels *ref, const struct delta_net_kernels *kn, const char *name,
+                       int D, int n, int pos0) {
     struct delta_net_dims d = { 1, 2, D };
-    size_t kq = (size_t)n * D, vv = (size_t)n * 2 * D, SN = (size_t)2 * D * D;
+    size_t kq = (size_t)n * D, vv = (size_t)n * 2 * D, SN = 2 * delta_net_head_floats(&d);
     float *q = malloc(kq * 4), *k = malloc(kq * 4), *v = malloc(vv * 4), *g = malloc((size_t)n * 2 * 4);
     float *beta = malloc((size_t)n * 2 * 4), *S0 = malloc(SN * 4), *S[2], *o[2];
-    float *scratch = malloc(delta_net_chunk_scratch(&d, chunk) * 4);
+    float *scratch = malloc(delta_net_head_scratch(&d) * 4);
     fill(q, kq, 1.0f);
     fill(k, kq, 1.0f);
     l2_norm_rows(q, n, D, 1e-6f);
@@ -154,25 +161,23 @@ static void test_forms(const struct delta_net_kernels *ref, const struct delta_n
         g[i] = -0.5f * (uniform() + 1.0f);
         beta[i] = 0.5f * (uniform() + 1.0f) * 0.98f + 0.01f;
     }
-    fill(S0, SN, 0.3f);
-    for (int form = 0; form < 2; form++) {
-        for (int e = 0; e < 2; e++) {
-            const struct delta_net_kernels *kk = e ? kn : ref;
-            S[e] = malloc(SN * 4);
-            o[e] = malloc(vv * 4);
-            memcpy(S[e], S0, SN * 4);
-            memset(o[e], 0xff, vv * 4); /* NaN: every output must be written */
-            struct delta_net_io io = { n, q, k, v, g, beta, S[e], o[e] };
-            for (int h = 0; h < 2; h++) {
-                if (form == 0) delta_net_recurrent(kk, &d, &io, h);
-                else delta_net_chunked(kk, &d, &io, h, chunk, scratch);
-            }
-        }
-        double eo = rel_diff(o[1], o[0], vv), es = rel_diff(S[1], S[0], SN);
-        CHECKF(eo <= 1e-5 && es <= 1e-5, "%s %s D=%d n=%d chunk=%d: out %.2e state %.2e", name,
-               form ? "chunked" : "recurrent", D, n, chunk, eo, es);
-        for (int e = 0; e < 2; e++) { free(S[e]); free(o[e]); }
+    fill(S0, SN, 0.3f); /* the chunk's earlier keys, updates and decays too */
+    for (size_t h = 0; h < 2; h++) {
+        float *g0 = S0 + h * delta_net_head_floats(&d) + (size_t)D * D + 2 * DELTA_NET_CHUNK * (size_t)D;
+        for (int t = 0; t < DELTA_NET_CHUNK; t++) g0[t] = -0.5f * (uniform() + 1.0f);
     }
+    for (int e = 0; e < 2; e++) {
+        const struct delta_net_kernels *kk = e ? kn : ref;
+        S[e] = malloc(SN * 4);
+        o[e] = malloc(vv * 4);
+        memcpy(S[e], S0, SN * 4);
+        memset(o[e], 0xff, vv * 4); /* NaN: every output must be written */
+        struct delta_net_io io = { n, pos0, q, k, v, g, beta, S[e], o[e] };
+        for (int h = 0; h < 2; h++) delta_net_head(kk, &d, &io, h, scratch);
+    }
+    double eo = rel_diff(o[1], o[0], vv), es = rel_diff(S[1], S[0], SN);
+    CHECKF(eo <= 1e-5 && es <= 1e-5, "%s D=%d n=%d from position %d: out %.2e state %.2e", name, D, n, pos0, eo, es);
+    for (int e = 0; e < 2; e++) { free(S[e]); free(o[e]); }
     free(q); free(k); free(v); free(g); free(beta); free(S0); free(scratch);
 }
 
@@ -186,12 +191,14 @@ int main(void) {
         const char *name = isa_name(isas[i]);
         printf("%s: delta-net kernels against the scalar ones\n", name);
         test_gemm(ref, kn, name);
-        test_decay_update(ref, kn, name);
+        test_gemm_rows_alone(kn, name);
+        test_dot(ref, kn, name);
         test_conv(ref, kn, name);
         test_gated_norm(ref, kn, name);
-        test_forms(ref, kn, name, 128, 1, DELTA_NET_CHUNK);
-        test_forms(ref, kn, name, 128, 67, DELTA_NET_CHUNK);
-        test_forms(ref, kn, name, 40, 37, 5);
+        test_heads(ref, kn, name, 128, 1, 0);
+        test_heads(ref, kn, name, 128, 67, 0);
+        test_heads(ref, kn, name, 128, 1, 5);
+        test_heads(ref, kn, name, 40, 37, 11);
         tested++;
     }
     if (!tested) {

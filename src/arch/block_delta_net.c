@@ -1,18 +1,28 @@
-/* The gated delta rule, token by token and in chunks.
+/* The gated delta rule in chunks aligned to the sequence.
  *
  * The state of a head is stored key-major, S[m][i] for key dim m and value
  * dim i, so that every product with it is a sum of its rows scaled by a
  * key's or query's components (rows of a small gemm over the value dims:
  * delta_net_kernels.h, one build per ISA).
  *
- * Chunked form. In a chunk starting from state S0, with G_t the running sum
- * of g inside the chunk, write u_t = beta_t (v_t - exp(g_t) S_{t-1} k_t) for
- * what token t adds, so that S_t = exp(G_t) S0 + sum_{j<=t} exp(G_t - G_j) u_j k_j^T.
- * Then the u_t of the chunk satisfy the lower triangular system
- *     u_t + sum_{j<t} beta_t exp(G_t - G_j) (k_t . k_j) u_j = beta_t v_t - beta_t exp(G_t) S0 k_t
- * which forward substitution solves for W (right side beta v) and Y (right
- * side beta exp(G) k) separately: u_t = W_t - S0 Y_t. Outputs and the next
- * state follow from the unrolled sum. */
+ * Chunks of DELTA_NET_CHUNK tokens start at positions counted from the
+ * sequence's start, whatever the passes: S is the state at the start of the
+ * current chunk, and the chunk's tokens so far keep their keys, their
+ * updates u and their log decays beside it. In a chunk starting from S0,
+ * with G_t the running sum of g inside the chunk, token t adds
+ * u_t = beta_t (v_t - exp(g_t) S_{t-1}^T k_t), so that
+ * S_t = exp(G_t) S0 + sum_{j<=t} exp(G_t - G_j) k_j u_j^T and
+ *     u_t = beta_t v_t - S0^T (beta_t exp(G_t) k_t) - sum_{j<t} beta_t exp(G_t - G_j) (k_t . k_j) u_j
+ *     o_t = (exp(G_t) S0^T q_t + sum_{j<=t} exp(G_t - G_j) (q_t . k_j) u_j) / sqrt(D),
+ * a forward substitution row by row. A token's u and o are computed by the
+ * same operations in the same order whether its pass holds the whole chunk
+ * or only that token (the products with S0 are gemm rows, each element its
+ * own chain of multiply-adds; the sums over j run row by row over exactly
+ * j < t or j <= t), and S moves on only when a chunk is complete: a
+ * sequence's outputs and state do not depend on how it was split into
+ * passes, bit for bit. A decode step costs about what the plain recurrence
+ * did: two products of a row with S0, and one product of the chunk with S
+ * every DELTA_NET_CHUNK tokens. */
 #include "arch/block_delta_net.h"
 
 #include "arch/block_proj.h"
@@ -25,118 +35,110 @@
 #include <stdlib.h>
 #include <string.h>
 
-void delta_net_recurrent(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
-                         const struct delta_net_io *io, int head) {
-    int D = d->head_dim, kh = head % d->n_k_heads;
-    size_t kstride = (size_t)d->n_k_heads * D, vstride = (size_t)d->n_v_heads * D;
-    float scale = 1.0f / sqrtf((float)D);
-    float *S = io->state + (size_t)head * D * D; /* (key, value) */
-    float delta[DELTA_NET_MAX_DIM], qs[DELTA_NET_MAX_DIM];
-    for (int t = 0; t < io->n; t++) {
-        const float *q = io->q + t * kstride + (size_t)kh * D;
-        const float *k = io->k + t * kstride + (size_t)kh * D;
-        const float *v = io->v + t * vstride + (size_t)head * D;
-        float *o = io->out + t * vstride + (size_t)head * D;
-        float decay = expf(io->g[(size_t)t * d->n_v_heads + head]);
-        float beta = io->beta[(size_t)t * d->n_v_heads + head];
-        /* delta = beta (v - decay S^T k), then S = decay S + k delta^T and
-         * o = S^T q / sqrt(D) in the same pass over S. */
-        memset(delta, 0, (size_t)D * sizeof *delta);
-        kern->gemm(delta, 0, k, 0, S, (size_t)D, 1, D, D);
-        for (int i = 0; i < D; i++) {
-            delta[i] = beta * (v[i] - decay * delta[i]);
-            qs[i] = q[i] * scale;
-        }
-        memset(o, 0, (size_t)D * sizeof *o);
-        kern->decay_update(S, D, D, decay, k, delta, qs, o);
+enum { CHUNK = DELTA_NET_CHUNK };
+
+size_t delta_net_head_floats(const struct delta_net_dims *d) {
+    size_t D = (size_t)d->head_dim;
+    return D * D + CHUNK * (2 * D + 1);
+}
+
+/* One value head's part of the state. */
+struct head_state {
+    float *S;   /* (D key, D value) at the start of the current chunk */
+    float *K;   /* (CHUNK, D) the chunk's keys so far */
+    float *U;   /* (CHUNK, D) their updates u */
+    float *g;   /* (CHUNK) their log decays */
+};
+
+static struct head_state head_state(const struct delta_net_dims *d, float *state, int head) {
+    size_t D = (size_t)d->head_dim;
+    float *S = state + (size_t)head * delta_net_head_floats(d);
+    return (struct head_state){ S, S + D * D, S + D * D + CHUNK * D, S + D * D + 2 * CHUNK * D };
+}
+
+size_t delta_net_head_scratch(const struct delta_net_dims *d) {
+    size_t D = (size_t)d->head_dim;
+    return 3 * CHUNK          /* G, one row's decays and coefficients */
+         + 4 * CHUNK * D      /* the rows that meet S0 (-beta exp(G) k, then the scaled queries), their products */
+         + D * CHUNK;         /* the keys scaled to the chunk's end, transposed */
+}
+
+/* Rows a..b-1 of the current chunk, from the batch's tokens i0.. (rows
+ * 0..a-1 are in the head's state); at the chunk's end, S moves on. */
+static void chunk_rows(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
+                       const struct delta_net_io *io, int head, int i0, int a, int b, float *scratch) {
+    const int D = d->head_dim, kh = head % d->n_k_heads, H = d->n_v_heads, rows = b - a;
+    const size_t kstride = (size_t)d->n_k_heads * D, vstride = (size_t)H * D;
+    const float scale = 1.0f / sqrtf((float)D);
+    const struct head_state st = head_state(d, io->state, head);
+    float *G = scratch, *decay = G + CHUNK, *coef = decay + CHUNK;
+    float *A = coef + CHUNK;                  /* (2 rows, D): rows - beta_t exp(G_t) k_t, then exp(G_t) q_t / sqrt(D) */
+    float *Y = A + 2 * (size_t)CHUNK * D;     /* (2 rows, D): their products with S0, onto beta_t v_t and 0 */
+    float *KT = Y + 2 * (size_t)CHUNK * D;    /* (D, CHUNK) */
+    float *O = io->out + (size_t)i0 * vstride + (size_t)head * D; /* row a, rows vstride apart */
+    for (int t = a; t < b; t++) {
+        size_t i = (size_t)(i0 + t - a);
+        memcpy(st.K + (size_t)t * D, io->k + i * kstride + (size_t)kh * D, (size_t)D * sizeof *st.K);
+        st.g[t] = io->g[i * H + head];
     }
-}
-
-size_t delta_net_chunk_scratch(const struct delta_net_dims *d, int chunk) {
-    size_t C = (size_t)chunk, D = (size_t)d->head_dim;
-    return 2 * C           /* G, decay to the chunk's end */
-         + 3 * C * C       /* k_t . k_j, q_t . k_j, the output's coefficients */
-         + 4 * C * D;      /* [W | Y] rows (W becomes u), the keys transposed, the scaled queries */
-}
-
-/* One chunk of c tokens at t0 for one head, as products of small matrices
- * (kern->gemm): the key products, the forward substitution row by row, then
- * u = W - Y S0, o = Q S0 + P u and S = exp(G_last) S0 + K' u, one product
- * each for the whole chunk. */
-static void chunk_step(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
-                       const struct delta_net_io *io, int head, int t0, int c, float *scratch) {
-    int D = d->head_dim, kh = head % d->n_k_heads, H = d->n_v_heads;
-    size_t kstride = (size_t)d->n_k_heads * D, vstride = (size_t)H * D, wy = 2 * (size_t)D;
-    float scale = 1.0f / sqrtf((float)D);
-    float *S = io->state + (size_t)head * D * D;
-    float *G = scratch, *to_end = G + c, *KK = to_end + c, *QK = KK + (size_t)c * c, *P = QK + (size_t)c * c;
-    float *WY = P + (size_t)c * c;        /* (c, 2D): row t is [W_t | Y_t] */
-    float *KT = WY + (size_t)c * wy;      /* (D, c) */
-    float *QS = KT + (size_t)D * c;       /* (c, D) */
-    const float *K0 = io->k + (size_t)t0 * kstride + (size_t)kh * D;   /* rows kstride apart */
-    const float *Q0 = io->q + (size_t)t0 * kstride + (size_t)kh * D;
-    float *O0 = io->out + (size_t)t0 * vstride + (size_t)head * D;     /* rows vstride apart */
     double acc = 0;
-    for (int t = 0; t < c; t++) {
-        acc += io->g[(size_t)(t0 + t) * H + head];
+    for (int t = 0; t < b; t++) {
+        acc += st.g[t];
         G[t] = (float)acc;
     }
-    for (int t = 0; t < c; t++) to_end[t] = expf(G[c - 1] - G[t]);
-    /* Key-key and query-key products of the chunk. */
-    for (int j = 0; j < c; j++)
-        for (int m = 0; m < D; m++) KT[(size_t)m * c + j] = K0[(size_t)j * kstride + m];
-    memset(KK, 0, 2 * (size_t)c * c * sizeof *KK);
-    kern->gemm(KK, (size_t)c, K0, kstride, KT, (size_t)c, c, D, c);
-    kern->gemm(QK, (size_t)c, Q0, kstride, KT, (size_t)c, c, D, c);
-    /* W_t = beta_t v_t and Y_t = beta_t exp(G_t) k_t, minus the earlier rows
-     * of the chunk (forward substitution), both halves of a row at once. */
-    for (int t = 0; t < c; t++) {
-        float beta = io->beta[(size_t)(t0 + t) * H + head];
-        const float *kt = K0 + (size_t)t * kstride;
-        const float *v = io->v + (size_t)(t0 + t) * vstride + (size_t)head * D;
-        float *w = WY + (size_t)t * wy, *y = w + D, ey = beta * expf(G[t]);
-        for (int i = 0; i < D; i++) { w[i] = beta * v[i]; y[i] = ey * kt[i]; }
-        float *l = P + (size_t)t * c; /* P is filled below */
-        for (int j = 0; j < t; j++) l[j] = -beta * expf(G[t] - G[j]) * KK[(size_t)t * c + j];
-        kern->gemm(w, 0, l, 0, WY, wy, 1, t, 2 * D);
+    /* u_t = beta_t v_t - S0^T (beta_t exp(G_t) k_t) and exp(G_t) S0^T q_t / sqrt(D):
+     * the products of the rows with S0, in one pass over it */
+    for (int t = a; t < b; t++) {
+        size_t i = (size_t)(i0 + t - a), r = (size_t)(t - a);
+        const float *k = st.K + (size_t)t * D, *q = io->q + i * kstride + (size_t)kh * D;
+        const float *v = io->v + i * vstride + (size_t)head * D;
+        const float beta = io->beta[i * H + head], ey = beta * expf(G[t]), eq = scale * expf(G[t]);
+        float *ny = A + r * D, *qs = A + (rows + r) * D, *u = Y + r * D;
+        for (int m = 0; m < D; m++) {
+            u[m] = beta * v[m];
+            ny[m] = -(ey * k[m]);
+            qs[m] = eq * q[m];
+        }
     }
-    /* u_t = W_t - S0^T Y_t (kept in W), and
-     * o_t = (exp(G_t) S0^T q_t + sum_{j<=t} exp(G_t - G_j) (q_t . k_j) u_j) / sqrt(D). */
-    for (int t = 0; t < c; t++) {
-        float *y = WY + (size_t)t * wy + D, *qs = QS + (size_t)t * D, e = scale * expf(G[t]);
-        const float *qt = Q0 + (size_t)t * kstride;
-        for (int m = 0; m < D; m++) { y[m] = -y[m]; qs[m] = e * qt[m]; }
-        for (int j = 0; j < c; j++) P[(size_t)t * c + j] = j <= t ? scale * expf(G[t] - G[j]) * QK[(size_t)t * c + j] : 0.0f;
-        memset(O0 + (size_t)t * vstride, 0, (size_t)D * sizeof *O0);
+    memset(Y + (size_t)rows * D, 0, (size_t)rows * D * sizeof *Y);
+    kern->gemm(Y, (size_t)D, A, (size_t)D, st.S, (size_t)D, 2 * rows, D, D);
+    memcpy(st.U + (size_t)a * D, Y, (size_t)rows * D * sizeof *Y);
+    for (int r = 0; r < rows; r++)
+        memcpy(O + (size_t)r * vstride, Y + (size_t)(rows + r) * D, (size_t)D * sizeof *O);
+    /* then the chunk's earlier updates, row by row */
+    for (int t = a; t < b; t++) {
+        size_t i = (size_t)(i0 + t - a);
+        const float *k = st.K + (size_t)t * D, *q = io->q + i * kstride + (size_t)kh * D;
+        const float beta = io->beta[i * H + head];
+        for (int j = 0; j <= t; j++) decay[j] = expf(G[t] - G[j]);
+        for (int j = 0; j < t; j++) coef[j] = -beta * decay[j] * kern->dot(k, st.K + (size_t)j * D, D);
+        kern->gemm(st.U + (size_t)t * D, 0, coef, 0, st.U, (size_t)D, 1, t, D);
+        for (int j = 0; j <= t; j++) coef[j] = scale * decay[j] * kern->dot(q, st.K + (size_t)j * D, D);
+        kern->gemm(O + (size_t)(t - a) * vstride, 0, coef, 0, st.U, (size_t)D, 1, t + 1, D);
     }
-    kern->gemm(WY, wy, WY + D, wy, S, (size_t)D, c, D, D);
-    kern->gemm(O0, vstride, QS, (size_t)D, S, (size_t)D, c, D, D);
-    kern->gemm(O0, vstride, P, (size_t)c, WY, wy, c, c, D);
-    /* S = exp(G_last) S0 + sum_j (exp(G_last - G_j) k_j) u_j^T. */
-    float e_last = expf(G[c - 1]);
-    for (size_t i = 0; i < (size_t)D * D; i++) S[i] *= e_last;
-    for (int m = 0; m < D; m++)
-        for (int j = 0; j < c; j++) KT[(size_t)m * c + j] *= to_end[j];
-    kern->gemm(S, (size_t)D, KT, (size_t)c, WY, wy, D, c, D);
+    if (b < CHUNK) return;
+    /* S = exp(G_last) S0 + sum_j (exp(G_last - G_j) k_j) u_j^T */
+    const float e_last = expf(G[CHUNK - 1]);
+    for (size_t i = 0; i < (size_t)D * D; i++) st.S[i] *= e_last;
+    for (int j = 0; j < CHUNK; j++) {
+        const float to_end = expf(G[CHUNK - 1] - G[j]);
+        for (int m = 0; m < D; m++) KT[(size_t)m * CHUNK + j] = st.K[(size_t)j * D + m] * to_end;
+    }
+    kern->gemm(st.S, (size_t)D, KT, CHUNK, st.U, (size_t)D, D, CHUNK, D);
 }
 
-void delta_net_chunked(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
-                       const struct delta_net_io *io, int head, int chunk, float *scratch) {
-    for (int t0 = 0; t0 < io->n; t0 += chunk) {
-        int c = io->n - t0 < chunk ? io->n - t0 : chunk;
-        chunk_step(kern, d, io, head, t0, c, scratch);
+void delta_net_head(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
+                    const struct delta_net_io *io, int head, float *scratch) {
+    int a = io->pos0 % CHUNK;
+    for (int i = 0; i < io->n; a = 0) {
+        int b = io->n - i < CHUNK - a ? a + (io->n - i) : CHUNK;
+        chunk_rows(kern, d, io, head, i, a, b, scratch);
+        i += b - a;
     }
 }
 
 size_t delta_net_run_scratch(const struct delta_net_dims *d, int threads) {
-    return (size_t)threads * delta_net_chunk_scratch(d, DELTA_NET_CHUNK);
-}
-
-/* The form for the batch's length: recurrent for one token, else chunked. */
-static void run_head(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
-                     const struct delta_net_io *io, int head, float *scratch) {
-    if (io->n == 1) delta_net_recurrent(kern, d, io, head);
-    else delta_net_chunked(kern, d, io, head, DELTA_NET_CHUNK, scratch);
+    return (size_t)threads * delta_net_head_scratch(d);
 }
 
 struct run_job {
@@ -149,9 +151,9 @@ struct run_job {
 /* Item i: head i % n_v_heads of batch i / n_v_heads. */
 static void run_heads(void *arg, int64_t begin, int64_t end, int thread_index) {
     struct run_job *j = arg;
-    float *scratch = j->scratch + (size_t)thread_index * delta_net_chunk_scratch(j->d, DELTA_NET_CHUNK);
+    float *scratch = j->scratch + (size_t)thread_index * delta_net_head_scratch(j->d);
     for (int64_t item = begin; item < end; item++)
-        run_head(j->kern, j->d, &j->io[item / j->d->n_v_heads], (int)(item % j->d->n_v_heads), scratch);
+        delta_net_head(j->kern, j->d, &j->io[item / j->d->n_v_heads], (int)(item % j->d->n_v_heads), scratch);
 }
 
 void delta_net_run_many(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
@@ -229,7 +231,7 @@ int64_t delta_net_conv_floats(const struct delta_net_shape *s) {
 }
 
 int64_t delta_net_state_floats(const struct delta_net_shape *s) {
-    return (int64_t)s->dims.n_v_heads * s->dims.head_dim * s->dims.head_dim;
+    return (int64_t)s->dims.n_v_heads * (int64_t)delta_net_head_floats(&s->dims);
 }
 
 struct delta_net_scratch {
@@ -315,15 +317,15 @@ static void layer_heads(void *arg, int64_t begin, int64_t end, int thread_index)
     struct delta_net_scratch *s = j->s;
     int D = d->head_dim, H = d->n_v_heads;
     size_t kd = (size_t)d->n_k_heads * D, vd = (size_t)H * D;
-    float *scratch = s->run + (size_t)thread_index * delta_net_chunk_scratch(d, DELTA_NET_CHUNK);
+    float *scratch = s->run + (size_t)thread_index * delta_net_head_scratch(d);
     for (int64_t item = begin; item < end; item++) {
         const struct batch_run *run = &j->c->runs[item / H];
         int h = (int)(item % H);
         size_t f = (size_t)run->first;
         gates_strided(s->g + f * H + h, s->beta + f * H + h, run->n, (size_t)H, j->w->dt_bias[h], j->w->a[h]);
-        struct delta_net_io io = { run->n, s->q + f * kd, s->k + f * kd, s->v + f * vd, s->g + f * H,
+        struct delta_net_io io = { run->n, run->pos0, s->q + f * kd, s->k + f * kd, s->v + f * vd, s->g + f * H,
                                    s->beta + f * H, j->c->seqs[run->seq].layers[j->layer].recurrent, s->o + f * vd };
-        run_head(j->kern, d, &io, h, scratch);
+        delta_net_head(j->kern, d, &io, h, scratch);
         for (int t = 0; t < run->n; t++) {
             size_t row = (f + t) * vd + (size_t)h * D;
             j->kern->gated_norm(s->o + row, s->z + row, j->w->norm, D, j->sh->eps);

@@ -1,9 +1,12 @@
 /* Gated delta net (Qwen3-Next / Qwen3.5 linear attention). Per value head h,
  * with key head h % n_k_heads and a state S of head_dim x head_dim:
  *     S = exp(g) S;   S += beta (v - S k) k^T;   o = S q / sqrt(head_dim)
- * in two forms of the same recurrence: token by token (decode) and chunked
- * (prefill: the updates of a chunk solved at once as a triangular system,
- * its products with the state shared by the chunk's tokens). */
+ * computed in chunks of DELTA_NET_CHUNK tokens aligned to the sequence's
+ * start (the updates of a chunk solved at once as a triangular system, its
+ * products with the state shared by the chunk's tokens), a pass that ends
+ * inside a chunk keeping that chunk's tokens so far in the state: one
+ * arithmetic for prefill and decode, so that a sequence's outputs do not
+ * depend on how its tokens were split into passes, bit for bit. */
 #ifndef MOEX_BLOCK_DELTA_NET_H
 #define MOEX_BLOCK_DELTA_NET_H
 
@@ -21,41 +24,43 @@ struct delta_net_dims {
     int head_dim;             /* keys and values alike */
 };
 
-/* One batch of n tokens. */
+/* One batch of n tokens of a sequence, at its positions pos0..pos0+n-1. */
 struct delta_net_io {
-    int n;
+    int n, pos0;
     const float *q, *k;   /* (n, n_k_heads, head_dim), L2-normalised */
     const float *v;       /* (n, n_v_heads, head_dim) */
     const float *g;       /* (n, n_v_heads) log decay, <= 0 */
     const float *beta;    /* (n, n_v_heads) write strength, in (0, 1) */
-    float *state;         /* (n_v_heads, head_dim key, head_dim value), updated */
+    float *state;         /* (n_v_heads, delta_net_head_floats) at position pos0, updated; zero at position 0 */
     float *out;           /* (n, n_v_heads, head_dim) */
 };
 
-/* Chunk length of the chunked form (prefill). Its triangular solve and
- * within-chunk products grow with the square of it; with the earlier scalar
- * axpy loops 16 was near the best (one head, 512 tokens, head_dim 128, x86:
- * recurrent 1.34 ms, chunked 1.46 ms at 8, 1.50 at 16, 2.16 at 64); not
- * measured again since the chunk became whole-chunk products. */
+/* Chunk length. Its triangular solve and within-chunk products grow with
+ * the square of it; with the earlier scalar axpy loops 16 was near the best
+ * (one head, 512 tokens, head_dim 128, x86: recurrent 1.34 ms, chunked
+ * 1.46 ms at 8, 1.50 at 16, 2.16 at 64). Changing it changes the results
+ * (in the last bits) and the state's layout. */
 #define DELTA_NET_CHUNK 16
 /* The largest head_dim (ssm.state_size) the block takes. */
 #define DELTA_NET_MAX_DIM 1024
 
-/* Value head `head` of the batch, one token at a time, with one ISA's
- * kernels (delta_net_kernels.h; the run functions take the active ISA's). */
-void delta_net_recurrent(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
-                         const struct delta_net_io *io, int head);
+/* Floats of one value head's state: S (head_dim key x head_dim value, at
+ * the start of the current chunk, key-major: S[m][i]), then the current
+ * chunk's tokens so far (position % DELTA_NET_CHUNK of them): their keys
+ * and updates (DELTA_NET_CHUNK x head_dim each) and log decays. At a
+ * position that is a multiple of DELTA_NET_CHUNK, S is the whole state. */
+size_t delta_net_head_floats(const struct delta_net_dims *d);
 
-/* Floats of scratch delta_net_chunked needs for one head. */
-size_t delta_net_chunk_scratch(const struct delta_net_dims *d, int chunk);
-/* The same result in chunks of `chunk` tokens (the last one may be shorter). */
-void delta_net_chunked(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
-                       const struct delta_net_io *io, int head, int chunk, float *scratch);
+/* Floats of scratch delta_net_head needs. */
+size_t delta_net_head_scratch(const struct delta_net_dims *d);
+/* Value head `head` of the batch, with one ISA's kernels
+ * (delta_net_kernels.h; the run functions take the active ISA's). */
+void delta_net_head(const struct delta_net_kernels *kern, const struct delta_net_dims *d,
+                    const struct delta_net_io *io, int head, float *scratch);
 
 /* Floats of scratch delta_net_run needs with `threads` threads. */
 size_t delta_net_run_scratch(const struct delta_net_dims *d, int threads);
-/* Every head over the pool: the recurrent form for a single token, the
- * chunked form for longer batches. */
+/* Every head over the pool. */
 void delta_net_run(struct threadpool *pool, const struct delta_net_dims *d, const struct delta_net_io *io,
                    float *scratch);
 /* The same for n_io batches (each its own state: sequences), in one job. */

@@ -21,15 +21,10 @@ static void gemm(float *y, size_t ldy, const float *a, size_t lda, const float *
     for (int r = 0; r < rows; r++) axpy_rows(y + r * ldy, a + r * lda, x, ldx, k, n);
 }
 
-static void decay_update(float *S, int rows, int n, float decay, const float *k, const float *delta,
-                         const float *q, float *o) {
-    for (int m = 0; m < rows; m++) {
-        float *row = S + (size_t)m * n;
-        for (int i = 0; i < n; i++) {
-            row[i] = decay * row[i] + k[m] * delta[i];
-            o[i] += q[m] * row[i];
-        }
-    }
+static float dot(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
 }
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
@@ -55,7 +50,7 @@ static void gated_norm(float *x, const float *z, const float *w, int len, float 
     for (int i = 0; i < len; i++) x[i] = (x[i] * scale) * w[i] * silu(z[i]);
 }
 
-static const struct delta_net_kernels scalar = { gemm, decay_update, conv_silu, gated_norm };
+static const struct delta_net_kernels scalar = { gemm, dot, conv_silu, gated_norm };
 
 const struct delta_net_kernels *delta_net_kernels_isa(enum isa isa) {
     if (isa == ISA_SCALAR) return &scalar;

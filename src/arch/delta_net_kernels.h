@@ -12,13 +12,14 @@
 
 struct delta_net_kernels {
     /* y (rows, n) += a (rows, k) . x (k, n): the products with the state
-     * and inside a chunk, where the block's time goes. */
+     * and inside a chunk, where the block's time goes. Each element of y is
+     * computed by the same operations whatever rows is and wherever the
+     * element lies in y (its column's place in the vectors depends on n
+     * only). */
     void (*gemm)(float *y, size_t ldy, const float *a, size_t lda, const float *x, size_t ldx, int rows, int k,
                  int n);
-    /* The recurrent step after delta: for each row m < rows of S (rows, n),
-     * S[m] = decay S[m] + k[m] delta, then o (n) += q[m] S[m]; one pass. */
-    void (*decay_update)(float *S, int rows, int n, float decay, const float *k, const float *delta,
-                         const float *q, float *o);
+    /* a . b over n floats: the key products inside a chunk. */
+    float (*dot)(const float *a, const float *b, int n);
     /* out[t][c] = silu(sum_j w[c K + j] in_j(t)[c]) for t < n, c < width:
      * in_j(t) is x row t-K+1+j, or before the batch state row K-1+t-K+1+j
      * (the last K-1 inputs, oldest first). w: (width, K). */

@@ -68,7 +68,7 @@ DN_INLINE void gemm_rows(float *y, size_t ldy, const float *a, size_t lda, const
     for (; i < n; i++)
         for (int r = 0; r < R; r++) {
             float s = y[r * ldy + i];
-            for (int m = 0; m < k; m++) s += a[r * lda + m] * x[m * ldx + i];
+            for (int m = 0; m < k; m++) s = fmaf(a[r * lda + m], x[m * ldx + i], s); /* as the lanes do */
             y[r * ldy + i] = s;
         }
 }
@@ -77,41 +77,20 @@ static void gemm(float *y, size_t ldy, const float *a, size_t lda, const float *
                  int n) {
     int r = 0;
     for (; r + 4 <= rows; r += 4) gemm_rows(y + r * ldy, ldy, a + r * lda, lda, x, ldx, k, n, 4);
+    if (r + 2 <= rows) { /* a decode step's two rows (its update and its output): one pass over x */
+        gemm_rows(y + r * ldy, ldy, a + r * lda, lda, x, ldx, k, n, 2);
+        r += 2;
+    }
     for (; r < rows; r++) gemm_rows(y + r * ldy, ldy, a + r * lda, lda, x, ldx, k, n, 1);
 }
 
-/* Columns 0..C*VL-1 of S and o. */
-DN_INLINE void decay_tile(float *S, int rows, int n, float decay, const float *k, const float *delta,
-                          const float *q, float *o, const int C) {
-    const VF dec = V_SET1(decay);
-    VF dv[GEMM_C], acc[GEMM_C];
-    for (int c = 0; c < C; c++) {
-        dv[c] = V_LOAD(delta + c * VL);
-        acc[c] = V_LOAD(o + c * VL);
-    }
-    for (int m = 0; m < rows; m++) {
-        float *row = S + (size_t)m * n;
-        const VF km = V_SET1(k[m]), qm = V_SET1(q[m]);
-        for (int c = 0; c < C; c++) {
-            const VF s = V_FMA(km, dv[c], V_MUL(dec, V_LOAD(row + c * VL)));
-            V_STORE(row + c * VL, s);
-            acc[c] = V_FMA(qm, s, acc[c]);
-        }
-    }
-    for (int c = 0; c < C; c++) V_STORE(o + c * VL, acc[c]);
-}
-
-static void decay_update(float *S, int rows, int n, float decay, const float *k, const float *delta,
-                         const float *q, float *o) {
+static float dot(const float *a, const float *b, int n) {
+    VF acc = V_ZERO();
     int i = 0;
-    for (; i + GEMM_C * VL <= n; i += GEMM_C * VL) decay_tile(S + i, rows, n, decay, k, delta + i, q, o + i, GEMM_C);
-    for (; i + VL <= n; i += VL) decay_tile(S + i, rows, n, decay, k, delta + i, q, o + i, 1);
-    for (; i < n; i++)
-        for (int m = 0; m < rows; m++) {
-            float *s = S + (size_t)m * n + i;
-            *s = decay * *s + k[m] * delta[i];
-            o[i] += q[m] * *s;
-        }
+    for (; i + VL <= n; i += VL) acc = V_FMA(V_LOAD(a + i), V_LOAD(b + i), acc);
+    float s = V_HSUM(acc);
+    for (; i < n; i++) s = fmaf(a[i], b[i], s);
+    return s;
 }
 
 static void conv_silu(const float *x, size_t ldx, const float *state, size_t ldstate, int n, int width, int K,
@@ -160,6 +139,6 @@ static void gated_norm(float *x, const float *z, const float *w, int len, float 
     for (; i < len; i++) x[i] = (x[i] * scale) * w[i] * silu1(z[i]);
 }
 
-#define DELTA_NET_KERNELS { gemm, decay_update, conv_silu, gated_norm }
+#define DELTA_NET_KERNELS { gemm, dot, conv_silu, gated_norm }
 
 #endif

@@ -30,7 +30,7 @@ struct layer_state {
     enum layer_kind kind;
     int64_t kv_k, kv_v;          /* KV cache elements per position: keys, values (0: no cache) */
     int64_t conv_floats;         /* convolution state */
-    int64_t recurrent_floats;    /* recurrent state (delta net: heads x head_dim x head_dim) */
+    int64_t recurrent_floats;    /* recurrent state (delta net: per head its state and its current chunk) */
 };
 
 /* Hyper-parameters every architecture has; an architecture keeps its own

@@ -12,6 +12,7 @@
  * and (row, column) pair that is one maddubs, one madd and one add. */
 #include "quant/quant_impl.h"
 #include "quant/quant_k256_x86.h"
+#include "quant/quant_kq_x86.h"
 #include "quant/quant_silu_x86.h"
 
 #include <immintrin.h>
@@ -20,21 +21,21 @@
 
 /* ---------------------------------------------------------------- Q4_K */
 
+/* The vec_dots of Q4_K, Q5_K, Q6_K and Q8_0 make gemm_kq's and gemm_q8_0's
+ * float operations for one (row, column) pair, in the same order: a row's
+ * result does not depend on how many activation rows share its matmul
+ * (quant_kq_x86.h). */
+
 static void vec_dot_q4_K_q8_K(int n, float *s, const void *vx, const void *vy) {
     const struct block_q4_K *x = vx;
     const struct block_q8_K *y = vy;
     const int nb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     __m256 acc = _mm256_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
     for (int i = 0; i < nb; i++) {
-        const float d = y[i].d * h2f(x[i].d);
-        const float dmin = -y[i].d * h2f(x[i].dmin);
         __m256i scales;
         __m128i mins;
         k4_scales_mins(x[i].scales, &scales, &mins);
-        const __m128i prod = _mm_madd_epi16(mins, q8k_sub_sums(&y[i]));
-        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
         const uint8_t *q4 = x[i].qs;
         const int8_t *q8 = y[i].qs;
         __m256i sumi = _mm256_setzero_si256();
@@ -48,11 +49,9 @@ static void vec_dot_q4_K_q8_K(int n, float *s, const void *vx, const void *vy) {
             ph = _mm256_madd_epi16(bcast_i16_lane(scales, 2 * j + 1), ph);
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = k4_block_acc(h2f(x[i].d), h2f(x[i].dmin), mins, y[i].d, q8k_sub_sums(&y[i]), sumi, acc);
     }
-    acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-    acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-    *s = hsum_ps(acc) + _mm_cvtss_f32(acc_m);
+    *s = hsum_ps(acc);
 }
 
 /* ---------------------------------------------------------------- Q5_K */
@@ -63,15 +62,10 @@ static void vec_dot_q5_K_q8_K(int n, float *s, const void *vx, const void *vy) {
     const int nb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0xF), m16 = _mm256_set1_epi8(0x10);
     __m256 acc = _mm256_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
     for (int i = 0; i < nb; i++) {
-        const float d = y[i].d * h2f(x[i].d);
-        const float dmin = -y[i].d * h2f(x[i].dmin);
         __m256i scales;
         __m128i mins;
         k4_scales_mins(x[i].scales, &scales, &mins);
-        const __m128i prod = _mm_madd_epi16(mins, q8k_sub_sums(&y[i]));
-        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
         const uint8_t *q5 = x[i].qs;
         const int8_t *q8 = y[i].qs;
         /* bits 2j, 2j+1 of each qh byte are the fifth bits of chunk j; shifting
@@ -91,11 +85,9 @@ static void vec_dot_q5_K_q8_K(int n, float *s, const void *vx, const void *vy) {
             ph = _mm256_madd_epi16(bcast_i16_lane(scales, 2 * j + 1), ph);
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = k4_block_acc(h2f(x[i].d), h2f(x[i].dmin), mins, y[i].d, q8k_sub_sums(&y[i]), sumi, acc);
     }
-    acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-    acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-    *s = hsum_ps(acc) + _mm_cvtss_f32(acc_m);
+    *s = hsum_ps(acc);
 }
 
 /* ---------------------------------------------------------------- Q6_K */
@@ -138,23 +130,13 @@ static inline __m256i mul_sum_i8_pairs(__m256i x, __m256i y) {
 static void vec_dot_q8_0_q8_0(int n, float *s, const void *vx, const void *vy) {
     const struct block_q8_0 *x = vx;
     const struct block_q8_0 *y = vy;
-    const int nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 1 < nb; i += 2) {
-        const __m256i p0 = mul_sum_i8_pairs(_mm256_loadu_si256((const __m256i *)x[i].qs),
-                                            _mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m256i p1 = mul_sum_i8_pairs(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
-                                            _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n / QK8_0; i++) {
+        const __m256i p = mul_sum_i8_pairs(_mm256_loadu_si256((const __m256i *)x[i].qs),
+                                           _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
     }
-    for (; i < nb; i++) {
-        const __m256i p0 = mul_sum_i8_pairs(_mm256_loadu_si256((const __m256i *)x[i].qs),
-                                            _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+    *s = hsum_ps(acc);
 }
 
 /* ---------------------------------------------------------------- F32 / F16 / BF16 */

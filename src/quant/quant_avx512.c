@@ -9,6 +9,7 @@
  *    rows x 4 activation rows instead of 4 x 2. */
 #include "quant/quant_impl.h"
 #include "quant/quant_k256_x86.h"
+#include "quant/quant_kq_x86.h"
 #include "quant/quant_silu_x86.h"
 
 #include <immintrin.h>
@@ -17,20 +18,20 @@
 
 /* ---------------------------------------------------------------- vec_dot */
 
+/* The vec_dots of Q4_K, Q5_K, Q6_K and Q8_0 make gemm_kq's and gemm_q8_0's
+ * float operations for one (row, column) pair, in the same order: a row's
+ * result does not depend on how many activation rows share its matmul
+ * (quant_kq_x86.h). */
+
 static void vec_dot_q4_K_q8_K(int n, float *s, const void *vx, const void *vy) {
     const struct block_q4_K *x = vx;
     const struct block_q8_K *y = vy;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     __m256 acc = _mm256_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
     for (int i = 0; i < n / QK_K; i++) {
-        const float d = y[i].d * h2f(x[i].d);
-        const float dmin = -y[i].d * h2f(x[i].dmin);
         __m256i scales;
         __m128i mins;
         k4_scales_mins(x[i].scales, &scales, &mins);
-        const __m128i prod = _mm_madd_epi16(mins, q8k_sub_sums(&y[i]));
-        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
         const uint8_t *q4 = x[i].qs;
         const int8_t *q8 = y[i].qs;
         __m256i sumi = _mm256_setzero_si256();
@@ -43,11 +44,9 @@ static void vec_dot_q4_K_q8_K(int n, float *s, const void *vx, const void *vy) {
             sumi = _mm256_dpwssd_epi32(sumi, pl, bcast_i16_lane(scales, 2 * j));
             sumi = _mm256_dpwssd_epi32(sumi, ph, bcast_i16_lane(scales, 2 * j + 1));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = k4_block_acc(h2f(x[i].d), h2f(x[i].dmin), mins, y[i].d, q8k_sub_sums(&y[i]), sumi, acc);
     }
-    acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-    acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-    *s = hsum_ps(acc) + _mm_cvtss_f32(acc_m);
+    *s = hsum_ps(acc);
 }
 
 static void vec_dot_q5_K_q8_K(int n, float *s, const void *vx, const void *vy) {
@@ -55,15 +54,10 @@ static void vec_dot_q5_K_q8_K(int n, float *s, const void *vx, const void *vy) {
     const struct block_q8_K *y = vy;
     const __m256i m4 = _mm256_set1_epi8(0xF), m16 = _mm256_set1_epi8(0x10);
     __m256 acc = _mm256_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
     for (int i = 0; i < n / QK_K; i++) {
-        const float d = y[i].d * h2f(x[i].d);
-        const float dmin = -y[i].d * h2f(x[i].dmin);
         __m256i scales;
         __m128i mins;
         k4_scales_mins(x[i].scales, &scales, &mins);
-        const __m128i prod = _mm_madd_epi16(mins, q8k_sub_sums(&y[i]));
-        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
         const uint8_t *q5 = x[i].qs;
         const int8_t *q8 = y[i].qs;
         __m256i hbits = _mm256_loadu_si256((const __m256i *)x[i].qh);
@@ -80,11 +74,9 @@ static void vec_dot_q5_K_q8_K(int n, float *s, const void *vx, const void *vy) {
             sumi = _mm256_dpwssd_epi32(sumi, pl, bcast_i16_lane(scales, 2 * j));
             sumi = _mm256_dpwssd_epi32(sumi, ph, bcast_i16_lane(scales, 2 * j + 1));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = k4_block_acc(h2f(x[i].d), h2f(x[i].dmin), mins, y[i].d, q8k_sub_sums(&y[i]), sumi, acc);
     }
-    acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-    acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-    *s = hsum_ps(acc) + _mm_cvtss_f32(acc_m);
+    *s = hsum_ps(acc);
 }
 
 static void vec_dot_q6_K_q8_K(int n, float *s, const void *vx, const void *vy) {
@@ -119,21 +111,12 @@ static inline __m256i dot_i8(__m256i x, __m256i y) {
 static void vec_dot_q8_0_q8_0(int n, float *s, const void *vx, const void *vy) {
     const struct block_q8_0 *x = vx;
     const struct block_q8_0 *y = vy;
-    const int nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 1 < nb; i += 2) {
-        const __m256i p0 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m256i p1 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
-                                  _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n / QK8_0; i++) {
+        const __m256i p = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
     }
-    for (; i < nb; i++) {
-        const __m256i p0 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+    *s = hsum_ps(acc);
 }
 
 /* ---------------------------------------------------------------- gemm tiles */

@@ -15,6 +15,7 @@
 #include "quant/quant_b32.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 /* The 32 nibbles of qs[16] in value order: value j < 16 is the low nibble of
@@ -66,32 +67,23 @@ static inline float b32_hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* One block's d_x d_y sum(q_x q_y) into acc; returns its min term m_x s_y
- * (0 for the signed kinds). */
-static inline __attribute__((always_inline)) float b32_block_dot(enum b32_kind k, const char *x, const char *y,
-                                                                 __m256 *acc) {
-    const __m256i q = b32_codes(k, x);
-    const __m256i p = b32_dot(k, q, b32_has_min(k) ? q : _mm256_abs_epi8(q), b32_act_qs(k, y));
-    *acc = _mm256_fmadd_ps(_mm256_set1_ps(b32_d(x) * b32_d(y)), _mm256_cvtepi32_ps(p), *acc);
-    return b32_has_min(k) ? b32_m(x) * b32_m(y) : 0.0f; /* the Q8_1 s sits where a min would */
-}
-
-/* Two blocks per step into two accumulators, so that the FMA latency of one
- * overlaps the unpacking of the next. */
+/* One (row, column) pair with b32_gemm's operations in the same order, so
+ * that a row's result does not depend on how many activation rows share its
+ * matmul: per block d_x d_y sum(q_x q_y) into one accumulator and (Q4_1,
+ * Q5_1) m_x s_y into the min sum, fused. */
 static inline __attribute__((always_inline)) void b32_vec_dot(enum b32_kind k, int n, float *s, const void *vx,
                                                               const void *vy) {
     const char *x = vx, *y = vy;
     const size_t xb = b32_block_bytes(k), yb = b32_act_bytes(k);
-    const int nb = n / 32;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float m0 = 0.0f, m1 = 0.0f;
-    int i = 0;
-    for (; i + 1 < nb; i += 2, x += 2 * xb, y += 2 * yb) {
-        m0 += b32_block_dot(k, x, y, &acc0);
-        m1 += b32_block_dot(k, x + xb, y + yb, &acc1);
+    __m256 acc = _mm256_setzero_ps();
+    float m = 0.0f;
+    for (int i = 0; i < n / 32; i++, x += xb, y += yb) {
+        const __m256i q = b32_codes(k, x);
+        const __m256i p = b32_dot(k, q, b32_has_min(k) ? q : _mm256_abs_epi8(q), b32_act_qs(k, y));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(b32_d(x)), _mm256_set1_ps(b32_d(y))), _mm256_cvtepi32_ps(p), acc);
+        if (b32_has_min(k)) m = fmaf(b32_m(x), b32_m(y), m); /* the Q8_1 s sits where a min would */
     }
-    if (i < nb) m0 += b32_block_dot(k, x, y, &acc0);
-    *s = b32_hsum(_mm256_add_ps(acc0, acc1)) + (m0 + m1);
+    *s = b32_hsum(acc) + m;
 }
 
 #define B32_TILE_ROWS 4

@@ -135,62 +135,64 @@ static inline int32x4_t kblock_dot(const struct kblock *p, const int8_t *q8, int
 
 /* ---------------------------------------------------------------- vec_dot */
 
+/* The vec_dots of Q4_K, Q5_K, Q6_K and Q8_0 make gemm_kq's and gemm_q8_0's
+ * float operations for one (row, column) pair, in the same order: a row's
+ * result does not depend on how many activation rows share its matmul. */
+
+/* One Q4_K / Q5_K super-block into acc, as gemm_kq does it. */
+static inline float32x4_t k4_block_acc(const struct kblock *p, const struct block_q8_K *y, float32x4_t acc) {
+    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(kblock_dot(p, y->qs, 0)), p->d * y->d);
+    const float mins = p->dmin * y->d * (float)k4_mins_dot(p->mins, y);
+    return vsetq_lane_f32(vgetq_lane_f32(acc, 0) - mins, acc, 0);
+}
+
 static void vec_dot_q4_K_q8_K(int n, float *s, const void *vx, const void *vy) {
     const struct block_q4_K *x = vx;
     const struct block_q8_K *y = vy;
-    float sum = 0;
+    float32x4_t acc = vdupq_n_f32(0);
     struct kblock p;
     for (int i = 0; i < n / QK_K; i++) {
         prep_q4_K(&x[i], &p);
-        const int32_t sumi = vaddvq_s32(kblock_dot(&p, y[i].qs, 0));
-        sum += y[i].d * (p.d * (float)sumi - p.dmin * (float)k4_mins_dot(p.mins, &y[i]));
+        acc = k4_block_acc(&p, &y[i], acc);
     }
-    *s = sum;
+    *s = vaddvq_f32(acc);
 }
 
 static void vec_dot_q5_K_q8_K(int n, float *s, const void *vx, const void *vy) {
     const struct block_q5_K *x = vx;
     const struct block_q8_K *y = vy;
-    float sum = 0;
+    float32x4_t acc = vdupq_n_f32(0);
     struct kblock p;
     for (int i = 0; i < n / QK_K; i++) {
         prep_q5_K(&x[i], &p);
-        const int32_t sumi = vaddvq_s32(kblock_dot(&p, y[i].qs, 0));
-        sum += y[i].d * (p.d * (float)sumi - p.dmin * (float)k4_mins_dot(p.mins, &y[i]));
+        acc = k4_block_acc(&p, &y[i], acc);
     }
-    *s = sum;
+    *s = vaddvq_f32(acc);
 }
 
 static void vec_dot_q6_K_q8_K(int n, float *s, const void *vx, const void *vy) {
     const struct block_q6_K *x = vx;
     const struct block_q8_K *y = vy;
-    float sum = 0;
+    float32x4_t acc = vdupq_n_f32(0);
     struct kblock p;
     for (int i = 0; i < n / QK_K; i++) {
         prep_q6_K(&x[i], &p);
-        const int32_t sumi = vaddvq_s32(kblock_dot(&p, y[i].qs, 1)) - 32 * q6_bias(&p, &y[i]);
-        sum += y[i].d * p.d * (float)sumi;
+        int32x4_t sumi = kblock_dot(&p, y[i].qs, 1);
+        sumi = vsetq_lane_s32(vgetq_lane_s32(sumi, 0) - 32 * q6_bias(&p, &y[i]), sumi, 0);
+        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(sumi), p.d * y[i].d);
     }
-    *s = sum;
+    *s = vaddvq_f32(acc);
 }
 
 static void vec_dot_q8_0_q8_0(int n, float *s, const void *vx, const void *vy) {
     const struct block_q8_0 *x = vx;
     const struct block_q8_0 *y = vy;
-    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
-    int i = 0;
-    for (; i + 1 < n / QK8_0; i += 2) {
-        const int32x4_t p0 = dot32(vld1q_s8(x[i].qs), vld1q_s8(x[i].qs + 16), vld1q_s8(y[i].qs), vld1q_s8(y[i].qs + 16));
-        const int32x4_t p1 = dot32(vld1q_s8(x[i + 1].qs), vld1q_s8(x[i + 1].qs + 16), vld1q_s8(y[i + 1].qs),
-                                   vld1q_s8(y[i + 1].qs + 16));
-        acc0 = vmlaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(x[i].d) * h2f(y[i].d));
-        acc1 = vmlaq_n_f32(acc1, vcvtq_f32_s32(p1), h2f(x[i + 1].d) * h2f(y[i + 1].d));
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int i = 0; i < n / QK8_0; i++) {
+        const int32x4_t p = dot32(vld1q_s8(x[i].qs), vld1q_s8(x[i].qs + 16), vld1q_s8(y[i].qs), vld1q_s8(y[i].qs + 16));
+        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), h2f(x[i].d) * h2f(y[i].d));
     }
-    for (; i < n / QK8_0; i++) {
-        const int32x4_t p0 = dot32(vld1q_s8(x[i].qs), vld1q_s8(x[i].qs + 16), vld1q_s8(y[i].qs), vld1q_s8(y[i].qs + 16));
-        acc0 = vmlaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(x[i].d) * h2f(y[i].d));
-    }
-    *s = vaddvq_f32(vaddq_f32(acc0, acc1));
+    *s = vaddvq_f32(acc);
 }
 
 /* ---------------------------------------------------------------- gemm tiles */
