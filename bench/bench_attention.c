@@ -7,7 +7,7 @@
  * Prints a markdown table (see bench/attention.md).
  *
  * usage: bench_attention [prompt tokens, default 512] [threads, default 1] */
-#include "arch/attn_kernels.h"
+#include "quant/attn_kernels.h"
 #include "arch/attn_tiled.h"
 #include "core/threadpool.h"
 #include "quant/quant.h"

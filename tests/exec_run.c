@@ -37,7 +37,7 @@ struct exec_run exec_run(struct model *m, const struct moe_exec_options *o, cons
     r.dec = *moe_executor_counters(e, MOE_DECODE);
     for (int ph = 0; ph < MOE_PHASES; ph++)
         for (int k = 0; k < DENSE_KINDS; k++) {
-            const struct moe_dense_counters *d = moe_executor_dense_counters(e, (enum moe_phase)ph, (enum dense_kind)k);
+            const struct dense_counters *d = executor_dense_counters(e, (enum moe_phase)ph, (enum dense_kind)k);
             r.dense_dev[ph][k] = d->rows_device;
             r.dense_cpu[ph][k] = d->rows_cpu;
             r.dense_fallbacks += d->fallbacks;

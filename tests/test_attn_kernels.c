@@ -12,7 +12,7 @@
  * to the same runs readied beforehand, bit for bit, each part readied once. */
 #include "harness.h"
 
-#include "arch/attn_kernels.h"
+#include "quant/attn_kernels.h"
 #include "arch/attn_tiled.h"
 #include "core/threadpool.h"
 #include "quant/quant.h"

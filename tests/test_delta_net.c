@@ -4,7 +4,7 @@
  * norm against their formulas. */
 #include "harness.h"
 #include "arch/block_delta_net.h"
-#include "arch/delta_net_kernels.h"
+#include "quant/delta_net_kernels.h"
 #include "core/threadpool.h"
 
 #include <math.h>

@@ -11,7 +11,7 @@
 #include "harness.h"
 
 #include "arch/block_delta_net.h"
-#include "arch/delta_net_kernels.h"
+#include "quant/delta_net_kernels.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -62,7 +62,7 @@ static void test_reference(struct model *m, const char *device) {
         moe_executor_free(e);
         return;
     }
-    CHECK(moe_executor_backbone_bytes(e) > 0 && moe_executor_dense_resident_bytes(e, DENSE_LM_HEAD) > 0);
+    CHECK(moe_executor_backbone_bytes(e) > 0 && executor_dense_resident_bytes(e, DENSE_LM_HEAD) > 0);
     const struct matrix *w[4] = { find_dense(m, DENSE_ATTN_Q, 0), find_dense(m, DENSE_ATTN_K, 0),
                                   find_dense(m, DENSE_ATTN_V, 0), find_dense(m, DENSE_LM_HEAD, -1) };
     CHECK(w[0] && w[1] && w[2] && w[3]);
@@ -78,30 +78,30 @@ static void test_reference(struct model *m, const char *device) {
         reference(w[i], x, ROWS, want[i]);
     }
     moe_executor_begin_batch(e, MOE_PREFILL);
-    CHECKF(moe_executor_dense(e, 3, w, y, x, ROWS) == 0, "%s: q, k, v left to the CPU", device);
-    CHECKF(moe_executor_dense(e, 1, &w[3], &y[3], x, ROWS) == 0, "%s: the lm head left to the CPU", device);
+    CHECKF(executor_dense(e, 3, w, y, x, ROWS) == 0, "%s: q, k, v left to the CPU", device);
+    CHECKF(executor_dense(e, 1, &w[3], &y[3], x, ROWS) == 0, "%s: the lm head left to the CPU", device);
     for (int i = 0; i < 4; i++)
         CHECKF(memcmp(y[i], want[i], sizeof(float) * ROWS * w[i]->rows) == 0, "%s: matrix %d differs from the W8A8 "
                "reference", device, i);
-    const struct moe_dense_counters *q = moe_executor_dense_counters(e, MOE_PREFILL, DENSE_ATTN_Q);
+    const struct dense_counters *q = executor_dense_counters(e, MOE_PREFILL, DENSE_ATTN_Q);
     /* one submission for the three (counted under the first), a job per chunk */
     CHECK(q->rows_device == ROWS && q->matmuls_device == 1 && q->submissions >= 1 && q->jobs >= 1);
-    CHECK(moe_executor_dense_counters(e, MOE_PREFILL, DENSE_LM_HEAD)->jobs > 1); /* the vocabulary in chunks */
+    CHECK(executor_dense_counters(e, MOE_PREFILL, DENSE_LM_HEAD)->jobs > 1); /* the vocabulary in chunks */
     /* With min M 2, one row (decode) never reaches the device, resident or not. */
     e->min_m = 2;
     moe_executor_begin_batch(e, MOE_DECODE);
-    CHECK(moe_executor_dense(e, 3, w, y, x, 1) == 7);
-    const struct moe_dense_counters *d = moe_executor_dense_counters(e, MOE_DECODE, DENSE_ATTN_K);
+    CHECK(executor_dense(e, 3, w, y, x, 1) == 7);
+    const struct dense_counters *d = executor_dense_counters(e, MOE_DECODE, DENSE_ATTN_K);
     CHECK(d->rows_cpu == 1 && d->rows_device == 0 && d->submissions == 0);
     /* A matrix the executor was not told about is the caller's. */
     const struct matrix *unknown = &m->token_embd;
     moe_executor_begin_batch(e, MOE_PREFILL);
-    CHECK(moe_executor_dense(e, 1, &unknown, &y[3], x, ROWS) == 1);
+    CHECK(executor_dense(e, 1, &unknown, &y[3], x, ROWS) == 1);
     /* ... also first in a group: the others still run on the device */
     const struct matrix *mixed[2] = { unknown, w[0] };
     float *mixed_y[2] = { y[3], y[0] };
     memset(y[0], 0, sizeof(float) * ROWS * w[0]->rows);
-    CHECK(moe_executor_dense(e, 2, mixed, mixed_y, x, ROWS) == 1);
+    CHECK(executor_dense(e, 2, mixed, mixed_y, x, ROWS) == 1);
     CHECK(memcmp(y[0], want[0], sizeof(float) * ROWS * w[0]->rows) == 0);
     for (int i = 0; i < 4; i++) { free(y[i]); free(want[i]); }
     free(x);
@@ -134,7 +134,7 @@ static void test_partial(struct model *m) {
     fill(x, (size_t)16 * K, 3);
     for (int i = 0; i < 3; i++) y[i] = malloc(sizeof(float) * 16 * w[i]->rows);
     moe_executor_begin_batch(e, MOE_PREFILL);
-    CHECK(e && moe_executor_dense(e, 3, w, y, x, 16) == 6);
+    CHECK(e && executor_dense(e, 3, w, y, x, 16) == 6);
     for (int i = 0; i < 3; i++) free(y[i]);
     free(x);
     moe_executor_free(e);

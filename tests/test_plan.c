@@ -40,7 +40,7 @@ static struct dev_caps caps(void) {
 
 static int dense_slots(const struct dev_caps *c, int64_t values, int max_n) {
     int all = 0, rows;
-    for (int i = 0; i < 3; i++) all += moe_dense_geometry(c, values, max_n, dense[i].w, &rows);
+    for (int i = 0; i < 3; i++) all += dense_geometry(c, values, max_n, dense[i].w, &rows);
     return all;
 }
 

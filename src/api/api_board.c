@@ -33,8 +33,8 @@ double moex_context_board_dense_ns(moex_context *c, int n_tokens, int n_past) {
     const struct moe_executor *e = context_executor(c->ctx);
     struct board_net *net = c->board_net;
     net->device_min_m = moe_executor_min_m(e);
-    for (int i = 0; i < net->n_mm; i++) net->mm[i].resident = moe_executor_dense_resident(e, net->mm[i].data);
-    net->head.resident = moe_executor_dense_resident(e, net->head.data);
+    for (int i = 0; i < net->n_mm; i++) net->mm[i].resident = executor_dense_resident(e, net->mm[i].data);
+    net->head.resident = executor_dense_resident(e, net->head.data);
     return dev_caps(d)->pricing->forward_ns(d, c->board_net, n_tokens, n_past);
 }
 

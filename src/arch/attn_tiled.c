@@ -1,6 +1,6 @@
 #include "arch/attn_tiled.h"
 
-#include "arch/attn_kernels.h"
+#include "quant/attn_kernels.h"
 #include "core/spin.h"
 #include "core/threadpool.h"
 #include "quant/quant.h"

@@ -26,7 +26,7 @@
 #include "arch/block_delta_net.h"
 
 #include "arch/block_proj.h"
-#include "arch/delta_net_kernels.h"
+#include "quant/delta_net_kernels.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "model/context_impl.h"

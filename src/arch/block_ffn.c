@@ -43,7 +43,7 @@ void ffn_swiglu(struct context *c, const struct ffn_weights *w, struct ffn_scrat
     int64_t n_ff = w->gate.rows, D = w->gate.cols;
     const struct matrix *gate_up[2] = { &w->gate, &w->up };
     float *gate_up_out[2] = { s->gate, s->up };
-    unsigned left = moe_executor_dense(c->exec, 2, gate_up, gate_up_out, xn, n);
+    unsigned left = executor_dense(c->exec, 2, gate_up, gate_up_out, xn, n);
     /* gate and up read the same input: quantized once when their types
      * want the same activation type. */
     size_t stride = 0;

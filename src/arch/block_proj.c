@@ -9,9 +9,9 @@ void project_rows(struct context *c, const struct matrix *const *w, float *const
 
 void project_rows_preq(struct context *c, const struct matrix *const *w, float *const *y, int k, const float *x,
                        const void *xq, int n) {
-    unsigned left = moe_executor_dense(c->exec, k, w, y, x, n);
-    const struct matrix *cw[MOE_DENSE_GROUP_MAX];
-    float *cy[MOE_DENSE_GROUP_MAX];
+    unsigned left = executor_dense(c->exec, k, w, y, x, n);
+    const struct matrix *cw[DENSE_GROUP_MAX];
+    float *cy[DENSE_GROUP_MAX];
     int m = 0;
     for (int i = 0; i < k; i++)
         if (left & (1u << i)) {
@@ -35,10 +35,10 @@ void project_rows_preq(struct context *c, const struct matrix *const *w, float *
 }
 
 void dense_matmul(struct context *c, const struct matrix *w, const float *x, int n, float *y) {
-    if (moe_executor_dense(c->exec, 1, &w, &y, x, n)) matmul(c->pool, w, x, n, y, c->act);
+    if (executor_dense(c->exec, 1, &w, &y, x, n)) matmul(c->pool, w, x, n, y, c->act);
 }
 
 void dense_matmul_preq(struct context *c, const struct matrix *w, const float *x, const void *xq, int n, float *y) {
-    if (moe_executor_dense(c->exec, 1, &w, &y, x, n))
+    if (executor_dense(c->exec, 1, &w, &y, x, n))
         matmul_preq(c->pool, w, xq, quant_row_size(quant_traits(w->type)->vec_dot_type, w->cols), n, y, (size_t)w->rows);
 }

@@ -8,7 +8,7 @@
  * worker runs them the CPU threads run the cold experts; then the executor
  * waits on the last fence and combines the outputs. The dense matmuls
  * (attention projections, shared experts, dense FFN layers, the lm head) go
- * through the same rule (moe_executor_dense; docs/placement.md): the
+ * through the same rule (executor_dense; docs/placement.md): the
  * resident ones (the backbone, counted in the budget before the experts)
  * run on the device when their rows reach min M. Any device error moves the
  * work to the CPU for the rest of the run; it is counted and reported once. */
@@ -94,7 +94,7 @@ void moe_executor_run(struct moe_executor *e, int layer, struct moe_scratch *s, 
 const struct moe_phase_counters *moe_executor_counters(const struct moe_executor *e, enum moe_phase phase);
 void moe_executor_reset_counters(struct moe_executor *e);
 /* Dense matmuls: y[i] (n, w[i]->rows) = x (n, K) . w[i]^T for i < k
- * (k <= MOE_DENSE_GROUP_MAX), every w[i] of K = cols reading the same rows
+ * (k <= DENSE_GROUP_MAX), every w[i] of K = cols reading the same rows
  * x. Each goes through the experts' rule: described to the executor
  * (moe_model_desc.dense), resident (the backbone), n >= the device's min M
  * and worth the device by its cost model (the submission, per job, per
@@ -103,15 +103,15 @@ void moe_executor_reset_counters(struct moe_executor *e);
  * W8A8. Returns the bitmask of the matrices left to the caller, to run on
  * the CPU (counted when described); a device error returns them all and
  * moves the rest of the run to the CPU. */
-enum { MOE_DENSE_GROUP_MAX = 8 };
-unsigned moe_executor_dense(struct moe_executor *e, int k, const struct matrix *const *w, float *const *y,
+enum { DENSE_GROUP_MAX = 8 };
+unsigned executor_dense(struct moe_executor *e, int k, const struct matrix *const *w, float *const *y,
                             const float *x, int n);
 /* The phase of the batch about to be evaluated, for all its matmuls and
  * expert layers: decode when it adds one token to each of its sequences (a
  * batched decode step of several sequences included), else prefill. */
 void moe_executor_begin_batch(struct moe_executor *e, enum moe_phase phase);
 
-struct moe_dense_counters {
+struct dense_counters {
     uint64_t matmuls_device, matmuls_cpu;
     uint64_t rows_device, rows_cpu;            /* token rows */
     uint64_t submissions, jobs, fallbacks;     /* jobs: one per slot (a chunk of output channels) */
@@ -120,7 +120,7 @@ struct moe_dense_counters {
     int64_t modelled_ns;                       /* the same with the device's modelled busy time in place of
                                                   the host's simulation of it */
 };
-const struct moe_dense_counters *moe_executor_dense_counters(const struct moe_executor *e, enum moe_phase phase,
+const struct dense_counters *executor_dense_counters(const struct moe_executor *e, enum moe_phase phase,
                                                              enum dense_kind kind);
 /* Host time spent simulating the device past its modelled time in a phase,
  * experts and dense matmuls together: a wall time less this reads as the
@@ -130,9 +130,9 @@ int64_t moe_executor_simulation_ns(const struct moe_executor *e, enum moe_phase 
 uint64_t moe_executor_backbone_bytes(const struct moe_executor *e);
 /* Whether the dense matmul whose weight is at `data` is resident on the
  * device (runs there from moe_executor_min_m rows); the M rule (0: no device). */
-bool moe_executor_dense_resident(const struct moe_executor *e, const void *data);
+bool executor_dense_resident(const struct moe_executor *e, const void *data);
 int moe_executor_min_m(const struct moe_executor *e);
-uint64_t moe_executor_dense_resident_bytes(const struct moe_executor *e, enum dense_kind kind);
+uint64_t executor_dense_resident_bytes(const struct moe_executor *e, enum dense_kind kind);
 
 /* Resident device bytes (slot pool and staging buffers), of them the
  * staging, and the slots: pinned, total. */

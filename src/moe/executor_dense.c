@@ -72,7 +72,7 @@ static int pass_rows(const struct moe_executor *e, int64_t K, int64_t sum_n) {
  * and staged, every chunk of every device matmul in one submission, the
  * outputs read back into y. */
 static int run_device(struct moe_executor *e, int k, const struct matrix *const *w, float *const *y, const float *x,
-                      int n, const int *ids, const bool *on_dev, int rows_per_pass, struct moe_dense_counters *c,
+                      int n, const int *ids, const bool *on_dev, int rows_per_pass, struct dense_counters *c,
                       int64_t *wait_ns) {
     struct dense_exec *dx = &e->dense;
     int64_t K = w[0]->cols;
@@ -86,7 +86,7 @@ static int run_device(struct moe_executor *e, int k, const struct matrix *const 
                            (uint64_t)rows * sizeof(float));
         if (rc != DEV_OK) return rc;
         int n_jobs = 0;
-        uint64_t base = 0, offset[MOE_DENSE_GROUP_MAX]; /* floats: matrix i's (rows, N) outputs in BUF_OUT */
+        uint64_t base = 0, offset[DENSE_GROUP_MAX]; /* floats: matrix i's (rows, N) outputs in BUF_OUT */
         for (int i = 0; i < k; i++) {
             if (!on_dev[i]) continue;
             offset[i] = base;
@@ -115,13 +115,13 @@ static int run_device(struct moe_executor *e, int k, const struct matrix *const 
     return DEV_OK;
 }
 
-unsigned moe_executor_dense(struct moe_executor *e, int k, const struct matrix *const *w, float *const *y,
+unsigned executor_dense(struct moe_executor *e, int k, const struct matrix *const *w, float *const *y,
                             const float *x, int n) {
     unsigned left = k > 0 ? (1u << k) - 1 : 0;
-    if (!e || k < 1 || k > MOE_DENSE_GROUP_MAX || n < 1) return left;
+    if (!e || k < 1 || k > DENSE_GROUP_MAX || n < 1) return left;
     struct dense_exec *dx = &e->dense;
-    int ids[MOE_DENSE_GROUP_MAX];
-    bool on_dev[MOE_DENSE_GROUP_MAX];
+    int ids[DENSE_GROUP_MAX];
+    bool on_dev[DENSE_GROUP_MAX];
     int64_t K = w[0]->cols, sum_n = 0;
     bool usable = e->dev && !e->failed && n >= e->min_m;
     for (int i = 0; i < k; i++) {
@@ -134,7 +134,7 @@ unsigned moe_executor_dense(struct moe_executor *e, int k, const struct matrix *
     int first = 0; /* the call's device time and submissions count under its first device matmul */
     while (first < k && !on_dev[first]) first++;
     if (first < k) {
-        struct moe_dense_counters *c0 = &dx->counters[e->phase][e->desc.dense[ids[first]].kind];
+        struct dense_counters *c0 = &dx->counters[e->phase][e->desc.dense[ids[first]].kind];
         int64_t t0 = time_ns(), wait = 0;
         struct dev_counters before, after;
         dev_get_counters(e->dev, &before);
@@ -154,7 +154,7 @@ unsigned moe_executor_dense(struct moe_executor *e, int k, const struct matrix *
     }
     for (int i = 0; i < k; i++) {
         if (ids[i] < 0) continue;
-        struct moe_dense_counters *c = &dx->counters[e->phase][e->desc.dense[ids[i]].kind];
+        struct dense_counters *c = &dx->counters[e->phase][e->desc.dense[ids[i]].kind];
         if (on_dev[i]) {
             c->matmuls_device++;
             c->rows_device += (uint64_t)n;
@@ -167,7 +167,7 @@ unsigned moe_executor_dense(struct moe_executor *e, int k, const struct matrix *
     return left;
 }
 
-const struct moe_dense_counters *moe_executor_dense_counters(const struct moe_executor *e, enum moe_phase phase,
+const struct dense_counters *executor_dense_counters(const struct moe_executor *e, enum moe_phase phase,
                                                              enum dense_kind kind) {
     return &e->dense.counters[phase][kind];
 }
@@ -181,7 +181,7 @@ int64_t moe_executor_simulation_ns(const struct moe_executor *e, enum moe_phase 
 
 uint64_t moe_executor_backbone_bytes(const struct moe_executor *e) { return e->dense.backbone_bytes; }
 
-uint64_t moe_executor_dense_resident_bytes(const struct moe_executor *e, enum dense_kind kind) {
+uint64_t executor_dense_resident_bytes(const struct moe_executor *e, enum dense_kind kind) {
     return (unsigned)kind < DENSE_KINDS ? e->dense.resident[kind] : 0;
 }
 
@@ -203,7 +203,7 @@ void dense_exec_print(const struct moe_executor *e, FILE *out) {
     for (int kind = 0; kind < DENSE_KINDS; kind++)
         for (int p = 0; p < MOE_PHASES; p++) {
             if (!present[kind]) continue;
-            const struct moe_dense_counters *c = &dx->counters[p][kind];
+            const struct dense_counters *c = &dx->counters[p][kind];
             fprintf(out, "| %s | %s | %d/%d | %.1f | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %.1f | %.1f |\n",
                     dense_kind_name((enum dense_kind)kind), names[p], resident[kind], count[kind],
                     dx->resident[kind] / 1048576.0, (unsigned long long)c->rows_device,
@@ -217,7 +217,7 @@ void dense_exec_print(const struct moe_executor *e, FILE *out) {
                  "first matmul on the device\n");
 }
 
-bool moe_executor_dense_resident(const struct moe_executor *e, const void *data) {
+bool executor_dense_resident(const struct moe_executor *e, const void *data) {
     if (!e->dev || e->failed) return false;
     for (int i = 0; i < e->dense.n; i++)
         if (e->dense.slot[i] >= 0 && e->desc.dense[i].w->data == data) return true;

@@ -29,7 +29,7 @@ struct dense_exec {
     struct dev_job *jobs;         /* (max_jobs) one call's jobs */
     int max_jobs;
     uint64_t resident[DENSE_KINDS], backbone_bytes;
-    struct moe_dense_counters counters[MOE_PHASES][DENSE_KINDS];
+    struct dense_counters counters[MOE_PHASES][DENSE_KINDS];
 };
 
 /* One layer's device work, run by the device's stream (host steps included). */

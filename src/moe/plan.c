@@ -23,7 +23,7 @@ struct stage_layout moe_stage_layout(const struct dev_caps *caps, int n_embd, in
     return l;
 }
 
-int moe_dense_geometry(const struct dev_caps *c, int64_t slot_values, int max_n, const struct matrix *w,
+int dense_geometry(const struct dev_caps *c, int64_t slot_values, int max_n, const struct matrix *w,
                        int *chunk_rows) {
     *chunk_rows = 0;
     int64_t K = w->cols, N = w->rows;
@@ -80,7 +80,7 @@ static int plan_backbone(const struct moe_model_desc *d, const struct pool_shape
     out->dense_slot = malloc(sizeof *out->dense_slot * (size_t)(d->n_dense ? d->n_dense : 1));
     if (!out->dense_slot) return moex_errorf("out of memory");
     for (int i = 0; i < d->n_dense; i++) {
-        int rows, chunks = moe_dense_geometry(ps->caps, ps->slot_values, ps->max_n, d->dense[i].w, &rows);
+        int rows, chunks = dense_geometry(ps->caps, ps->slot_values, ps->max_n, d->dense[i].w, &rows);
         out->dense_slot[i] = -1;
         if (chunks == 0 || pool_bytes(ps, out->backbone_slots + chunks) > room) continue;
         out->dense_slot[i] = out->backbone_slots;
@@ -95,7 +95,7 @@ static int all_backbone_slots(const struct moe_model_desc *d, const struct pool_
     int all = 0;
     for (int i = 0; i < d->n_dense; i++) {
         int rows;
-        all += moe_dense_geometry(ps->caps, ps->slot_values, ps->max_n, d->dense[i].w, &rows);
+        all += dense_geometry(ps->caps, ps->slot_values, ps->max_n, d->dense[i].w, &rows);
     }
     return all;
 }

@@ -40,7 +40,7 @@ struct stage_layout moe_stage_layout(const struct dev_caps *caps, int n_embd, in
 /* Output channels per slot of a dense matmul w in slots of slot_values
  * values and max_n channels on a device of these caps: its slots (w's N cut
  * in chunks of *chunk_rows), or 0 when it is outside the envelope. */
-int moe_dense_geometry(const struct dev_caps *caps, int64_t slot_values, int max_n, const struct matrix *w,
+int dense_geometry(const struct dev_caps *caps, int64_t slot_values, int max_n, const struct matrix *w,
                        int *chunk_rows);
 
 struct moe_plan_input {

@@ -298,7 +298,7 @@ int res_pack_backbone(struct moe_executor *e, const int32_t *slot_of, int first_
     int64_t t0 = time_ns();
     for (int i = 0; i < x->n; i++) {
         if (slot_of[i] < 0) continue;
-        x->chunks[i] = moe_dense_geometry(e->caps, slot_values, max_n, e->desc.dense[i].w, &x->chunk_rows[i]);
+        x->chunks[i] = dense_geometry(e->caps, slot_values, max_n, e->desc.dense[i].w, &x->chunk_rows[i]);
         x->slot[i] = first_slot + slot_of[i];
         if (pack_dense(e, i) != DEV_OK) {
             /* That matmul stays on the CPU; its slots stay empty. */
@@ -314,7 +314,7 @@ int res_pack_backbone(struct moe_executor *e, const int32_t *slot_of, int first_
         if (x->chunks[i] > most) most = x->chunks[i];
     }
     trace_event(e->trace, LANE_DEVICE, "pack backbone", t0, time_ns());
-    x->max_jobs = MOE_DENSE_GROUP_MAX * most;
+    x->max_jobs = DENSE_GROUP_MAX * most;
     x->jobs = malloc(sizeof *x->jobs * (size_t)(x->max_jobs ? x->max_jobs : 1));
     return x->jobs ? 0 : moex_errorf("out of memory");
 }

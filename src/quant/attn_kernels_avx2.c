@@ -1,5 +1,5 @@
-#include "arch/attn_kernels.h"
-#include "arch/attn_kernels_x86.h"
+#include "quant/attn_kernels.h"
+#include "quant/attn_kernels_x86.h"
 
 /* s rows 0..3, columns c0..c0+15: 8 accumulators against 2 query and 4
  * key loads per dim. The 8 x 8 panel needs 9 loads per 8 multiply-adds,

@@ -6,7 +6,7 @@
 #ifndef MOEX_ATTN_KERNELS_X86_H
 #define MOEX_ATTN_KERNELS_X86_H
 
-#include "arch/exp_neg_coef.h"
+#include "quant/exp_neg_coef.h"
 
 #include <immintrin.h>
 #include <math.h>

@@ -22,6 +22,6 @@
 #define V_SEL_GE0(x, a, b) vbslq_f32(vcgeq_f32(x, vdupq_n_f32(0.0f)), a, b)
 #define V_HSUM vaddvq_f32
 
-#include "arch/delta_net_kernels_simd.h"
+#include "quant/delta_net_kernels_simd.h"
 
 const struct delta_net_kernels delta_net_kernels_neon = DELTA_NET_KERNELS;

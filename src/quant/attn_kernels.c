@@ -1,7 +1,7 @@
 /* The scalar attention kernels: the reference the others are tested
  * against, in the same order of operations per column (but without fused
  * multiply-adds and with libm's expf). */
-#include "arch/attn_kernels.h"
+#include "quant/attn_kernels.h"
 
 
 #include <math.h>

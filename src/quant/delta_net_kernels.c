@@ -1,6 +1,6 @@
 /* The scalar delta-net kernels: the reference the others are tested
  * against (and the code of machines without a SIMD build). */
-#include "arch/delta_net_kernels.h"
+#include "quant/delta_net_kernels.h"
 
 #include <math.h>
 

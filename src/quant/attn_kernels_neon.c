@@ -1,5 +1,5 @@
-#include "arch/attn_kernels.h"
-#include "arch/exp_neg_coef.h"
+#include "quant/attn_kernels.h"
+#include "quant/exp_neg_coef.h"
 
 #include <arm_neon.h>
 #include <math.h>

@@ -32,6 +32,6 @@ static inline float hsum16(__m512 v) {
 }
 #define V_HSUM hsum16
 
-#include "arch/delta_net_kernels_simd.h"
+#include "quant/delta_net_kernels_simd.h"
 
 const struct delta_net_kernels delta_net_kernels_avx512 = DELTA_NET_KERNELS;

@@ -10,8 +10,8 @@
 #ifndef MOEX_DELTA_NET_KERNELS_SIMD_H
 #define MOEX_DELTA_NET_KERNELS_SIMD_H
 
-#include "arch/delta_net_kernels.h"
-#include "arch/exp_neg_coef.h"
+#include "quant/delta_net_kernels.h"
+#include "quant/exp_neg_coef.h"
 
 #include <math.h>
 

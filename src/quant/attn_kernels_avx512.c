@@ -3,8 +3,8 @@
  * each); the softmax and the f16 weights run 16 columns per vector, lane
  * for lane the 256-bit code's operations (so the same bits), and 8-column
  * remainders on that code. */
-#include "arch/attn_kernels.h"
-#include "arch/attn_kernels_x86.h"
+#include "quant/attn_kernels.h"
+#include "quant/attn_kernels_x86.h"
 
 /* s rows 0..7, columns c0..c0+16*C-1. */
 ATTN_INLINE void scores_panel(const float *qt, int mp, int hd, const float *k, int c0, float *s, const int C) {

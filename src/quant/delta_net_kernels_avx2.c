@@ -29,6 +29,6 @@ static inline float hsum8(__m256 v) {
 }
 #define V_HSUM hsum8
 
-#include "arch/delta_net_kernels_simd.h"
+#include "quant/delta_net_kernels_simd.h"
 
 const struct delta_net_kernels delta_net_kernels_avx2 = DELTA_NET_KERNELS;
