@@ -147,8 +147,7 @@ static void test_conv(void) {
     int cuts[] = { 0, 1, 3, 9 };
     for (int b = 0; b < 3; b++)
         delta_net_conv_silu(x + cuts[b] * C, cuts[b + 1] - cuts[b], C, K, w, state, out + cuts[b] * C);
-    double worst = 0;
-    for (int i = 0; i < N * C; i++) worst = fmax(worst, fabs(out[i] - want[i]));
+    double worst = max_abs_diff(out, want, N * C);
     CHECKF(worst < 1e-5, "conv over batches: %.2e", worst);
     /* The state ends as the last K-1 inputs. */
     CHECK(memcmp(state, x + (N - (K - 1)) * C, sizeof state) == 0);
