@@ -112,9 +112,16 @@ check(len(first_id) == 1 and s == 200 and r["choices"][0]["logprobs"]["tokens"][
       "logit_bias -100 bans the greedy token %r" % first)
 s, r = post(port, "/v1/completions", dict(base, logit_bias={"99999999": 1}))
 check(s == 400 and r["error"]["param"] == "logit_bias", "logit_bias of an id out of range: 400")
-s, r = post(port, "/v1/completions", dict(base, logit_bias={str(tok[0]): 100}, frequency_penalty=2, presence_penalty=2,
-                                           temperature=0, max_tokens=5))
-check(s == 200 and r["choices"][0]["text"].count(" the") == 5, "penalties are taken (%r)" % r)
+# Penalties: " the" biased +100 and " and" +92 under greedy draws: " the" each
+# time, until presence 2 and frequency 2 per draw bring it below " and".
+other = json.loads(request(port, "POST", "/tokenize", {"content": " and"})[1])["tokens"]
+bias = {str(tok[0]): 100, str(other[0]): 92}
+_, unpen = post(port, "/v1/completions", dict(base, temperature=0, logit_bias=bias, max_tokens=12))
+_, pen = post(port, "/v1/completions", dict(base, temperature=0, logit_bias=bias, max_tokens=12, presence_penalty=2,
+                                            frequency_penalty=2))
+check(len(other) == 1 and unpen["choices"][0]["text"] == " the" * 12 and " and" in pen["choices"][0]["text"]
+      and pen["choices"][0]["text"].startswith(" the"),
+      "presence and frequency penalties turn greedy draws away from a repeated token (%r)" % pen["choices"][0]["text"])
 s, r = post(port, "/v1/completions", dict(base, presence_penalty=3))
 check(s == 400 and r["error"]["param"] == "presence_penalty", "presence_penalty 3: 400")
 
