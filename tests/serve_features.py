@@ -237,5 +237,29 @@ if have_v6:
 else:
     print("SKIP (this check only): no IPv6 loopback here for --host ::1")
 
+# /health says "loading" while the model loads: a model path that is a FIFO
+# holds the load in open() until a writer comes; then the load fails, and
+# the server exits 1 saying why.
+import os
+import re
+import subprocess
+fifo = os.path.join(tmp, "model-fifo.gguf")
+os.mkfifo(fifo)
+proc = subprocess.Popen([moex, "serve", "--port", "0", "-m", fifo], stderr=subprocess.PIPE, text=True)
+line = proc.stderr.readline()
+m = re.search(r"listening on http://127\.0\.0\.1:(\d+), loading", line)
+loading = m and request(int(m.group(1)), "GET", "/health")[:2]
+refused = m and request(int(m.group(1)), "POST", "/v1/completions", base)[0]
+with open(fifo, "w"):
+    pass  # the writer comes and goes: the load goes on, and fails
+try:
+    rest = proc.communicate(timeout=60)[1]
+except subprocess.TimeoutExpired:
+    proc.kill()
+    rest = "(killed)"
+check(loading and loading[0] == 503 and json.loads(loading[1])["status"] == "loading" and refused == 503,
+      "/health: loading (503) while the model loads, and completions 503 (%r, %r)" % (line, loading))
+check(proc.returncode == 1 and "not a regular file" in rest, "a model that fails to load after listening: exit 1, why")
+
 print("cli_serve_features: %s" % ("all passed" if serve_start.failures == 0 else "%d failed" % serve_start.failures))
 sys.exit(1 if serve_start.failures else 0)
