@@ -4,7 +4,10 @@ echoed), the ones it refuses by name, the llama-server endpoints, CORS,
 IPv6, the request log and /health. Loopback only; every wait is bounded."""
 import http.client
 import json
+import os
+import re
 import socket
+import subprocess
 import sys
 import time
 
@@ -237,12 +240,44 @@ if have_v6:
 else:
     print("SKIP (this check only): no IPv6 loopback here for --host ::1")
 
+# Thinking: a tiny model whose template opens a <think> block (its tokenizer
+# from tests/serve_think_vocab.py); "</think>" biased so that it comes.
+vocab = os.path.join(tmp, "think-vocab.gguf")
+think_model = os.path.join(tmp, "think.gguf")
+subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve_think_vocab.py"), vocab],
+               check=True)
+subprocess.run([moex, "synth", "--preset", "tiny", "--vocab-from", vocab, "-o", think_model, "-q"], check=True)
+server, port = serve_start.start(moex, ["-m", think_model])
+close_id = json.loads(request(port, "POST", "/tokenize", {"content": "</think>"})[1])["tokens"]
+think = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 40, "seed": 3, "temperature": 1,
+         "logit_bias": {str(close_id[0]): 4}}
+s, r = post(port, "/v1/chat/completions", think)
+msg = r["choices"][0]["message"] if s == 200 else {}
+check(len(close_id) == 1 and msg.get("reasoning_content") and "</think>" not in msg["reasoning_content"],
+      "reasoning_content: the think block's text (%r)" % msg.get("reasoning_content"))
+_, inline = post(port, "/v1/chat/completions", dict(think, reasoning_format="none"))
+raw = inline["choices"][0]["message"]["content"]
+before, _, after = raw.partition("</think>")
+check("reasoning_content" not in inline["choices"][0]["message"] and before.strip("\n") == msg["reasoning_content"]
+      and after.lstrip(" \n") == msg["content"], "reasoning_format none: the block kept in content, as generated")
+ev = events(port, "/v1/chat/completions", think)
+s_r = "".join(ch["delta"].get("reasoning_content") or "" for x in ev for ch in x["choices"])
+s_c = "".join(ch["delta"].get("content") or "" for x in ev for ch in x["choices"])
+check(s_r == msg["reasoning_content"] and s_c == msg["content"], "streamed: reasoning_content deltas, then content")
+_, off = post(port, "/v1/chat/completions", dict(think, chat_template_kwargs={"enable_thinking": False}))
+check("reasoning_content" not in off["choices"][0]["message"] or not off["choices"][0]["message"]["reasoning_content"],
+      "enable_thinking false: no reasoning")
+serve_start.stop(server)
+server, port = serve_start.start(moex, ["-m", think_model, "--reasoning-format", "none"])
+_, flag = post(port, "/v1/chat/completions", think)
+_, back = post(port, "/v1/chat/completions", dict(think, reasoning_format="deepseek"))
+check(flag["choices"][0]["message"]["content"] == raw and back["choices"][0]["message"].get("reasoning_content") ==
+      msg["reasoning_content"], "--reasoning-format none: inline by default; a request's deepseek splits again")
+serve_start.stop(server)
+
 # /health says "loading" while the model loads: a model path that is a FIFO
 # holds the load in open() until a writer comes; then the load fails, and
 # the server exits 1 saying why.
-import os
-import re
-import subprocess
 fifo = os.path.join(tmp, "model-fifo.gguf")
 os.mkfifo(fifo)
 proc = subprocess.Popen([moex, "serve", "--port", "0", "-m", fifo], stderr=subprocess.PIPE, text=True)
