@@ -11,26 +11,12 @@ command -v node > /dev/null || { echo "SKIP: no node for the OpenAI client"; exi
 [ -d "$node_dir/node_modules/openai" ] || { echo "SKIP: no tests/node/node_modules (run npm ci in tests/node)"; exit 77; }
 cli_tmpdir cli_serve_node
 cli_build_default_model
-# serve LOG ARGS...: starts moex serve, sets pid and port (the test fails when it does not start).
-serve() {
-    log=$1; shift
-    "$MOEX_BIN" serve --port 0 --api-key test-key --quiet "$@" 2> "$log" &
-    pid=$!
-    port=""
-    for _ in $(seq 1 200); do
-        port=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\)/v1.*|\1|p' "$log" | head -n 1)
-        [ -n "$port" ] && break
-        kill -0 "$pid" 2> /dev/null || break
-        sleep 0.1
-    done
-    [ -n "$port" ] || { echo "FAIL: moex serve did not start"; cat "$log"; kill "$pid" 2> /dev/null; exit 1; }
-}
 # A tiny model that thinks, for reasoning_content.
 python3 "$MOEX_SRC/tests/serve_think_vocab.py" "$tmp/vocab.gguf" || exit 1
 "$MOEX_BIN" synth --preset tiny --vocab-from "$tmp/vocab.gguf" -o "$tmp/think.gguf" -q > /dev/null 2>&1 || exit 1
-serve "$tmp/serve.log" --parallel 3
+cli_serve_start "$tmp/serve.log" --api-key test-key --quiet --parallel 3
 pid_a=$pid port_a=$port
-serve "$tmp/think.log" -m "$tmp/think.gguf"
+cli_serve_start "$tmp/think.log" --api-key test-key --quiet -m "$tmp/think.gguf"
 pid_b=$pid port_b=$port
 node "$node_dir/openai_conformance.mjs" "http://127.0.0.1:$port_a/v1" "http://127.0.0.1:$port_b/v1"
 rc=$?
