@@ -57,6 +57,12 @@ check(a["seed"] != b["seed"] and a["choices"][0]["text"] != b["choices"][0]["tex
 _, again = post(port, "/v1/completions", dict(base, seed=a["seed"]))
 check(again["choices"][0]["text"] == a["choices"][0]["text"] and again["seed"] == a["seed"],
       "the seed a response names reproduces its text")
+repeats = 0
+for _ in range(20):  # seeds of 16 digits among them: each named in full, an integer
+    _, u = post(port, "/v1/completions", dict(base, max_tokens=4))
+    _, again = post(port, "/v1/completions", dict(base, max_tokens=4, seed=u["seed"]))
+    repeats += isinstance(u["seed"], int) and again["choices"][0]["text"] == u["choices"][0]["text"]
+check(repeats == 20, "20 drawn seeds each named as an integer in full and repeating their text (%d did)" % repeats)
 check(a["id"] != b["id"] and abs(a["created"] - time.time()) < 60 and a["system_fingerprint"].startswith("moex-"),
       "ids differ, created is the request's time (%s, %s)" % (a["id"], a["created"]))
 
