@@ -108,7 +108,7 @@ for c in run chat eval bench profile pack $serve; do
     ok "$c: MOEX_DEVICE=bogus does not break --help" env MOEX_DEVICE=bogus MOEX_ISA=bogus "$MOEX_BIN" $c --help
 done
 if [ -n "$serve" ]; then
-    bad "serve: --host ::1" 2 "--host" "'::1'" -- "$MOEX_BIN" serve -m "$m" --host ::1
+    bad "serve: --host 999.1.1.1" 2 "--host" "'999.1.1.1'" -- "$MOEX_BIN" serve -m "$m" --host 999.1.1.1
     bad "serve: --port 70000" 2 "--port" "'70000'" -- "$MOEX_BIN" serve -m "$m" --port 70000
     bad "serve: --parallel 0" 2 "--parallel" "'0'" -- "$MOEX_BIN" serve -m "$m" --parallel 0
 fi

@@ -11,16 +11,7 @@ command -v node > /dev/null || { echo "SKIP: no node for the OpenAI client"; exi
 [ -x /usr/bin/chromium ] || { echo "SKIP: no /usr/bin/chromium (Debian's chromium package)"; exit 77; }
 cli_tmpdir cli_serve_page
 cli_build_default_model
-"$MOEX_BIN" serve --port 0 --quiet 2> "$tmp/serve.log" &
-pid=$!
-port=""
-for _ in $(seq 1 200); do
-    port=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\)/v1.*|\1|p' "$tmp/serve.log" | head -n 1)
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2> /dev/null || break
-    sleep 0.1
-done
-[ -n "$port" ] || { echo "FAIL: moex serve did not start"; cat "$tmp/serve.log"; kill "$pid" 2> /dev/null; exit 1; }
+cli_serve_start "$tmp/serve.log" --quiet
 rm -rf "$tmp/chromium-profile"
 node "$node_dir/chat_page.mjs" "http://127.0.0.1:$port/" "${MOEX_TEST_TMP:-/tmp}/cli_serve_page.png" "$tmp/chromium-profile"
 rc=$?

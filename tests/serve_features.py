@@ -4,7 +4,10 @@ echoed), the ones it refuses by name, the llama-server endpoints, CORS,
 IPv6, the request log and /health. Loopback only; every wait is bounded."""
 import http.client
 import json
+import os
+import re
 import socket
+import subprocess
 import sys
 import time
 
@@ -54,6 +57,12 @@ check(a["seed"] != b["seed"] and a["choices"][0]["text"] != b["choices"][0]["tex
 _, again = post(port, "/v1/completions", dict(base, seed=a["seed"]))
 check(again["choices"][0]["text"] == a["choices"][0]["text"] and again["seed"] == a["seed"],
       "the seed a response names reproduces its text")
+repeats = 0
+for _ in range(20):  # seeds of 16 digits among them: each named in full, an integer
+    _, u = post(port, "/v1/completions", dict(base, max_tokens=4))
+    _, again = post(port, "/v1/completions", dict(base, max_tokens=4, seed=u["seed"]))
+    repeats += isinstance(u["seed"], int) and again["choices"][0]["text"] == u["choices"][0]["text"]
+check(repeats == 20, "20 drawn seeds each named as an integer in full and repeating their text (%d did)" % repeats)
 check(a["id"] != b["id"] and abs(a["created"] - time.time()) < 60 and a["system_fingerprint"].startswith("moex-"),
       "ids differ, created is the request's time (%s, %s)" % (a["id"], a["created"]))
 
@@ -112,9 +121,16 @@ check(len(first_id) == 1 and s == 200 and r["choices"][0]["logprobs"]["tokens"][
       "logit_bias -100 bans the greedy token %r" % first)
 s, r = post(port, "/v1/completions", dict(base, logit_bias={"99999999": 1}))
 check(s == 400 and r["error"]["param"] == "logit_bias", "logit_bias of an id out of range: 400")
-s, r = post(port, "/v1/completions", dict(base, logit_bias={str(tok[0]): 100}, frequency_penalty=2, presence_penalty=2,
-                                           temperature=0, max_tokens=5))
-check(s == 200 and r["choices"][0]["text"].count(" the") == 5, "penalties are taken (%r)" % r)
+# Penalties: " the" biased +100 and " and" +92 under greedy draws: " the" each
+# time, until presence 2 and frequency 2 per draw bring it below " and".
+other = json.loads(request(port, "POST", "/tokenize", {"content": " and"})[1])["tokens"]
+bias = {str(tok[0]): 100, str(other[0]): 92}
+_, unpen = post(port, "/v1/completions", dict(base, temperature=0, logit_bias=bias, max_tokens=12))
+_, pen = post(port, "/v1/completions", dict(base, temperature=0, logit_bias=bias, max_tokens=12, presence_penalty=2,
+                                            frequency_penalty=2))
+check(len(other) == 1 and unpen["choices"][0]["text"] == " the" * 12 and " and" in pen["choices"][0]["text"]
+      and pen["choices"][0]["text"].startswith(" the"),
+      "presence and frequency penalties turn greedy draws away from a repeated token (%r)" % pen["choices"][0]["text"])
 s, r = post(port, "/v1/completions", dict(base, presence_penalty=3))
 check(s == 400 and r["error"]["param"] == "presence_penalty", "presence_penalty 3: 400")
 
@@ -229,6 +245,62 @@ if have_v6:
     serve_start.stop(server)
 else:
     print("SKIP (this check only): no IPv6 loopback here for --host ::1")
+
+# Thinking: a tiny model whose template opens a <think> block (its tokenizer
+# from tests/serve_think_vocab.py); "</think>" biased so that it comes.
+vocab = os.path.join(tmp, "think-vocab.gguf")
+think_model = os.path.join(tmp, "think.gguf")
+subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve_think_vocab.py"), vocab],
+               check=True)
+subprocess.run([moex, "synth", "--preset", "tiny", "--vocab-from", vocab, "-o", think_model, "-q"], check=True)
+server, port = serve_start.start(moex, ["-m", think_model])
+close_id = json.loads(request(port, "POST", "/tokenize", {"content": "</think>"})[1])["tokens"]
+think = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 40, "seed": 3, "temperature": 1,
+         "logit_bias": {str(close_id[0]): 4}}
+s, r = post(port, "/v1/chat/completions", think)
+msg = r["choices"][0]["message"] if s == 200 else {}
+check(len(close_id) == 1 and msg.get("reasoning_content") and "</think>" not in msg["reasoning_content"],
+      "reasoning_content: the think block's text (%r)" % msg.get("reasoning_content"))
+_, inline = post(port, "/v1/chat/completions", dict(think, reasoning_format="none"))
+raw = inline["choices"][0]["message"]["content"]
+before, _, after = raw.partition("</think>")
+check("reasoning_content" not in inline["choices"][0]["message"] and before.strip("\n") == msg["reasoning_content"]
+      and after.lstrip(" \n") == msg["content"], "reasoning_format none: the block kept in content, as generated")
+ev = events(port, "/v1/chat/completions", think)
+s_r = "".join(ch["delta"].get("reasoning_content") or "" for x in ev for ch in x["choices"])
+s_c = "".join(ch["delta"].get("content") or "" for x in ev for ch in x["choices"])
+check(s_r == msg["reasoning_content"] and s_c == msg["content"], "streamed: reasoning_content deltas, then content")
+_, off = post(port, "/v1/chat/completions", dict(think, chat_template_kwargs={"enable_thinking": False}))
+check("reasoning_content" not in off["choices"][0]["message"] or not off["choices"][0]["message"]["reasoning_content"],
+      "enable_thinking false: no reasoning")
+serve_start.stop(server)
+server, port = serve_start.start(moex, ["-m", think_model, "--reasoning-format", "none"])
+_, flag = post(port, "/v1/chat/completions", think)
+_, back = post(port, "/v1/chat/completions", dict(think, reasoning_format="deepseek"))
+check(flag["choices"][0]["message"]["content"] == raw and back["choices"][0]["message"].get("reasoning_content") ==
+      msg["reasoning_content"], "--reasoning-format none: inline by default; a request's deepseek splits again")
+serve_start.stop(server)
+
+# /health says "loading" while the model loads: a model path that is a FIFO
+# holds the load in open() until a writer comes; then the load fails, and
+# the server exits 1 saying why.
+fifo = os.path.join(tmp, "model-fifo.gguf")
+os.mkfifo(fifo)
+proc = subprocess.Popen([moex, "serve", "--port", "0", "-m", fifo], stderr=subprocess.PIPE, text=True)
+line = proc.stderr.readline()
+m = re.search(r"listening on http://127\.0\.0\.1:(\d+), loading", line)
+loading = m and request(int(m.group(1)), "GET", "/health")[:2]
+refused = m and request(int(m.group(1)), "POST", "/v1/completions", base)[0]
+with open(fifo, "w"):
+    pass  # the writer comes and goes: the load goes on, and fails
+try:
+    rest = proc.communicate(timeout=60)[1]
+except subprocess.TimeoutExpired:
+    proc.kill()
+    rest = "(killed)"
+check(loading and loading[0] == 503 and json.loads(loading[1])["status"] == "loading" and refused == 503,
+      "/health: loading (503) while the model loads, and completions 503 (%r, %r)" % (line, loading))
+check(proc.returncode == 1 and "not a regular file" in rest, "a model that fails to load after listening: exit 1, why")
 
 print("cli_serve_features: %s" % ("all passed" if serve_start.failures == 0 else "%d failed" % serve_start.failures))
 sys.exit(1 if serve_start.failures else 0)

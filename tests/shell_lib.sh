@@ -70,3 +70,20 @@ run_programs() {
     done
     return $failed
 }
+
+# cli_serve_start LOG ARGS...: starts `moex serve --port 0 ARGS` in the
+# background (stderr in LOG) and sets pid and port once it serves; exits the
+# test (1) when it does not start.
+cli_serve_start() {
+    log=$1; shift
+    "$MOEX_BIN" serve --port 0 "$@" 2> "$log" &
+    pid=$!
+    port=""
+    for _ in $(seq 1 200); do
+        port=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\)/v1.*|\1|p' "$log" | head -n 1)
+        [ -n "$port" ] && break
+        kill -0 "$pid" 2> /dev/null || break
+        sleep 0.1
+    done
+    [ -n "$port" ] || { echo "FAIL: moex serve did not start"; cat "$log"; kill "$pid" 2> /dev/null; exit 1; }
+}

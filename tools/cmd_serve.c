@@ -45,8 +45,10 @@ static void help(FILE *out) {
             "      --idle-timeout S       close a connection silent for S seconds (default %d)\n"
             "      --timeout S            end a request's generation S seconds after it came,\n"
             "                             finish_reason \"length\"; 0 = never (default %d)\n"
-            "Sampling: a request's temperature, top_p, top_k, min_p, repeat_penalty and seed\n"
-            "default to moex run's defaults, so that the same settings give the same tokens.\n\n",
+            "Sampling: a request's temperature, top_p, top_k, min_p and repeat_penalty default\n"
+            "to moex run's, so that the same settings and seed give the same tokens; a request\n"
+            "without a seed gets a random one, named in the response's \"seed\".\n"
+            "docs/serve.md lists every field, endpoint and error.\n\n",
             SERVE_DEFAULT_MAX_BODY, SERVE_DEFAULT_MAX_PROMPT_TOKENS, SERVE_DEFAULT_MAX_TOKENS,
             SERVE_DEFAULT_MAX_HEADER_BYTES, SERVE_DEFAULT_MAX_HEADERS, SERVE_DEFAULT_MAX_CONNECTIONS,
             SERVE_DEFAULT_REQUEST_TIMEOUT_S, SERVE_DEFAULT_IDLE_TIMEOUT_S, SERVE_DEFAULT_TOTAL_TIMEOUT_S);

@@ -516,7 +516,9 @@ static cJSON *head(const struct api_request *r, const char *id, long created, co
     char fingerprint[64];
     snprintf(fingerprint, sizeof fingerprint, "moex-%s", moex_version());
     cJSON_AddStringToObject(root, "system_fingerprint", fingerprint);
-    cJSON_AddNumberToObject(root, "seed", (double)r->seed);
+    char seed[24]; /* as an integer in full: cJSON prints a double with 15 digits when close enough */
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
+    cJSON_AddRawToObject(root, "seed", seed);
     return root;
 }
 

@@ -117,7 +117,9 @@ static cJSON *params_json(const struct moex_sampler_params *p, int n_predict) {
     cJSON_AddNumberToObject(o, "min_p", p->min_p);
     cJSON_AddNumberToObject(o, "repeat_penalty", p->repeat_penalty);
     cJSON_AddNumberToObject(o, "repeat_last_n", p->repeat_last_n);
-    cJSON_AddNumberToObject(o, "seed", (double)p->seed);
+    char seed[24]; /* in full (cJSON prints doubles near 2^53 with 15 digits) */
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)p->seed);
+    cJSON_AddRawToObject(o, "seed", seed);
     cJSON_AddNumberToObject(o, "n_predict", n_predict);
     return o;
 }

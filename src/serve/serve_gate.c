@@ -102,7 +102,7 @@ static void close_pending(struct gate *g, struct pending *c) {
 
 static void log_answer(const struct gate *g, const char *why, int status) {
     if (g->p.quiet) return;
-    fprintf(stderr, "moex serve: - - %d 0 0 ms (%s)\n", status, why);
+    fprintf(stderr, "moex serve: - - %d 0+0 tokens 0 ms (%s)\n", status, why);
 }
 
 /* Answers the connection (it has sent no more than a head) with an error,

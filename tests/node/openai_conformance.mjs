@@ -1,7 +1,8 @@
 // The official OpenAI Node client against moex serve (tests/cli_serve_node.sh):
 // the fields moex implements parse as the client expects, and refused fields
 // come back as the client's BadRequestError naming them.
-// Usage: node openai_conformance.mjs BASE_URL
+// Usage: node openai_conformance.mjs BASE_URL THINKING_BASE_URL (a server of a
+// model that thinks: tests/serve_think_vocab.py)
 import OpenAI from 'openai';
 
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: 'test-key', maxRetries: 0, timeout: 120000 });
@@ -82,6 +83,22 @@ for (const size of [1.5 * 2 ** 20, 4 * 2 ** 20]) {
     check(err.status === 413, `a ${size}-byte body: the client sees 413 (${err.status} ${err.message.slice(0, 60)})`);
   }
 }
+
+// reasoning_content streamed, as the client passes it through in deltas.
+const thinker = new OpenAI({ baseURL: process.argv[3], apiKey: 'test-key', maxRetries: 0, timeout: 120000 });
+const close = (await (await fetch(process.argv[3].replace(/\/v1$/, '/tokenize'), { method: 'POST',
+  headers: { Authorization: 'Bearer test-key', 'Content-Type': 'application/json' },
+  body: JSON.stringify({ content: '</think>' }) })).json()).tokens[0];
+const thinking = { model: 'x', messages, max_tokens: 40, seed: 3, temperature: 1, logit_bias: { [close]: 4 } };
+const whole = await thinker.chat.completions.create(thinking);
+let reasoning = '', answer = '';
+for await (const chunk of await thinker.chat.completions.create({ ...thinking, stream: true })) {
+  const d = chunk.choices[0] ? chunk.choices[0].delta : {};
+  reasoning += d.reasoning_content || '';
+  answer += d.content || '';
+}
+check(reasoning.length > 0 && reasoning === whole.choices[0].message.reasoning_content &&
+  answer === whole.choices[0].message.content, 'reasoning_content streamed through the client, then content');
 
 // The models list and one model.
 const models = await client.models.list();
