@@ -8,6 +8,7 @@
 #include "serve/serve_api.h"
 #include "serve/serve_endpoints.h"
 #include "serve/serve_gate.h"
+#include "serve/serve_http_impl.h"
 #include "serve/serve_sched.h"
 
 #include <arpa/inet.h>
@@ -24,46 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-enum endpoint {
-    EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_PROPS, EP_SLOTS,
-    EP_PAGE, EP_EMBEDDINGS, EP_MODEL, EP_OTHER, EP_COUNT
-};
-static const char *endpoint_names[EP_COUNT] = { "chat_completions", "completions", "models", "health", "metrics",
-                                                "tokenize", "detokenize", "props", "slots", "page", "embeddings", "model",
-                                                "other" };
-static const char *endpoint_paths[EP_MODEL] = { "/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
-                                                "/metrics", "/tokenize", "/detokenize", "/props", "/slots", "/",
-                                                "/v1/embeddings" };
-
-struct server {
-    struct MHD_Daemon *daemon;
-    struct gate *gate;
-    struct scheduler *sched;           /* NULL while the model loads */
-    moex_model *model;
-    struct serve_options o;
-    int n_ctx, port;
-    long started;
-    atomic_bool ready, stopping;
-    atomic_int connections;            /* held by libmicrohttpd */
-    atomic_ullong next_id;             /* ids: a random base drawn at start, counted up */
-    atomic_ullong requests[EP_COUNT];
-    atomic_ullong statuses[6];         /* by hundreds: [2] = 2xx ... [5] = 5xx */
-    pthread_mutex_t embed_mu;          /* one /v1/embeddings at a time, on its own context */
-    moex_context *embed_ctx;           /* made on the first */
-};
-
-void serve_options_default(struct serve_options *o) {
-    memset(o, 0, sizeof *o);
-    o->host = "127.0.0.1";
-    o->port = 8080;
-    o->parallel = 1;
-    moex_context_params_default(&o->ctx);
-    o->limits = (struct serve_limits){ SERVE_DEFAULT_MAX_BODY,        SERVE_DEFAULT_MAX_PROMPT_TOKENS,
-                                       SERVE_DEFAULT_MAX_TOKENS,      SERVE_DEFAULT_MAX_HEADER_BYTES,
-                                       SERVE_DEFAULT_MAX_HEADERS,     SERVE_DEFAULT_MAX_CONNECTIONS,
-                                       SERVE_DEFAULT_IDLE_TIMEOUT_S,  SERVE_DEFAULT_TOTAL_TIMEOUT_S,
-                                       SERVE_DEFAULT_REQUEST_TIMEOUT_S };
-}
 
 /* A connection's request: the body as it arrives, and what the log says of it. */
 struct request {
@@ -107,17 +68,6 @@ static enum MHD_Result send_error(struct server *s, struct MHD_Connection *c, st
 }
 
 /* "Bearer KEY", compared in time that does not depend on where it differs. */
-static bool authorized(const struct server *s, struct MHD_Connection *c) {
-    if (!s->o.api_key) return true;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7)) return false;
-    const char *k = h + 7, *want = s->o.api_key;
-    size_t n = strlen(k), m = strlen(want);
-    unsigned diff = n != m;
-    for (size_t i = 0; i < n && i < m; i++) diff |= (unsigned char)(k[i] ^ want[i]);
-    return diff == 0;
-}
-
 /* Ids unique across restarts: a random 64-bit base drawn at start, counted up. */
 static void job_id(struct server *s, bool chat, char *out, size_t size) {
     snprintf(out, size, "%s-%016llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)atomic_fetch_add(&s->next_id, 1));
@@ -364,98 +314,8 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
 }
 
 /* Text that grows no further than its buffer (cut, never overrun). */
-struct text {
-    char *data;
-    size_t cap, len;
-};
-
-static void put(struct text *t, const char *fmt, ...) SERVE_PRINTF(2, 3);
-static void put(struct text *t, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    if (n > 0) t->len = t->len + (size_t)n < t->cap ? t->len + (size_t)n : t->cap - 1;
-}
-
-static char *metrics_text(struct server *s) {
-    struct sched_stats st;
-    sched_stats(s->sched, &st);
-    struct text t = { malloc(16384), 16384, 0 };
-    if (!t.data) return NULL;
-#define METRIC(type, name, help, fmt, ...)                                                              \
-    put(&t, "# HELP moex_" name " " help "\n# TYPE moex_" name " " type "\n" "moex_" name " " fmt "\n", \
-        __VA_ARGS__)
-    put(&t, "# HELP moex_requests_total HTTP requests by endpoint\n"
-                                            "# TYPE moex_requests_total counter\n");
-    for (int i = 0; i < EP_COUNT; i++)
-        put(&t, "moex_requests_total{endpoint=\"%s\"} %llu\n", endpoint_names[i],
-                              (unsigned long long)atomic_load(&s->requests[i]));
-    put(&t, "# HELP moex_responses_total HTTP responses by status class\n"
-                                            "# TYPE moex_responses_total counter\n");
-    for (int i = 2; i < 6; i++)
-        put(&t, "moex_responses_total{code=\"%dxx\"} %llu\n", i,
-                              (unsigned long long)atomic_load(&s->statuses[i]));
-    double evaluated = (double)(st.prompt_tokens - st.reused_tokens);
-    METRIC("counter", "prompt_tokens_total", "prompt tokens of finished prefills", "%llu", (unsigned long long)st.prompt_tokens);
-    METRIC("counter", "prompt_tokens_reused_total", "prompt tokens a slot held already", "%llu", (unsigned long long)st.reused_tokens);
-    METRIC("counter", "generated_tokens_total", "tokens generated", "%llu", (unsigned long long)st.generated_tokens);
-    METRIC("counter", "prompt_seconds_total", "time in prefill", "%.6f", st.prompt_s);
-    METRIC("counter", "generation_seconds_total", "time in decode steps", "%.6f", st.generate_s);
-    METRIC("counter", "generation_cpu_seconds_total", "CPU time of the scheduler thread in decode steps", "%.6f",
-           st.generate_cpu_s);
-    METRIC("gauge", "prompt_tokens_per_second", "prompt tokens evaluated per second of prefill", "%.3f",
-           st.prompt_s > 0 ? evaluated / st.prompt_s : 0.0);
-    METRIC("gauge", "generation_tokens_per_second", "tokens generated per second of decode", "%.3f",
-           st.generate_s > 0 ? (double)st.generated_tokens / st.generate_s : 0.0);
-    METRIC("counter", "requests_finished_total", "generations finished", "%llu", (unsigned long long)st.requests_done);
-    METRIC("counter", "requests_cancelled_total", "generations whose client went away", "%llu", (unsigned long long)st.cancelled);
-    METRIC("gauge", "queue_depth", "requests waiting for a slot", "%d", st.queued);
-    METRIC("gauge", "slots_busy", "slots generating", "%d", st.busy);
-    METRIC("gauge", "slots", "slots (--parallel)", "%d", st.slots);
-    METRIC("gauge", "connections", "open connections", "%d", atomic_load(&s->connections));
-    METRIC("counter", "batches_total", "forward passes: one per step, all active slots batched", "%llu",
-           (unsigned long long)st.batches);
-    METRIC("counter", "batch_decode_tokens_total", "decode tokens of those passes", "%llu", (unsigned long long)st.decode_rows);
-    put(&t, "# HELP moex_batch_tokens tokens per forward pass\n# TYPE moex_batch_tokens histogram\n");
-    uint64_t cumulative = 0;
-    for (int b = 0; b < SCHED_BATCH_BUCKETS; b++) {
-        cumulative += st.batch_hist[b];
-        if (b < SCHED_BATCH_BUCKETS - 1) put(&t, "moex_batch_tokens_bucket{le=\"%d\"} %llu\n", 1 << b, (unsigned long long)cumulative);
-        else put(&t, "moex_batch_tokens_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cumulative);
-    }
-    put(&t, "moex_batch_tokens_sum %llu\nmoex_batch_tokens_count %llu\n", (unsigned long long)st.batch_rows,
-        (unsigned long long)st.batches);
-    METRIC("counter", "tokens_evaluated_total", "tokens evaluated by all slots", "%llu", (unsigned long long)st.experts.tokens);
-    METRIC("counter", "expert_rows_device_total", "routed (token, expert) rows on the device", "%llu", (unsigned long long)st.experts.rows_device);
-    METRIC("counter", "expert_rows_cpu_total", "routed (token, expert) rows on the CPU", "%llu", (unsigned long long)st.experts.rows_cpu);
-    METRIC("counter", "expert_hits_total", "expert uses found resident on the device", "%llu", (unsigned long long)st.experts.hits);
-    METRIC("counter", "expert_misses_total", "expert uses not resident", "%llu", (unsigned long long)st.experts.misses);
-    METRIC("counter", "expert_fallbacks_total", "device work moved to the CPU", "%llu", (unsigned long long)st.experts.fallbacks);
-    METRIC("gauge", "expert_resident_bytes", "resident device bytes (staging, backbone, experts)", "%llu", (unsigned long long)st.experts.resident_bytes);
-#undef METRIC
-    return t.data;
-}
 
 static bool is_get(const char *method) { return !strcmp(method, "GET") || !strcmp(method, "HEAD"); }
-
-static enum endpoint route(const char *url) {
-    for (int i = 0; i < EP_MODEL; i++)
-        if (!strcmp(url, endpoint_paths[i])) return (enum endpoint)i;
-    if (!strcmp(url, "/v1/health")) return EP_HEALTH;
-    if (!strcmp(url, "/v1/tokenize")) return EP_TOKENIZE;
-    if (!strcmp(url, "/v1/detokenize")) return EP_DETOKENIZE;
-    if (!strcmp(url, "/chat/completions")) return EP_CHAT;
-    if (!strcmp(url, "/completions")) return EP_COMPLETIONS;
-    if (!strcmp(url, "/models")) return EP_MODELS;
-    if (!strcmp(url, "/embeddings")) return EP_EMBEDDINGS;
-    if (!strncmp(url, "/v1/models/", 11) && url[11]) return EP_MODEL;
-    return EP_OTHER;
-}
-
-static bool is_post(enum endpoint ep) {
-    return ep == EP_CHAT || ep == EP_COMPLETIONS || ep == EP_TOKENIZE || ep == EP_DETOKENIZE || ep == EP_EMBEDDINGS;
-}
 
 /* The CORS preflight: which methods and headers a page of the allowed origin may use. */
 static enum MHD_Result preflight(struct server *s, struct MHD_Connection *c, struct request *rq) {
@@ -479,7 +339,7 @@ static enum MHD_Result preflight(struct server *s, struct MHD_Connection *c, str
 /* The checks that need no body, once the headers are in. */
 static enum MHD_Result begin(struct server *s, struct MHD_Connection *c, struct request *rq, const char *url,
                              const char *method) {
-    rq->ep = route(url);
+    rq->ep = serve_route(url);
     rq->start_ns = serve_time_ns();
     snprintf(rq->method, sizeof rq->method, "%s", method);
     snprintf(rq->path, sizeof rq->path, "%s", url);
@@ -489,9 +349,9 @@ static enum MHD_Result begin(struct server *s, struct MHD_Connection *c, struct 
         return send_error(s, c, rq, 503, NULL, "too many connections (--max-connections %d)", lim->max_connections);
     if (rq->ep == EP_OTHER) return send_error(s, c, rq, 404, NULL, "no route %s %s", method, url);
     if (!strcmp(method, "OPTIONS")) return preflight(s, c, rq);
-    if (is_post(rq->ep) ? strcmp(method, "POST") : !is_get(method))
-        return send_error(s, c, rq, 405, NULL, "%s takes %s, not %s", url, is_post(rq->ep) ? "POST" : "GET", method);
-    if (rq->ep != EP_HEALTH && rq->ep != EP_PAGE && !authorized(s, c))
+    if (serve_is_post(rq->ep) ? strcmp(method, "POST") : !is_get(method))
+        return send_error(s, c, rq, 405, NULL, "%s takes %s, not %s", url, serve_is_post(rq->ep) ? "POST" : "GET", method);
+    if (rq->ep != EP_HEALTH && rq->ep != EP_PAGE && !serve_authorized(s, c))
         return send_error(s, c, rq, 401, "invalid_api_key", "a valid API key is needed: Authorization: Bearer KEY");
     return MHD_YES;
 }
@@ -528,7 +388,7 @@ static enum MHD_Result answer(struct server *s, struct MHD_Connection *c, struct
                               rq->path + 11, s->o.model_id);
         body = api_model_json(s->o.model_id, s->started);
         break;
-    case EP_METRICS: return send_body(s, c, rq, 200, "text/plain; version=0.0.4", metrics_text(s));
+    case EP_METRICS: return send_body(s, c, rq, 200, "text/plain; version=0.0.4", serve_metrics_text(s));
     case EP_TOKENIZE: body = endpoint_tokenize(s->model, rq->body ? rq->body : "", rq->len, &e); break;
     case EP_DETOKENIZE: body = endpoint_detokenize(s->model, rq->body ? rq->body : "", rq->len, &e); break;
     case EP_PROPS: body = endpoint_props(s->model, &s->o, s->n_ctx); break;
