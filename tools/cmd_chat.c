@@ -76,7 +76,8 @@ static void conversation_drop(struct conversation *c, int from, int count) {
         free((char *)c->msgs[i].role);
         free((char *)c->msgs[i].content);
     }
-    memmove(c->msgs + from, c->msgs + from + count, sizeof *c->msgs * (size_t)(c->n - from - count));
+    if (c->n - from - count > 0)
+        memmove(c->msgs + from, c->msgs + from + count, sizeof *c->msgs * (size_t)(c->n - from - count));
     c->n -= count;
 }
 

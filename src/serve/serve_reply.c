@@ -255,7 +255,7 @@ char *api_chunk_event(const moex_model *m, const struct api_request *r, const ch
     const char *finish = p->finish;
     if (r->chat) {
         cJSON *delta = cJSON_AddObjectToObject(choice, "delta");
-        const char *text = p->content;
+        const char *text = p->content ? p->content : "";
         size_t len = p->content_len;
         if (p->role) cJSON_AddStringToObject(delta, "role", "assistant");
         else serve_struct_delta(r->structured, delta, &text, &len, &finish);

@@ -340,7 +340,7 @@ static bool remember(struct serve_struct *st, const char *text, size_t len) {
         st->seen = s;
         st->seen_cap = cap;
     }
-    memcpy(st->seen + st->seen_len, text, len);
+    if (len) memcpy(st->seen + st->seen_len, text, len);
     st->seen_len += len;
     st->seen[st->seen_len] = 0;
     return true;
