@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-static int refuse(struct api_error *e, const char *param, const char *code, const char *fmt, ...) {
+int api_refuse(struct api_error *e, const char *param, const char *code, const char *fmt, ...) {
     e->status = 400;
     e->param = param;
     e->code = code;
@@ -26,11 +26,11 @@ static int get_number(const cJSON *root, const char *name, double lo, double hi,
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
     *given = false;
     if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsNumber(v)) return refuse(e, name, NULL, "'%s' must be a number", name);
+    if (!cJSON_IsNumber(v)) return api_refuse(e, name, NULL, "'%s' must be a number", name);
     double d = v->valuedouble;
     if (integral && !(d >= lo && d <= hi && d == floor(d))) /* integers in full: 2^53 - 1, not 9.0072e+15 */
-        return refuse(e, name, NULL, "'%s' must be an integer from %.0f to %.0f", name, lo, hi);
-    if (!(d >= lo && d <= hi)) return refuse(e, name, NULL, "'%s' must be a number from %g to %g", name, lo, hi);
+        return api_refuse(e, name, NULL, "'%s' must be an integer from %.0f to %.0f", name, lo, hi);
+    if (!(d >= lo && d <= hi)) return api_refuse(e, name, NULL, "'%s' must be a number from %g to %g", name, lo, hi);
     *given = true;
     *out = d;
     return 0;
@@ -40,12 +40,12 @@ static int get_number(const cJSON *root, const char *name, double lo, double hi,
 static char *content_text(const cJSON *c, struct api_error *e) {
     if (cJSON_IsString(c)) return strdup(c->valuestring);
     if (cJSON_IsNull(c) || !c) return strdup("");
-    if (!cJSON_IsArray(c)) return refuse(e, "messages", NULL, "a message's content must be a string or an array of parts"), NULL;
+    if (!cJSON_IsArray(c)) return api_refuse(e, "messages", NULL, "a message's content must be a string or an array of parts"), NULL;
     size_t len = 0;
     const cJSON *part;
     cJSON_ArrayForEach(part, c) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
-        if (!cJSON_IsString(t)) return refuse(e, "messages", NULL, "only text content parts are supported"), NULL;
+        if (!cJSON_IsString(t)) return api_refuse(e, "messages", NULL, "only text content parts are supported"), NULL;
         len += strlen(t->valuestring);
     }
     char *out = malloc(len + 1);
@@ -61,13 +61,13 @@ static char *prompt_text(const moex_model *m, const cJSON *root, bool chat, size
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
         if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1) p = cJSON_GetArrayItem(p, 0);
         if (!cJSON_IsString(p))
-            return refuse(e, "prompt", NULL, "'prompt' must be a string, an array of one string, or token ids"), NULL;
+            return api_refuse(e, "prompt", NULL, "'prompt' must be a string, an array of one string, or token ids"), NULL;
         *len = strlen(p->valuestring);
         return strdup(p->valuestring);
     }
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     int n = cJSON_IsArray(msgs) ? cJSON_GetArraySize(msgs) : 0;
-    if (n == 0) return refuse(e, "messages", NULL, "'messages' must be a non-empty array"), NULL;
+    if (n == 0) return api_refuse(e, "messages", NULL, "'messages' must be a non-empty array"), NULL;
     struct moex_chat_message *cm = calloc((size_t)n, sizeof *cm);
     char *text = NULL;
     if (!cm) return NULL;
@@ -78,7 +78,7 @@ static char *prompt_text(const moex_model *m, const cJSON *root, bool chat, size
         const char *r = cJSON_IsString(role) ? role->valuestring : "";
         if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool") &&
             strcmp(r, "developer")) {
-            refuse(e, "messages", NULL, "message %d: 'role' must be system, user, assistant or tool", i);
+            api_refuse(e, "messages", NULL, "message %d: 'role' must be system, user, assistant or tool", i);
             goto done;
         }
         cm[i].role = strcmp(r, "developer") ? r : "system";
@@ -89,7 +89,7 @@ static char *prompt_text(const moex_model *m, const cJSON *root, bool chat, size
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
     const cJSON *et = cJSON_GetObjectItemCaseSensitive(kw, "enable_thinking");
     if (cJSON_IsBool(et)) think = cJSON_IsTrue(et);
-    if (!(text = serve_struct_chat_apply(m, root, cm, n, think, len))) refuse(e, "messages", NULL, "%s", moex_last_error());
+    if (!(text = serve_struct_chat_apply(m, root, cm, n, think, len))) api_refuse(e, "messages", NULL, "%s", moex_last_error());
 done:
     for (int k = 0; k < n; k++) free((char *)cm[k].content);
     free(cm);
@@ -101,15 +101,15 @@ static int parse_stop(const cJSON *root, struct serve_job *j, struct api_error *
     if (!stop || cJSON_IsNull(stop)) return 0;
     if (cJSON_IsString(stop)) {
         if (!stop->valuestring[0]) return 0;
-        return (j->stop[j->n_stop++] = strdup(stop->valuestring)) ? 0 : refuse(e, "stop", NULL, "out of memory");
+        return (j->stop[j->n_stop++] = strdup(stop->valuestring)) ? 0 : api_refuse(e, "stop", NULL, "out of memory");
     }
     if (!cJSON_IsArray(stop) || cJSON_GetArraySize(stop) > SERVE_MAX_STOP)
-        return refuse(e, "stop", NULL, "'stop' must be a string or an array of at most %d strings", SERVE_MAX_STOP);
+        return api_refuse(e, "stop", NULL, "'stop' must be a string or an array of at most %d strings", SERVE_MAX_STOP);
     const cJSON *s;
     cJSON_ArrayForEach(s, stop) {
-        if (!cJSON_IsString(s)) return refuse(e, "stop", NULL, "'stop' must hold strings");
+        if (!cJSON_IsString(s)) return api_refuse(e, "stop", NULL, "'stop' must hold strings");
         if (!s->valuestring[0]) continue;
-        if (!(j->stop[j->n_stop++] = strdup(s->valuestring))) return refuse(e, "stop", NULL, "out of memory");
+        if (!(j->stop[j->n_stop++] = strdup(s->valuestring))) return api_refuse(e, "stop", NULL, "out of memory");
     }
     return 0;
 }
@@ -117,12 +117,12 @@ static int parse_stop(const cJSON *root, struct serve_job *j, struct api_error *
 /* A completions prompt of token ids. */
 static int prompt_ids(const moex_model *m, const cJSON *p, struct serve_job *j, struct api_error *e) {
     int n = cJSON_GetArraySize(p), n_vocab = moex_model_n_vocab(m);
-    if (!(j->prompt = malloc(sizeof *j->prompt * (size_t)n))) return refuse(e, NULL, NULL, "out of memory");
+    if (!(j->prompt = malloc(sizeof *j->prompt * (size_t)n))) return api_refuse(e, NULL, NULL, "out of memory");
     const cJSON *t;
     cJSON_ArrayForEach(t, p) {
         double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
         if (!(d >= 0 && d < n_vocab && d == floor(d)))
-            return refuse(e, "prompt", NULL, "'prompt' as token ids: each must be an integer from 0 to %d", n_vocab - 1);
+            return api_refuse(e, "prompt", NULL, "'prompt' as token ids: each must be an integer from 0 to %d", n_vocab - 1);
         j->prompt[j->n_prompt++] = (int32_t)d;
     }
     return 0;
@@ -189,11 +189,11 @@ static int check_fields(const cJSON *root, bool chat, struct api_error *e) {
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
             if (strcmp(f->string, fields[i].name)) continue;
             if (!(fields[i].where & (chat ? CHAT : COMPL)))
-                return refuse(e, fields[i].name, "unsupported_parameter", "'%s' is a field of %s, not of %s",
+                return api_refuse(e, fields[i].name, "unsupported_parameter", "'%s' is a field of %s, not of %s",
                               fields[i].name, chat ? "/v1/completions" : "/v1/chat/completions",
                               chat ? "/v1/chat/completions" : "/v1/completions");
             if (fields[i].use == REFUSED && !cJSON_IsNull(f))
-                return refuse(e, fields[i].name, "unsupported_parameter", "'%s': %s", fields[i].name, fields[i].why);
+                return api_refuse(e, fields[i].name, "unsupported_parameter", "'%s': %s", fields[i].name, fields[i].why);
             break;
         }
     }
@@ -221,19 +221,19 @@ static uint64_t random_seed(void) {
 static int parse_logit_bias(const moex_model *m, const cJSON *root, struct serve_job *j, struct api_error *e) {
     const cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
     if (!lb || cJSON_IsNull(lb)) return 0;
-    if (!cJSON_IsObject(lb)) return refuse(e, "logit_bias", NULL, "'logit_bias' must be an object of token id: bias");
+    if (!cJSON_IsObject(lb)) return api_refuse(e, "logit_bias", NULL, "'logit_bias' must be an object of token id: bias");
     int n = cJSON_GetArraySize(lb), n_vocab = moex_model_n_vocab(m);
     j->bias_id = malloc(sizeof *j->bias_id * (size_t)(n ? n : 1));
     j->bias = malloc(sizeof *j->bias * (size_t)(n ? n : 1));
-    if (!j->bias_id || !j->bias) return refuse(e, NULL, NULL, "out of memory");
+    if (!j->bias_id || !j->bias) return api_refuse(e, NULL, NULL, "out of memory");
     const cJSON *b;
     cJSON_ArrayForEach(b, lb) {
         char *end;
         long id = strtol(b->string, &end, 10);
         if (!b->string[0] || *end || id < 0 || id >= n_vocab)
-            return refuse(e, "logit_bias", NULL, "logit_bias: '%s' is not a token id (0 to %d)", b->string, n_vocab - 1);
+            return api_refuse(e, "logit_bias", NULL, "logit_bias: '%s' is not a token id (0 to %d)", b->string, n_vocab - 1);
         if (!cJSON_IsNumber(b) || !(b->valuedouble >= -100 && b->valuedouble <= 100))
-            return refuse(e, "logit_bias", NULL, "logit_bias: the bias of %ld must be a number from -100 to 100", id);
+            return api_refuse(e, "logit_bias", NULL, "logit_bias: the bias of %ld must be a number from -100 to 100", id);
         j->bias_id[j->n_bias] = (int32_t)id;
         j->bias[j->n_bias++] = (float)b->valuedouble;
     }
@@ -272,10 +272,10 @@ static int parse_logprobs(const cJSON *root, struct api_request *r, struct serve
     bool given;
     double d;
     if (r->chat) {
-        if (lp && !cJSON_IsNull(lp) && !cJSON_IsBool(lp)) return refuse(e, "logprobs", NULL, "'logprobs' must be a boolean");
+        if (lp && !cJSON_IsNull(lp) && !cJSON_IsBool(lp)) return api_refuse(e, "logprobs", NULL, "'logprobs' must be a boolean");
         r->logprobs = cJSON_IsTrue(lp);
         if (get_number(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, true, &given, &d, e)) return -1;
-        if (given && !r->logprobs) return refuse(e, "top_logprobs", NULL, "'top_logprobs' needs 'logprobs': true");
+        if (given && !r->logprobs) return api_refuse(e, "top_logprobs", NULL, "'top_logprobs' needs 'logprobs': true");
         r->top_logprobs = given ? (int)d : 0;
     } else {
         if (get_number(root, "logprobs", 0, 5, true, &given, &d, e)) return -1;
@@ -291,29 +291,29 @@ static int parse_logprobs(const cJSON *root, struct api_request *r, struct serve
  * so that what is accepted is what works. */
 static int check_accepted(const cJSON *root, struct api_request *r, struct api_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "store");
-    if (cJSON_IsTrue(v)) return refuse(e, "store", "unsupported_parameter", "'store': stored completions are not supported");
+    if (cJSON_IsTrue(v)) return api_refuse(e, "store", "unsupported_parameter", "'store': stored completions are not supported");
     v = cJSON_GetObjectItemCaseSensitive(root, "service_tier");
     if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "auto") || !strcmp(v->valuestring, "default"))))
-        return refuse(e, "service_tier", "unsupported_parameter", "'service_tier': only \"auto\" and \"default\"");
+        return api_refuse(e, "service_tier", "unsupported_parameter", "'service_tier': only \"auto\" and \"default\"");
     v = cJSON_GetObjectItemCaseSensitive(root, "modalities");
     if (v && !cJSON_IsNull(v) &&
         !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && cJSON_IsString(cJSON_GetArrayItem(v, 0)) &&
           !strcmp(cJSON_GetArrayItem(v, 0)->valuestring, "text")))
-        return refuse(e, "modalities", "unsupported_parameter", "'modalities': only [\"text\"]");
+        return api_refuse(e, "modalities", "unsupported_parameter", "'modalities': only [\"text\"]");
     v = cJSON_GetObjectItemCaseSensitive(root, "suffix");
     if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !v->valuestring[0]))
-        return refuse(e, "suffix", "unsupported_parameter", "'suffix': insertion (fill in the middle) is not supported by these models");
+        return api_refuse(e, "suffix", "unsupported_parameter", "'suffix': insertion (fill in the middle) is not supported by these models");
     v = cJSON_GetObjectItemCaseSensitive(root, "echo");
-    if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v)) return refuse(e, "echo", NULL, "'echo' must be a boolean");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v)) return api_refuse(e, "echo", NULL, "'echo' must be a boolean");
     r->echo = cJSON_IsTrue(v);
     if (r->echo && r->logprobs)
-        return refuse(e, "echo", "unsupported_parameter", "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported");
+        return api_refuse(e, "echo", "unsupported_parameter", "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported");
     v = cJSON_GetObjectItemCaseSensitive(root, "user");
     if (!v || cJSON_IsNull(v)) v = cJSON_GetObjectItemCaseSensitive(root, "safety_identifier");
-    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) return refuse(e, "user", NULL, "'user' must be a string");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) return api_refuse(e, "user", NULL, "'user' must be a string");
     if (cJSON_IsString(v)) snprintf(r->user, sizeof r->user, "%s", v->valuestring);
     v = cJSON_GetObjectItemCaseSensitive(root, "prompt_cache_key");
-    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) return refuse(e, "prompt_cache_key", NULL, "'prompt_cache_key' must be a string");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) return api_refuse(e, "prompt_cache_key", NULL, "'prompt_cache_key' must be a string");
     return 0;
 }
 
@@ -325,7 +325,7 @@ static int parse_reasoning(const cJSON *root, const struct serve_options *o, str
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsString(v) || (strcmp(v->valuestring, "none") && strcmp(v->valuestring, "deepseek") &&
                                strcmp(v->valuestring, "auto")))
-        return refuse(e, "reasoning_format", NULL, "'reasoning_format' must be \"none\", \"deepseek\" or \"auto\"");
+        return api_refuse(e, "reasoning_format", NULL, "'reasoning_format' must be \"none\", \"deepseek\" or \"auto\"");
     r->split_reasoning = r->chat && strcmp(v->valuestring, "none");
     return 0;
 }
@@ -340,28 +340,28 @@ static bool ends_in_think(const char *text, size_t len) {
 int api_parse(const moex_model *m, const struct serve_options *o, int n_ctx, const char *body, size_t len,
               struct api_request *r, struct serve_job *j, struct api_error *e) {
     if (has_nul_escape(body, len))
-        return refuse(e, NULL, NULL, "the body holds U+0000 (NUL) in a string, which moex does not take in text");
+        return api_refuse(e, NULL, NULL, "the body holds U+0000 (NUL) in a string, which moex does not take in text");
     cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) return refuse(e, NULL, NULL, "the body is not valid JSON");
+    if (!root) return api_refuse(e, NULL, NULL, "the body is not valid JSON");
     int rc = -1;
     char *text = NULL;
-    if (!cJSON_IsObject(root)) { refuse(e, NULL, NULL, "the body must be a JSON object"); goto done; }
+    if (!cJSON_IsObject(root)) { api_refuse(e, NULL, NULL, "the body must be a JSON object"); goto done; }
     if (check_fields(root, r->chat, e)) goto done;
     const cJSON *stream = cJSON_GetObjectItemCaseSensitive(root, "stream");
-    if (stream && !cJSON_IsBool(stream) && !cJSON_IsNull(stream)) { refuse(e, "stream", NULL, "'stream' must be a boolean"); goto done; }
+    if (stream && !cJSON_IsBool(stream) && !cJSON_IsNull(stream)) { api_refuse(e, "stream", NULL, "'stream' must be a boolean"); goto done; }
     r->stream = cJSON_IsTrue(stream);
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
-    if (so && !cJSON_IsNull(so) && !cJSON_IsObject(so)) { refuse(e, "stream_options", NULL, "'stream_options' must be an object"); goto done; }
+    if (so && !cJSON_IsNull(so) && !cJSON_IsObject(so)) { api_refuse(e, "stream_options", NULL, "'stream_options' must be an object"); goto done; }
     const cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
-    if (iu && !cJSON_IsBool(iu) && !cJSON_IsNull(iu)) { refuse(e, "stream_options", NULL, "'include_usage' must be a boolean"); goto done; }
+    if (iu && !cJSON_IsBool(iu) && !cJSON_IsNull(iu)) { api_refuse(e, "stream_options", NULL, "'include_usage' must be a boolean"); goto done; }
     r->include_usage = cJSON_IsTrue(iu);
-    if (r->include_usage && !r->stream) { refuse(e, "stream_options", NULL, "'stream_options' needs 'stream': true"); goto done; }
+    if (r->include_usage && !r->stream) { api_refuse(e, "stream_options", NULL, "'stream_options' needs 'stream': true"); goto done; }
     bool given;
     double d;
     if (get_number(root, "n", 1, API_MAX_N, true, &given, &d, e)) goto done;
     r->n = given ? (int)d : 1;
     if (get_number(root, "best_of", 1, API_MAX_N, true, &given, &d, e)) goto done;
-    if (given && (int)d != r->n) { refuse(e, "best_of", "unsupported_parameter", "'best_of' other than n is not supported"); goto done; }
+    if (given && (int)d != r->n) { api_refuse(e, "best_of", "unsupported_parameter", "'best_of' other than n is not supported"); goto done; }
     const struct serve_limits *lim = &o->limits;
     j->max_tokens = lim->max_tokens;
     if (get_number(root, "max_tokens", 1, lim->max_tokens, true, &given, &d, e)) goto done;
@@ -383,20 +383,20 @@ int api_parse(const moex_model *m, const struct serve_options *o, int n_ctx, con
         text_len = n;
     } else {
         if (!(text = prompt_text(m, root, r->chat, &text_len, e))) {
-            if (!e->message[0]) refuse(e, NULL, NULL, "out of memory");
+            if (!e->message[0]) api_refuse(e, NULL, NULL, "out of memory");
             goto done;
         }
         j->prompt = moex_tokenize_alloc(m, text, text_len, true, true, &j->n_prompt);
-        if (!j->prompt) { refuse(e, NULL, NULL, "%s", moex_last_error()); goto done; }
+        if (!j->prompt) { api_refuse(e, NULL, NULL, "%s", moex_last_error()); goto done; }
     }
     int most = lim->max_prompt_tokens < n_ctx ? lim->max_prompt_tokens : n_ctx;
     if (j->n_prompt > most) {
-        refuse(e, r->chat ? "messages" : "prompt", "context_length_exceeded",
+        api_refuse(e, r->chat ? "messages" : "prompt", "context_length_exceeded",
                "the prompt is %d tokens, more than the %d this server takes (%s)", j->n_prompt, most,
                most == n_ctx ? "--ctx" : "--max-prompt-tokens");
         goto done;
     }
-    if (j->n_prompt == 0) { refuse(e, "prompt", NULL, "the prompt has no tokens"); goto done; }
+    if (j->n_prompt == 0) { api_refuse(e, "prompt", NULL, "the prompt has no tokens"); goto done; }
     r->think_open = r->chat && text && ends_in_think(text, text_len);
     if (r->echo) {
         r->prompt_text = text;

@@ -54,6 +54,8 @@ struct think_split {
 void api_split_think(const struct api_request *r, const char *text, size_t len, bool final, struct think_split *o);
 
 /* Response bodies, malloc'd (NULL when out of memory). */
+/* Fills e as a 400 refusal naming param (code may be NULL) and returns -1. */
+int api_refuse(struct api_error *e, const char *param, const char *code, const char *fmt, ...) SERVE_PRINTF(4, 5);
 char *api_error_json(const struct api_error *e);
 char *api_completion_json(const moex_model *m, const struct api_request *r, const char *id, long created,
                           const char *model, struct serve_job *const *jobs);

@@ -20,17 +20,6 @@ struct serve_struct {
     int calls_sent;
 };
 
-static int refuse(struct api_error *e, const char *param, const char *fmt, ...) {
-    e->status = 400;
-    e->param = param;
-    e->code = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 void serve_struct_free(struct serve_struct *st) {
     if (!st) return;
     free(st->grammar);
@@ -41,9 +30,9 @@ void serve_struct_free(struct serve_struct *st) {
 /* The GBNF is checked now, so that a bad one is the request's 400. */
 static int check_grammar(const moex_model *m, const char *gbnf, const char *param, struct api_error *e) {
     moex_sampler *s = moex_sampler_new(m, NULL);
-    if (!s) return refuse(e, param, "out of memory");
+    if (!s) return api_refuse(e, param, NULL, "out of memory");
     int rc = moex_sampler_set_grammar(s, gbnf, NULL);
-    if (rc) refuse(e, param, "%s", moex_last_error());
+    if (rc) api_refuse(e, param, NULL, "%s", moex_last_error());
     moex_sampler_free(s);
     return rc;
 }
@@ -51,46 +40,46 @@ static int check_grammar(const moex_model *m, const char *gbnf, const char *para
 static char *response_format_grammar(const cJSON *rf, struct api_error *e) {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
     if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
-        return refuse(e, "response_format", "'response_format' must be an object with a 'type'"), NULL;
+        return api_refuse(e, "response_format", NULL, "'response_format' must be an object with a 'type'"), NULL;
     if (strcmp(type->valuestring, "text") == 0) return NULL;
     if (strcmp(type->valuestring, "json_object") == 0) {
         char *g = moex_json_schema_to_grammar(NULL);
-        if (!g) refuse(e, "response_format", "%s", moex_last_error());
+        if (!g) api_refuse(e, "response_format", NULL, "%s", moex_last_error());
         return g;
     }
     if (strcmp(type->valuestring, "json_schema") != 0)
-        return refuse(e, "response_format", "'response_format.type' must be text, json_object or json_schema"), NULL;
+        return api_refuse(e, "response_format", NULL, "'response_format.type' must be text, json_object or json_schema"), NULL;
     const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
     const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
     if (!cJSON_IsObject(js) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(js, "name")))
-        return refuse(e, "response_format", "'response_format.json_schema' must be an object with a 'name'"), NULL;
+        return api_refuse(e, "response_format", NULL, "'response_format.json_schema' must be an object with a 'name'"), NULL;
     const cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
     if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
-        return refuse(e, "response_format", "'response_format.json_schema.strict' must be a boolean"), NULL;
+        return api_refuse(e, "response_format", NULL, "'response_format.json_schema.strict' must be a boolean"), NULL;
     char *text = schema ? cJSON_PrintUnformatted(schema) : NULL;
-    if (schema && !text) return refuse(e, "response_format", "out of memory"), NULL;
+    if (schema && !text) return api_refuse(e, "response_format", NULL, "out of memory"), NULL;
     char *g = moex_json_schema_to_grammar(text);   /* no schema: any JSON object */
-    if (!g) refuse(e, "response_format", "%s", moex_last_error());
+    if (!g) api_refuse(e, "response_format", NULL, "%s", moex_last_error());
     free(text);
     return g;
 }
 
 /* Checks the tools' shape; the named function of tool_choice, if any. */
 static int check_tools(const cJSON *tools, struct api_error *e) {
-    if (!cJSON_IsArray(tools)) return refuse(e, "tools", "'tools' must be an array");
+    if (!cJSON_IsArray(tools)) return api_refuse(e, "tools", NULL, "'tools' must be an array");
     int i = 0;
     const cJSON *t;
     cJSON_ArrayForEach(t, tools) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsObject(f))
-            return refuse(e, "tools", "tools[%d] must be {\"type\": \"function\", \"function\": {...}}", i);
+            return api_refuse(e, "tools", NULL, "tools[%d] must be {\"type\": \"function\", \"function\": {...}}", i);
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
         if (!cJSON_IsString(name) || !name->valuestring[0])
-            return refuse(e, "tools", "tools[%d].function needs a 'name'", i);
+            return api_refuse(e, "tools", NULL, "tools[%d].function needs a 'name'", i);
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(f, "parameters");
         if (params && !cJSON_IsObject(params))
-            return refuse(e, "tools", "tools[%d].function.parameters must be an object", i);
+            return api_refuse(e, "tools", NULL, "tools[%d].function.parameters must be an object", i);
         i++;
     }
     return 0;
@@ -117,9 +106,9 @@ int serve_struct_parse(const moex_model *m, const cJSON *root, bool chat, struct
     if (cJSON_IsNull(choice)) choice = NULL;
     if (cJSON_IsNull(parallel)) parallel = NULL;
     if (!rf && !gbnf && !tools && !choice && !parallel) return 0;
-    if (parallel && !cJSON_IsBool(parallel)) return refuse(e, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
-    if (gbnf && !cJSON_IsString(gbnf)) return refuse(e, "grammar", "'grammar' must be a string (GBNF)");
-    if (!chat && (tools || choice)) return refuse(e, tools ? "tools" : "tool_choice", "tools need /v1/chat/completions");
+    if (parallel && !cJSON_IsBool(parallel)) return api_refuse(e, "parallel_tool_calls", NULL, "'parallel_tool_calls' must be a boolean");
+    if (gbnf && !cJSON_IsString(gbnf)) return api_refuse(e, "grammar", NULL, "'grammar' must be a string (GBNF)");
+    if (!chat && (tools || choice)) return api_refuse(e, tools ? "tools" : "tool_choice", NULL, "tools need /v1/chat/completions");
     if (tools && check_tools(tools, e)) return -1;
     /* tool_choice: none, auto, required or {"type": "function", "function": {"name": ...}} */
     const char *forced = NULL;
@@ -130,19 +119,19 @@ int serve_struct_parse(const moex_model *m, const cJSON *root, bool chat, struct
         else if (cJSON_IsString(choice) && strcmp(choice->valuestring, "required") == 0) required = true;
         else if (cJSON_IsString(choice) && strcmp(choice->valuestring, "auto") == 0) {}
         else if (cJSON_IsObject(choice) && cJSON_IsString(fn)) { required = true; forced = fn->valuestring; }
-        else return refuse(e, "tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
-        if (required && !tools) return refuse(e, "tool_choice", "'tool_choice' asks for a tool call but there are no 'tools'");
-        if (forced && !has_function(tools, forced)) return refuse(e, "tool_choice", "no tool is named '%s'", forced);
+        else return api_refuse(e, "tool_choice", NULL, "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        if (required && !tools) return api_refuse(e, "tool_choice", NULL, "'tool_choice' asks for a tool call but there are no 'tools'");
+        if (forced && !has_function(tools, forced)) return api_refuse(e, "tool_choice", NULL, "no tool is named '%s'", forced);
     }
     if (required && (gbnf || rf))
-        return refuse(e, gbnf ? "grammar" : "response_format", "a forced tool call and '%s' cannot be combined",
+        return api_refuse(e, gbnf ? "grammar" : "response_format", NULL, "a forced tool call and '%s' cannot be combined",
                       gbnf ? "grammar" : "response_format");
     struct serve_struct *st = calloc(1, sizeof *st);
-    if (!st) return refuse(e, NULL, "out of memory");
+    if (!st) return api_refuse(e, NULL, NULL, "out of memory");
     j->structured = st;
     if (use_tools) {
         if (!moex_chat_tool_markers(m, &st->open, &st->close)) {
-            if (required) return refuse(e, "tool_choice", "the model's chat template has no tool calls");
+            if (required) return api_refuse(e, "tool_choice", NULL, "the model's chat template has no tool calls");
         } else {
             st->tools = true;
             st->lfm2_list = st->open[0] == '<' && st->open[1] == '|';
@@ -152,21 +141,21 @@ int serve_struct_parse(const moex_model *m, const cJSON *root, bool chat, struct
         if (rf) {
             const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
             if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0)
-                return refuse(e, "grammar", "'grammar' and 'response_format' cannot be combined");
+                return api_refuse(e, "grammar", NULL, "'grammar' and 'response_format' cannot be combined");
         }
         if (check_grammar(m, gbnf->valuestring, "grammar", e)) return -1;
-        if (!(st->grammar = strdup(gbnf->valuestring))) return refuse(e, NULL, "out of memory");
+        if (!(st->grammar = strdup(gbnf->valuestring))) return api_refuse(e, NULL, NULL, "out of memory");
     } else if (rf) {
         e->message[0] = 0;
         st->grammar = response_format_grammar(rf, e);
         if (!st->grammar && e->message[0]) return -1;
     } else if (required) {
         char *tools_json = cJSON_PrintUnformatted(tools);
-        if (!tools_json) return refuse(e, NULL, "out of memory");
+        if (!tools_json) return api_refuse(e, NULL, NULL, "out of memory");
         bool many = !parallel || cJSON_IsTrue(parallel);
         st->grammar = moex_chat_tool_grammar(m, tools_json, forced, many);
         free(tools_json);
-        if (!st->grammar) return refuse(e, "tools", "%s", moex_last_error());
+        if (!st->grammar) return api_refuse(e, "tools", NULL, "%s", moex_last_error());
     }
     /* what a schema or the tools made is checked too: the job must not fail later */
     if (st->grammar && !gbnf && check_grammar(m, st->grammar, rf ? "response_format" : "tools", e)) return -1;
