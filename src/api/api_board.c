@@ -27,14 +27,15 @@ double moex_context_board_dense_ns(moex_context *c, int n_tokens, int n_past) {
             free(net);
             return -1;
         }
+        /* price what the executor placed: the backbone is resident for the
+         * whole run (packed once, at start), so its matmuls are looked up once */
+        const struct moe_executor *e = context_executor(c->ctx);
+        for (int i = 0; i < net->n_mm; i++) net->mm[i].resident = executor_dense_resident(e, net->mm[i].data);
+        net->head.resident = executor_dense_resident(e, net->head.data);
         c->board_net = net;
     }
-    /* price what the executor placed: its resident matmuls, its M rule */
-    const struct moe_executor *e = context_executor(c->ctx);
-    struct board_net *net = c->board_net;
-    net->device_min_m = moe_executor_min_m(e);
-    for (int i = 0; i < net->n_mm; i++) net->mm[i].resident = executor_dense_resident(e, net->mm[i].data);
-    net->head.resident = executor_dense_resident(e, net->head.data);
+    /* its M rule; 0 once a device error moved the run to the CPU */
+    c->board_net->device_min_m = moe_executor_min_m(context_executor(c->ctx));
     return dev_caps(d)->pricing->forward_ns(d, c->board_net, n_tokens, n_past);
 }
 

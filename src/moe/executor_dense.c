@@ -224,4 +224,4 @@ bool executor_dense_resident(const struct moe_executor *e, const void *data) {
     return false;
 }
 
-int moe_executor_min_m(const struct moe_executor *e) { return e->dev ? e->min_m : 0; }
+int moe_executor_min_m(const struct moe_executor *e) { return e->dev && !e->failed ? e->min_m : 0; }
