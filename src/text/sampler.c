@@ -24,6 +24,9 @@ struct sampler {
      * sampler_set_logit_bias): counts of the tokens this sampler drew. */
     float presence, frequency;
     int *drawn;                        /* (n_vocab) when a penalty is on */
+    int32_t *drawn_ids;                /* (n_vocab) the distinct ids drawn, n_drawn_ids of them: the
+                                          penalty visits those, not the vocabulary */
+    int n_drawn_ids;
     int32_t *bias_id;                  /* (n_bias) */
     float *bias;
     int n_bias;
@@ -72,6 +75,7 @@ struct sampler *sampler_new(const struct moex_sampler_params *p, int n_vocab) {
 void sampler_free(struct sampler *s) {
     if (!s) return;
     free(s->drawn);
+    free(s->drawn_ids);
     free(s->bias_id);
     free(s->bias);
     free(s->recent);
@@ -122,8 +126,15 @@ static int by_logit_desc(const void *a, const void *b) {
 
 int sampler_set_penalties(struct sampler *s, float presence, float frequency) {
     if (!(presence >= -2 && presence <= 2 && frequency >= -2 && frequency <= 2)) return -1;
-    if ((presence != 0 || frequency != 0) && !s->drawn && !(s->drawn = calloc((size_t)s->n_vocab, sizeof *s->drawn)))
-        return -1;
+    if ((presence != 0 || frequency != 0) && !s->drawn) {
+        s->drawn = calloc((size_t)s->n_vocab, sizeof *s->drawn);
+        s->drawn_ids = malloc(sizeof *s->drawn_ids * (size_t)s->n_vocab);
+        if (!s->drawn || !s->drawn_ids) {
+            free(s->drawn), free(s->drawn_ids);
+            s->drawn = NULL, s->drawn_ids = NULL;
+            return -1;
+        }
+    }
     s->presence = presence;
     s->frequency = frequency;
     return 0;
@@ -150,11 +161,12 @@ static int32_t draw(struct sampler *s, float *logits);
 int32_t sampler_sample(struct sampler *s, float *logits) {
     if (s->grammar) s->drawn_since_accept = grammar_sampler_apply(s->grammar, logits, s->n_vocab) == 0;
     for (int i = 0; i < s->n_bias; i++) logits[s->bias_id[i]] += s->bias[i];
-    if (s->drawn)
-        for (int i = 0; i < s->n_vocab; i++)
-            if (s->drawn[i]) logits[i] -= s->presence + s->frequency * (float)s->drawn[i];
+    for (int k = 0; s->drawn && k < s->n_drawn_ids; k++) {
+        int32_t i = s->drawn_ids[k];
+        logits[i] -= s->presence + s->frequency * (float)s->drawn[i];
+    }
     int32_t id = draw(s, logits);
-    if (s->drawn && id >= 0 && id < s->n_vocab) s->drawn[id]++;
+    if (s->drawn && id >= 0 && id < s->n_vocab && s->drawn[id]++ == 0) s->drawn_ids[s->n_drawn_ids++] = id;
     return id;
 }
 
