@@ -1,6 +1,10 @@
 #include "harness.h"
 
+#include "moex.h"
+#include "synth/synth.h"
 #include "text/sampler.h"
+
+#include <stdio.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -160,3 +164,20 @@ double rel_diff_f64(const float *got, const double *want, size_t n) {
 }
 
 int32_t test_argmax(const float *v, int n) { return argmax(v, n); }
+
+struct moex_model *test_synth_model(const char *preset, const char *tag) {
+    char path[4096];
+    struct synth_params p;
+    CHECK(synth_preset(preset, &p) == 0);
+    p.type = SYNTH_F16;
+    p.n_threads = 2;
+    int n = snprintf(path, sizeof path, "%s/%s-%s.gguf", test_tmpdir(), tag, preset);
+    CHECKF(n > 0 && n < (int)sizeof path, "path of %d bytes", n);
+    CHECKF(synth_write(&p, path) == 0, "%s", moex_last_error());
+    struct moex_model_params mp;
+    moex_model_params_default(&mp);
+    mp.path = path;
+    mp.n_threads = 2;
+    mp.pin_threads = false;
+    return moex_model_load(&mp);
+}

@@ -31,6 +31,11 @@ int test_finish(void);
  * process, which starts at 0x9e3779b97f4a7c15 (test_seed sets it; not 0). */
 void test_seed(uint64_t seed);
 uint64_t test_rand(void);
+
+/* A synthetic model of a preset (f16), written under test_tmpdir() as
+ * TAG-PRESET.gguf and loaded on 2 unpinned threads; NULL (checked) on failure. */
+struct moex_model;
+struct moex_model *test_synth_model(const char *preset, const char *tag);
 /* The same stream as floats: uniform in [0, 1), uniform in [-1, 1), and a
  * standard normal (Box-Muller). */
 float test_uniform(void);

@@ -14,22 +14,6 @@
 
 enum { N_SEQ = 3, N_GEN = 12 };
 
-static moex_model *make(const char *preset) {
-    char path[4096];
-    struct synth_params p;
-    CHECK(synth_preset(preset, &p) == 0);
-    p.type = SYNTH_F16;
-    p.n_threads = 2;
-    snprintf(path, sizeof path, "%s/%s.gguf", test_tmpdir(), preset);
-    CHECKF(synth_write(&p, path) == 0, "%s", moex_last_error());
-    struct moex_model_params mp;
-    moex_model_params_default(&mp);
-    mp.path = path;
-    mp.n_threads = 2;
-    mp.pin_threads = false;
-    return moex_model_load(&mp);
-}
-
 struct ids { int32_t v[64]; int n; };
 
 static int collect(void *user, int32_t id, const char *text, size_t len) {
@@ -46,7 +30,7 @@ static void sampler_settings(struct moex_sampler_params *sp, int seq) {
 }
 
 static void check_model(const char *preset) {
-    moex_model *m = make(preset);
+    moex_model *m = test_synth_model(preset, "batch");
     CHECKF(m != NULL, "%s: %s", preset, moex_last_error());
     if (!m) return;
     struct moex_context_params cp;

@@ -9,22 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static moex_model *make(const char *preset) {
-    char path[4096];
-    struct synth_params p;
-    CHECK(synth_preset(preset, &p) == 0);
-    p.type = SYNTH_F16;
-    p.n_threads = 2;
-    snprintf(path, sizeof path, "%s/embed-%s.gguf", test_tmpdir(), preset);
-    CHECKF(synth_write(&p, path) == 0, "%s", moex_last_error());
-    struct moex_model_params mp;
-    moex_model_params_default(&mp);
-    mp.path = path;
-    mp.n_threads = 2;
-    mp.pin_threads = false;
-    return moex_model_load(&mp);
-}
-
 static moex_context *context(moex_model *m, int n_batch) {
     struct moex_context_params cp;
     moex_context_params_default(&cp);
@@ -34,7 +18,7 @@ static moex_context *context(moex_model *m, int n_batch) {
 }
 
 static void test_preset(const char *preset) {
-    moex_model *m = make(preset);
+    moex_model *m = test_synth_model(preset, "embed");
     CHECKF(m != NULL, "%s: %s", preset, moex_last_error());
     if (!m) return;
     int D = moex_model_n_embd(m), V = moex_model_n_vocab(m);
