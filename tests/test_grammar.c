@@ -407,7 +407,20 @@ static void test_generate(void) {
     moex_model_free(model);
 }
 
+/* Empty classes ([] and [^], found by fuzzing: sorting no ranges from a NULL
+ * list was undefined behaviour) parse or are refused, never crash. */
+static void test_empty_classes(void) {
+    static const char *const texts[] = { "root ::= \"a\" [^]", "root ::= [] | \"b\"",
+                                         "7::=k[^]\\u00e9l[^a-z]," };
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        struct grammar *g = grammar_parse(texts[i], NULL);
+        CHECKF(g != NULL || moex_error()[0], "%s: neither a grammar nor an error", texts[i]);
+        grammar_free(g);
+    }
+}
+
 int main(void) {
+    test_empty_classes();
     test_parse_errors();
     test_matcher();
     test_json_schema();

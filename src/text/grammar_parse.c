@@ -105,7 +105,7 @@ static int cmp_range(const void *a, const void *b) {
 
 /* A set of ranges[0..n) (sorted, merged, complemented when negated). */
 static uint32_t add_set(struct parser *ps, uint32_t (*r)[2], uint32_t n, bool negated) {
-    qsort(r, n, sizeof *r, cmp_range);
+    if (n > 1) qsort(r, n, sizeof *r, cmp_range); /* [] and [^] have no ranges (r may be NULL) */
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (m > 0 && r[i][0] <= r[m - 1][1] + 1) {
