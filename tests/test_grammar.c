@@ -419,8 +419,36 @@ static void test_empty_classes(void) {
     }
 }
 
+/* A grammar that only accepts the empty string ("root ::=", found by
+ * fuzzing: its state has no stack tops, and a NULL tops array was offset,
+ * sorted and compared) allows the end token alone, at once and after a
+ * refused byte. */
+static void test_empty_grammar(void) {
+    const char *pieces[] = { "a", "b", "ab", "" };
+    size_t lens[] = { 1, 1, 2, 0 };
+    uint8_t kinds[] = { GRAMMAR_TOKEN_TEXT, GRAMMAR_TOKEN_TEXT, GRAMMAR_TOKEN_TEXT, GRAMMAR_TOKEN_END };
+    struct grammar_vocab *v = grammar_vocab_new(4, pieces, lens, kinds);
+    struct grammar *g = grammar_parse("root ::=", NULL);
+    struct grammar_matcher *m = g ? grammar_matcher_new(g) : NULL;
+    CHECKF(v && m, "%s", moex_error());
+    if (v && m) {
+        for (int round = 0; round < 2; round++) {
+            uint8_t allowed[4];
+            CHECK(grammar_mask(m, v, allowed) == 1);
+            CHECK(!allowed[0] && !allowed[1] && !allowed[2] && allowed[3]);
+            CHECK(grammar_matcher_can_end(m) && grammar_matcher_done(m));
+            CHECK(!grammar_matcher_check(m, "a", 1));
+            CHECK(grammar_matcher_accept(m, "a", 1) == -1);
+        }
+    }
+    grammar_matcher_free(m);
+    grammar_free(g);
+    grammar_vocab_free(v);
+}
+
 int main(void) {
     test_empty_classes();
+    test_empty_grammar();
     test_parse_errors();
     test_matcher();
     test_json_schema();

@@ -218,21 +218,36 @@ static uint32_t state_hash(const struct garena *a, const struct gstate *s) {
     return (uint32_t)(h >> 32);
 }
 
-static bool same_state(const struct garena *a, const struct gstate *x, const struct gstate *y) {
-    return x->n == y->n && x->accepting == y->accepting && x->utf8_need == y->utf8_need &&
-           x->utf8_len == y->utf8_len && x->utf8_value == y->utf8_value &&
-           memcmp(a->tops + x->first, a->tops + y->first, sizeof *a->tops * x->n) == 0;
-}
-
 static int cmp_u32(const void *x, const void *y) {
     uint32_t p = *(const uint32_t *)x, q = *(const uint32_t *)y;
     return p < q ? -1 : p > q;
 }
 
+/* A state with no stack tops (a grammar that only accepts the empty
+ * string, e.g. "root ::=") may have no tops array at all: a NULL base with a
+ * count of 0 must not be offset nor reach qsort, memcmp or memcpy. */
+static void sort_tops(uint32_t *base, uint32_t first, uint32_t n) {
+    if (n > 1) qsort(base + first, n, sizeof *base, cmp_u32);
+}
+
+static bool same_tops(const uint32_t *x, uint32_t x_first, const uint32_t *y, uint32_t y_first, uint32_t n) {
+    return n == 0 || memcmp(x + x_first, y + y_first, sizeof *x * n) == 0;
+}
+
+static void copy_tops(uint32_t *to, const uint32_t *from, uint32_t first, uint32_t n) {
+    if (n) memcpy(to, from + first, sizeof *to * n);
+}
+
+static bool same_state(const struct garena *a, const struct gstate *x, const struct gstate *y) {
+    return x->n == y->n && x->accepting == y->accepting && x->utf8_need == y->utf8_need &&
+           x->utf8_len == y->utf8_len && x->utf8_value == y->utf8_value &&
+           same_tops(a->tops, x->first, a->tops, y->first, x->n);
+}
+
 /* The id of state s (its tops at the end of a->tops): an equal one met
  * before (s's tops are then dropped), or s as a new one. -1: out of memory. */
 static int32_t intern(struct walk *w, struct garena *a, struct gstate *s) {
-    qsort(a->tops + s->first, s->n, sizeof *a->tops, cmp_u32);
+    sort_tops(a->tops, s->first, s->n);
     uint32_t h = state_hash(a, s);
     for (uint32_t i = w->n_buckets ? w->buckets[h & (w->n_buckets - 1)] : GRAMMAR_NONE; i != GRAMMAR_NONE; i = w->chain[i]) {
         if (same_state(a, &w->states[i], s)) {
@@ -478,7 +493,7 @@ void grammar_sampler_free(struct grammar_sampler *gs) {
 static bool same_key(const struct cached_mask *c, const struct gstate *s, const uint32_t *tops, uint32_t generation) {
     return c->tops && c->generation == generation && c->key.n == s->n && c->key.accepting == s->accepting &&
            c->key.utf8_need == s->utf8_need && c->key.utf8_len == s->utf8_len && c->key.utf8_value == s->utf8_value &&
-           memcmp(c->tops, tops, sizeof *tops * s->n) == 0;
+           same_tops(c->tops, 0, tops, 0, s->n);
 }
 
 /* This step's mask into gs->allowed: from the cache, or walked and cached. */
@@ -493,8 +508,8 @@ static int step_mask(struct grammar_sampler *gs) {
         gs->key = k;
         gs->key_cap = s->n + 1;
     }
-    memcpy(gs->key, m->a.tops + s->first, sizeof *gs->key * s->n);
-    qsort(gs->key, s->n, sizeof *gs->key, cmp_u32);
+    copy_tops(gs->key, m->a.tops, s->first, s->n);
+    sort_tops(gs->key, 0, s->n);
     struct cached_mask *victim = &gs->cache[0];
     for (int i = 0; i < MASK_CACHE; i++) {
         struct cached_mask *c = &gs->cache[i];
@@ -510,7 +525,7 @@ static int step_mask(struct grammar_sampler *gs) {
     if (tops) victim->tops = tops;
     if (!victim->allowed) victim->allowed = malloc((size_t)v->n_tokens);
     if (!tops || !victim->allowed) return 0;   /* not cached: fine */
-    memcpy(victim->tops, gs->key, sizeof *tops * s->n);
+    copy_tops(victim->tops, gs->key, 0, s->n);
     victim->key = *s;
     victim->generation = m->generation;
     victim->used = gs->steps;

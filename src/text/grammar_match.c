@@ -266,7 +266,7 @@ int grammar_matcher_accept(struct grammar_matcher *m, const char *bytes, size_t 
     struct gstate s;
     if (!run(m, bytes, n, &s)) return -1;
     /* the new state's tops to the front, the old ones are not needed */
-    memmove(a->tops, a->tops + s.first, sizeof *a->tops * s.n);
+    if (s.n) memmove(a->tops, a->tops + s.first, sizeof *a->tops * s.n); /* none: tops may be NULL */
     s.first = 0;
     a->n_tops = s.n;
     m->cur = s;
