@@ -120,10 +120,21 @@ struct dev_caps {
      * submit_ns + per job (job_ns + weight bytes * weight_ns_per_byte + m*K*N * ns_per_mac). */
     double submit_ns, job_ns, weight_ns_per_byte, ns_per_mac;
     double pack_ns_per_value; /* host time to pack one weight value */
+    double upload_ns_per_byte; /* copying a slot's bytes into device memory (0: the device reads host pages
+                                  or its packing time covers it) */
     bool maps_host_pages;     /* the device computes from host pages: a file's pages can back its slots */
     uint64_t mem_granule;     /* device memory is allocated (and counted) in multiples of this: host pages,
                                  or the sim's IOVA granule */
+    uint64_t fixed_bytes;     /* device memory the device holds from its open on, counted in the budget as
+                                 staging (cuda: the jobs' descriptors) */
     const struct dev_pricing *pricing; /* a machine model's prices; NULL: none */
+    /* Block devices: the GGUF types their slots take (bit t for enum qtype
+     * t); 0 on W8A8 devices, whose dev_pack converts what the CPU reads. */
+    uint64_t block_types;
+    /* A slot's code bytes: code_block_bytes per code_block_values values,
+     * rounded up (W8A8: 1 and 1; a block device: its slot type's block,
+     * dev_set_slot_type). */
+    int code_block_values, code_block_bytes;
 };
 
 /* A place in device memory: a staging buffer (dev_buffer_alloc) and a byte offset. */
@@ -190,7 +201,8 @@ const char *dev_probe_device(const char *name);
 int dev_open(const char *name, const struct dev_options *opt, struct dev **out);
 /* dev_open for a caller that drives DEV_COMPUTE_BLOCKS devices too (dev_open
  * refuses to open those): slots of a block device hold weights up to
- * slot_type's bytes per value (Q8_0 the widest; 0: Q8_0). */
+ * slot_type's bytes per value (Q8_0 the widest; 0: Q8_0; dev_set_slot_type
+ * changes it before any allocation). */
 int dev_open_blocks(const char *name, const struct dev_options *opt, enum qtype slot_type, struct dev **out);
 void dev_close(struct dev *d);
 const struct dev_caps *dev_caps(const struct dev *d);
@@ -198,10 +210,23 @@ const struct dev_caps *dev_caps(const struct dev *d);
  * planned from the capabilities of the opened device); DEV_E_STATE after. */
 int dev_set_budget(struct dev *d, uint64_t budget_bytes);
 
+/* A block device's slots hold weights up to slot_type's bytes per value
+ * (a type of caps.block_types; the widest the caller will place): set before
+ * anything is allocated, it changes caps.code_block_*. DEV_E_STATE after an
+ * allocation, DEV_E_TYPE for a type the device does not take, DEV_E_ARG on
+ * a W8A8 device. */
+int dev_set_slot_type(struct dev *d, enum qtype slot_type);
+/* Whether a weight of this type can be placed on the device: a block
+ * device's types; every type on W8A8 devices (their packing says no to
+ * what it cannot convert). */
+bool dev_caps_takes(const struct dev_caps *c, enum qtype type);
+
 /* Geometry from the capabilities alone, so a planner needs no device: what
  * device memory of `bytes` takes (whole granules), one slot of slot_values
  * values and max_n channels, and a pool of n_slots of them. */
 uint64_t dev_caps_mem_bytes(const struct dev_caps *c, uint64_t bytes);
+/* The code bytes of one slot of slot_values values (64-byte aligned). */
+uint64_t dev_caps_slot_code_bytes(const struct dev_caps *c, int64_t slot_values);
 uint64_t dev_caps_slot_bytes(const struct dev_caps *c, int64_t slot_values, int max_n);
 uint64_t dev_caps_pool_bytes(const struct dev_caps *c, int n_slots, int64_t slot_values, int max_n);
 /* Whether a K x N weight is inside the envelope. */

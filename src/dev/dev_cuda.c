@@ -49,7 +49,6 @@ static_assert(sizeof(struct cuda_job_desc) == 64, "kernels.cu reads 64-byte desc
 struct cuda_dev {
     const struct cuda_layer *L;
     struct dev_cuda_info info;
-    enum qtype slot_type;            /* the widest type a slot holds */
     enum qtype *tenant_type;         /* (n_slots) each slot's weight type */
     cuda_ptr descs;                  /* (CUDA_DESCS) struct cuda_job_desc in VRAM */
     uint64_t descs_counted;
@@ -112,14 +111,14 @@ static int cuda_open(struct dev *d, const struct dev_options *opt) {
         return rc;
     }
     const struct cuda_props *p = &cd->info.props;
-    cd->slot_type = d->slot_type ? d->slot_type : QT_Q8_0;
+    if (!d->slot_type) d->slot_type = QT_Q8_0; /* the widest type a slot holds (dev_set_slot_type) */
     if (!d->open_blocks) {
         moex_errorf("cuda: %s computes on GGUF blocks with f32 activations; this caller drives W8A8 devices only "
                     "(docs/cuda.md)", p->name);
         rc = DEV_E_UNAVAILABLE;
-    } else if (!qb_block_values(cd->slot_type)) {
+    } else if (!qb_block_values(d->slot_type)) {
         moex_errorf("cuda: slots for %s weights (expected Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K)",
-                    quant_type_name(cd->slot_type));
+                    quant_type_name(d->slot_type));
         rc = DEV_E_OPTION;
     }
     if (rc != DEV_OK) {
@@ -138,7 +137,7 @@ static int cuda_open(struct dev *d, const struct dev_options *opt) {
         .description = cd->description,
         .compute = DEV_COMPUTE_BLOCKS,
         .min_m = 1, /* resident weights beat the CPU from one row on: VRAM outruns host memory */
-        .k_multiple = QK_K,
+        .k_multiple = QB_CHUNK, /* the activations' q8 blocks; a weight's own blocks are its type's business */
         .n_multiple = 1,
         .k_max = PACK_MAX_K,
         .n_max = 1 << 20,
@@ -152,8 +151,11 @@ static int cuda_open(struct dev *d, const struct dev_options *opt) {
         .weight_ns_per_byte = 1.0 / 3000.0,
         .ns_per_mac = 1.0 / 100e3,
         .pack_ns_per_value = 0.0, /* the rows are copied, not packed */
+        .upload_ns_per_byte = 1.0 / 20.0, /* ~20 GB/s through pinned staging (PCIe 4/5) */
         .maps_host_pages = false,
         .mem_granule = CUDA_GRANULE,
+        .block_types = 1ull << QT_Q4_0 | 1ull << QT_Q4_1 | 1ull << QT_Q5_0 | 1ull << QT_Q5_1 | 1ull << QT_Q8_0 |
+                       1ull << QT_Q4_K | 1ull << QT_Q5_K | 1ull << QT_Q6_K,
     };
     uint64_t desc_bytes = CUDA_DESCS * sizeof(struct cuda_job_desc);
     cd->descs_counted = (desc_bytes + CUDA_GRANULE - 1) / CUDA_GRANULE * CUDA_GRANULE;
@@ -171,6 +173,7 @@ static int cuda_open(struct dev *d, const struct dev_options *opt) {
         return rc;
     }
     count_vram(cd, (int64_t)desc_bytes);
+    d->caps.fixed_bytes = cd->descs_counted;
     d->counters.resident_bytes += cd->descs_counted;
     d->counters.staging_bytes += cd->descs_counted;
     return DEV_OK;
@@ -245,12 +248,6 @@ static int cuda_pool_alloc(struct dev *d) {
     struct cuda_dev *cd = d->backend;
     cd->tenant_type = calloc((size_t)d->n_slots, sizeof *cd->tenant_type);
     return cd->tenant_type ? DEV_OK : (moex_errorf("cuda: out of memory"), DEV_E_NOMEM);
-}
-
-static uint64_t cuda_slot_code_bytes(const struct dev *d, int64_t slot_values) {
-    const struct cuda_dev *cd = d->backend;
-    uint64_t per = (uint64_t)qb_block_values(cd->slot_type);
-    return ((uint64_t)slot_values + per - 1) / per * (uint64_t)qb_block_bytes(cd->slot_type);
 }
 
 static int cuda_pack(struct dev *d, int slot, enum qtype type, const void *data, int K, int N) {
@@ -373,7 +370,6 @@ const struct dev_ops dev_cuda_ops = {
     .submit = cuda_submit,
     .mem_write = cuda_mem_write,
     .mem_read = cuda_mem_read,
-    .slot_code_bytes = cuda_slot_code_bytes,
     .pack = cuda_pack,
     .slot_used_bytes = cuda_slot_used_bytes,
 };

@@ -60,10 +60,9 @@ struct dev_ops {
      * complete on return. NULL: memcpy. */
     int (*mem_write)(struct dev *d, int8_t *dst, const void *src, uint64_t bytes);
     int (*mem_read)(struct dev *d, void *dst, const int8_t *src, uint64_t bytes);
-    /* Block devices (DEV_COMPUTE_BLOCKS): the code bytes of a slot of
-     * slot_values values; placing a weight's GGUF rows in a slot (instead of
-     * pack_matrix and the upload); the bytes a filled slot holds. */
-    uint64_t (*slot_code_bytes)(const struct dev *d, int64_t slot_values);
+    /* Block devices (DEV_COMPUTE_BLOCKS): placing a weight's GGUF rows in a
+     * slot (instead of pack_matrix and the upload); the bytes a filled slot
+     * holds. Their slot geometry is caps.code_block_* (dev_set_slot_type). */
     int (*pack)(struct dev *d, int slot, enum qtype type, const void *data, int K, int N);
     uint64_t (*slot_used_bytes)(const struct dev *d, int slot);
 };
@@ -96,7 +95,7 @@ struct dev {
     struct dev_stream *stream; /* the worker that runs submissions; NULL: they run on the caller */
     void *backend;
     bool open_blocks;          /* for open: the caller drives DEV_COMPUTE_BLOCKS devices (dev_open_blocks) */
-    enum qtype slot_type;      /* for open: their slots' widest weight type (0: Q8_0) */
+    enum qtype slot_type;      /* block devices: their slots' widest weight type (0 at open: Q8_0) */
 };
 
 /* Jobs one submission may hold, on every backend. */

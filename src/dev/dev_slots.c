@@ -39,9 +39,14 @@ static int pack_into(struct dev *d, int slot, enum qtype type, const void *data,
     d->slots[slot].K = d->slots[slot].N = 0;
     int rc = check_shape(d, K, N);
     if (rc != DEV_OK) return rc;
-    if ((int64_t)K * N > d->slot_values || N > d->max_n || K > d->max_k) {
-        moex_errorf("%s: a %d x %d weight does not fit the slots (%lld values, %d channels)", name, K, N,
-                    (long long)d->slot_values, d->max_n);
+    /* W8A8 slots hold slot_values codes; a block device's slots, bytes of GGUF rows */
+    bool blocks = d->caps.compute == DEV_COMPUTE_BLOCKS;
+    if (blocks && !dev_caps_takes(&d->caps, type))
+        return moex_errorf("%s: %s weights stay on the CPU", name, quant_type_name(type)), DEV_E_TYPE;
+    bool fits = blocks ? quant_row_size(type, K) * (uint64_t)N <= d->slot_code_bytes : (int64_t)K * N <= d->slot_values;
+    if (!fits || N > d->max_n || K > d->max_k) {
+        moex_errorf("%s: a %d x %d %s weight does not fit the slots (%lld values, %zu bytes, %d channels)", name, K,
+                    N, quant_type_name(type), (long long)d->slot_values, d->slot_code_bytes, d->max_n);
         return DEV_E_SHAPE;
     }
     dev_stream_drain(d);

@@ -32,6 +32,8 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
     int rc = dev_open(name, &(struct dev_options){ .spec = o->device_spec }, &dev);
     if (rc == DEV_E_OPTION) return moex_errorf("device %s: %s", name, moex_error());
     if (rc != DEV_OK) return snprintf(out->note, sizeof out->note, "device unavailable: %s", moex_error()), 0;
+    enum qtype slot_type = moe_plan_slot_type(d, dev_caps(dev));
+    if (slot_type) dev_set_slot_type(dev, slot_type);
     rc = moe_plan_for_device(d, o, dev_caps(dev), out);
     dev_close(dev);
     return rc;
@@ -55,13 +57,21 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
      * runs before the CPU experts', not beside them (one pool takes one
      * caller at a time, and two sides on the same cores would only contend). */
     struct dev_options dopt = { .pool = NULL, .host_pool = e->pool, .n_threads = 1, .spec = o->device_spec };
-    int rc = dev_open(name, &dopt, &dev);
+    int rc = dev_open_blocks(name, &dopt, 0, &dev); /* the run drives block devices too */
     if (rc == DEV_E_OPTION) return moex_errorf("device %s: %s", name, moex_error());
     if (rc != DEV_OK) {
         exec_note(e, "device unavailable: %s; experts run on the CPU", moex_error());
         return 0;
     }
     const struct dev_caps *caps = dev_caps(dev);
+    /* A block device's slots are sized for the widest expert type it takes. */
+    enum qtype slot_type = e->n_layers ? moe_plan_slot_type(&e->desc, caps) : 0;
+    if (slot_type && dev_set_slot_type(dev, slot_type) != DEV_OK) {
+        exec_note(e, "device unavailable: %s; experts run on the CPU", moex_error());
+        dev_close(dev);
+        return 0;
+    }
+    e->blocks = caps->compute == DEV_COMPUTE_BLOCKS;
     if (caps->pricing) {
         e->pricer = dev;
         e->priced_rows = malloc(sizeof *e->priced_rows * (size_t)(e->n_expert ? e->n_expert : 1));
@@ -141,11 +151,11 @@ struct moe_executor *moe_executor_new(const struct moe_model_desc *d, struct thr
     }
     if (!e->dev) return e;
     bool failed = false;
-    size_t R = (size_t)e->stage.rows;
-    e->act_codes = alloc(R * e->n_embd, &failed);
+    size_t R = (size_t)e->stage.rows, elem = e->blocks ? sizeof(float) : 1;
+    e->act_codes = alloc(R * e->n_embd * elem, &failed);
     e->act_scales = alloc(R * sizeof(float), &failed);
     e->gate_up = alloc(2 * R * e->n_ff * sizeof(float), &failed);
-    e->h_codes = alloc(R * e->n_ff, &failed);
+    e->h_codes = alloc(R * e->n_ff * elem, &failed);
     e->h_scales = alloc(R * sizeof(float), &failed);
     e->stage_row = alloc(sizeof *e->stage_row * (size_t)e->n_expert, &failed);
     e->jobs = alloc(sizeof *e->jobs * 2 * (size_t)e->n_expert, &failed);

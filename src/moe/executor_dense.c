@@ -78,12 +78,13 @@ static int run_device(struct moe_executor *e, int k, const struct matrix *const 
     int64_t K = w[0]->cols;
     for (int r0 = 0; r0 < n; r0 += rows_per_pass) {
         int rows = n - r0 < rows_per_pass ? n - r0 : rows_per_pass;
-        if (w8a8_quantize_act(x + (size_t)r0 * K, rows, K, K, e->act_codes, e->act_scales) != 0)
+        int rc = DEV_OK;
+        if (e->blocks) /* the rows as they are: no host copy */
+            rc = exec_write_rows(e, BUF_ACT, (const int8_t *)(const void *)(x + (size_t)r0 * K), NULL, rows, K);
+        else if (w8a8_quantize_act(x + (size_t)r0 * K, rows, K, K, e->act_codes, e->act_scales) != 0)
             return moex_errorf("non-finite activations"), DEV_E_VALUE;
-        int rc = dev_write(e->dev, exec_at(e, BUF_ACT, 0), e->act_codes, (uint64_t)rows * K);
-        if (rc == DEV_OK)
-            rc = dev_write(e->dev, exec_at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT]), e->act_scales,
-                           (uint64_t)rows * sizeof(float));
+        else
+            rc = exec_write_rows(e, BUF_ACT, e->act_codes, e->act_scales, rows, K);
         if (rc != DEV_OK) return rc;
         int n_jobs = 0;
         uint64_t base = 0, offset[DENSE_GROUP_MAX]; /* floats: matrix i's (rows, N) outputs in BUF_OUT */
@@ -92,8 +93,7 @@ static int run_device(struct moe_executor *e, int k, const struct matrix *const 
             offset[i] = base;
             for (int ch = 0; ch < dx->chunks[ids[i]]; ch++)
                 dx->jobs[n_jobs++] = (struct dev_job){
-                    dx->slot[ids[i]] + ch, rows, exec_at(e, BUF_ACT, 0),
-                    exec_at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT]),
+                    dx->slot[ids[i]] + ch, rows, exec_row(e, BUF_ACT, 0, K), exec_row_scale(e, BUF_ACT, 0, K),
                     exec_at(e, BUF_OUT, (base + (uint64_t)ch * dx->chunk_rows[ids[i]]) * sizeof(float)),
                     (size_t)w[i]->rows };
             base += (uint64_t)rows * (uint64_t)w[i]->rows;

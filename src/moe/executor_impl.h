@@ -47,6 +47,7 @@ struct moe_executor {
     int n_layers, n_expert, n_ff, n_embd, top_k, max_pairs;
     struct dev *dev;                 /* NULL: everything on the CPU */
     const struct dev_caps *caps;
+    bool blocks;                     /* a block device: weights as GGUF rows, activations staged as floats */
     int min_m;
     bool overlap, failed;
     char note[1024];
@@ -56,7 +57,9 @@ struct moe_executor {
     double cpu_ns_per_row;           /* the CPU's time per routed row that admission weighs */
     bool adaptive;                   /* cpu_ns_per_row follows this run's measured times */
     double pack_ns;                  /* packing one expert, from the device's cost model */
-    /* Host copies of the staged rows, (stage rows, ...) in stage order. */
+    /* Host copies of the staged rows, (stage rows, ...) in stage order:
+     * int8 codes and a scale per row, or on a block device floats (the
+     * codes arrays then hold them, the scales are unused). */
     struct stage_layout stage;
     int stage_buf[N_STAGE_BUFS];             /* the device's staging buffers */
     int *stage_row;                          /* (n_expert) first stage row of a device expert */
@@ -122,5 +125,20 @@ void dense_exec_print(const struct moe_executor *e, FILE *out);
 static inline struct dev_ref exec_at(const struct moe_executor *e, int buf, uint64_t offset) {
     return (struct dev_ref){ e->stage_buf[buf], offset };
 }
+
+/* Staged inputs (BUF_ACT, BUF_H) of K values a row: where row r starts,
+ * and where its scale (W8A8) or its q8 scratch (block devices) starts. */
+static inline struct dev_ref exec_row(const struct moe_executor *e, int buf, uint64_t r, int64_t K) {
+    return exec_at(e, buf, r * (uint64_t)K * (e->blocks ? sizeof(float) : 1));
+}
+static inline struct dev_ref exec_row_scale(const struct moe_executor *e, int buf, uint64_t r, int64_t K) {
+    return exec_at(e, buf, e->stage.scale_offset[buf] + (e->blocks ? dev_act_q8_bytes((int)r, (int)K) : r * sizeof(float)));
+}
+
+/* Row r of K values into the host copy of a staged input: quantized
+ * (W8A8), or as it is. DEV_E_VALUE on non-finite values (W8A8). */
+int exec_put_row(const struct moe_executor *e, const float *x, int64_t K, int r, int8_t *codes, float *scales);
+/* The first `rows` rows of a host copy into staging buffer buf. */
+int exec_write_rows(struct moe_executor *e, int buf, const int8_t *codes, const float *scales, int rows, int64_t K);
 
 #endif

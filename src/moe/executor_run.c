@@ -17,8 +17,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+int exec_put_row(const struct moe_executor *e, const float *x, int64_t K, int r, int8_t *codes, float *scales) {
+    if (e->blocks) {
+        memcpy((float *)(void *)codes + (size_t)r * (size_t)K, x, sizeof(float) * (size_t)K);
+        return DEV_OK;
+    }
+    if (w8a8_quantize_act(x, 1, K, K, codes + (size_t)r * (size_t)K, &scales[r]) != 0)
+        return moex_errorf("non-finite activations"), DEV_E_VALUE;
+    return DEV_OK;
+}
+
+int exec_write_rows(struct moe_executor *e, int buf, const int8_t *codes, const float *scales, int rows, int64_t K) {
+    int rc = dev_write(e->dev, exec_row(e, buf, 0, K), codes, (uint64_t)rows * (uint64_t)K * (e->blocks ? sizeof(float) : 1));
+    if (rc == DEV_OK && !e->blocks)
+        rc = dev_write(e->dev, exec_row_scale(e, buf, 0, K), scales, (uint64_t)rows * sizeof(float));
+    return rc;
+}
+
 /* Host step 1 on the device's stream: the admitted experts into their
- * slots, the device rows' activations quantized and staged. */
+ * slots, the device rows' activations quantized (W8A8) or copied (block
+ * devices) and staged. */
 static int stage_in(struct dev *d, void *arg) {
     struct device_work *w = arg;
     struct moe_executor *e = w->e;
@@ -32,14 +50,14 @@ static int stage_in(struct dev *d, void *arg) {
     for (int ex = 0; ex < e->n_expert; ex++) {
         if (e->dev_slot[ex] < 0) continue;
         int p0 = moe_expert_first_pair(w->s, ex), n = moe_expert_rows(w->s, ex);
-        for (int p = p0; p < p0 + n; p++, rows++)
-            if (w8a8_quantize_act(w->x + (size_t)moe_pair_token(w->s, p) * e->n_embd, 1, e->n_embd, e->n_embd,
-                                  e->act_codes + (size_t)rows * e->n_embd, &e->act_scales[rows]) != 0)
-                return moex_errorf("non-finite activations"), DEV_E_VALUE;
+        for (int p = p0; p < p0 + n; p++, rows++) {
+            int rc = exec_put_row(e, w->x + (size_t)moe_pair_token(w->s, p) * e->n_embd, e->n_embd, rows,
+                                  e->act_codes, e->act_scales);
+            if (rc != DEV_OK) return rc;
+        }
     }
-    int rc = dev_write(d, exec_at(e, BUF_ACT, 0), e->act_codes, (uint64_t)rows * e->n_embd);
-    if (rc == DEV_OK)
-        rc = dev_write(d, exec_at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT]), e->act_scales, (uint64_t)rows * sizeof(float));
+    (void)d;
+    int rc = exec_write_rows(e, BUF_ACT, e->act_codes, e->act_scales, rows, e->n_embd);
     w->t_submit = time_ns();
     return rc;
 }
@@ -59,12 +77,10 @@ static int stage_gated(struct dev *d, void *arg) {
     for (int r = 0; r < rows; r++) {
         float *g = gate + (size_t)r * e->n_ff, *u = up + (size_t)r * e->n_ff;
         for (int i = 0; i < e->n_ff; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-        if (w8a8_quantize_act(g, 1, e->n_ff, e->n_ff, e->h_codes + (size_t)r * e->n_ff, &e->h_scales[r]) != 0)
-            return moex_errorf("non-finite activations"), DEV_E_VALUE;
+        rc = exec_put_row(e, g, e->n_ff, r, e->h_codes, e->h_scales);
+        if (rc != DEV_OK) return rc;
     }
-    rc = dev_write(d, exec_at(e, BUF_H, 0), e->h_codes, (uint64_t)rows * e->n_ff);
-    if (rc == DEV_OK)
-        rc = dev_write(d, exec_at(e, BUF_H, e->stage.scale_offset[BUF_H]), e->h_scales, (uint64_t)rows * sizeof(float));
+    rc = exec_write_rows(e, BUF_H, e->h_codes, e->h_scales, rows, e->n_ff);
     w->t_submit = time_ns();
     return rc;
 }
@@ -121,8 +137,8 @@ static int device_layer(struct moe_executor *e, int layer, struct moe_scratch *s
         uint64_t r0 = (uint64_t)e->stage_row[ex];
         for (int i = 0; i < 2; i++)
             e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + i, moe_expert_rows(s, ex),
-                                                  exec_at(e, BUF_ACT, r0 * D),
-                                                  exec_at(e, BUF_ACT, e->stage.scale_offset[BUF_ACT] + r0 * sizeof(float)),
+                                                  exec_row(e, BUF_ACT, r0, e->n_embd),
+                                                  exec_row_scale(e, BUF_ACT, r0, e->n_embd),
                                                   exec_at(e, BUF_GATE_UP, ((uint64_t)i * R + r0) * F * sizeof(float)),
                                                   (size_t)F };
     }
@@ -134,8 +150,8 @@ static int device_layer(struct moe_executor *e, int layer, struct moe_scratch *s
     for (int ex = 0; ex < e->n_expert; ex++) {
         if (e->dev_slot[ex] < 0) continue;
         uint64_t r0 = (uint64_t)e->stage_row[ex];
-        e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + 2, moe_expert_rows(s, ex), exec_at(e, BUF_H, r0 * F),
-                                              exec_at(e, BUF_H, e->stage.scale_offset[BUF_H] + r0 * sizeof(float)),
+        e->jobs[n_jobs++] = (struct dev_job){ e->dev_slot[ex] * MATS + 2, moe_expert_rows(s, ex),
+                                              exec_row(e, BUF_H, r0, e->n_ff), exec_row_scale(e, BUF_H, r0, e->n_ff),
                                               exec_at(e, BUF_OUT, r0 * D * sizeof(float)), (size_t)D };
     }
     rc = submit(e, e->jobs, n_jobs, fence);
@@ -166,8 +182,9 @@ static int64_t priced_layer_ns(struct moe_executor *e, int layer, struct moe_scr
  * layer is on the device yet, the layer's two submissions. */
 static double device_gain_per_row(const struct moe_executor *e, int rows, bool submits_paid) {
     const struct dev_caps *c = e->caps;
-    double values = (double)e->n_embd * (double)e->n_ff; /* one matrix, one int8 byte each */
-    double fixed = MATS * (c->job_ns + values * c->weight_ns_per_byte) + (submits_paid ? 0 : 2 * c->submit_ns);
+    double values = (double)e->n_embd * (double)e->n_ff; /* one matrix */
+    double bytes = values * c->code_block_bytes / c->code_block_values; /* its slot's bytes a value */
+    double fixed = MATS * (c->job_ns + bytes * c->weight_ns_per_byte) + (submits_paid ? 0 : 2 * c->submit_ns);
     return e->cpu_ns_per_row - MATS * values * c->ns_per_mac - fixed / rows;
 }
 

@@ -10,15 +10,22 @@
 
 static uint64_t round64(uint64_t x) { return (x + 63) / 64 * 64; }
 
+/* W8A8: int8 codes, then a float scale per row. Block devices: f32 rows,
+ * then the scratch the device quantizes them into. */
+static void stage_input(struct stage_layout *l, int buf, const struct dev_caps *caps, uint64_t R, int K) {
+    bool blocks = caps->compute == DEV_COMPUTE_BLOCKS;
+    l->scale_offset[buf] = round64(R * (uint64_t)K * (blocks ? sizeof(float) : 1));
+    l->bytes[buf] = l->scale_offset[buf] + (blocks ? dev_act_q8_bytes((int)R, K) : R * sizeof(float));
+}
+
 struct stage_layout moe_stage_layout(const struct dev_caps *caps, int n_embd, int n_ff, int top_k) {
     struct stage_layout l = { .rows = STAGE_TOKENS * top_k };
     uint64_t R = (uint64_t)l.rows;
-    l.scale_offset[BUF_ACT] = round64(R * (uint64_t)n_embd);
-    l.bytes[BUF_ACT] = l.scale_offset[BUF_ACT] + R * sizeof(float);
+    stage_input(&l, BUF_ACT, caps, R, n_embd);
     l.bytes[BUF_GATE_UP] = 2 * R * (uint64_t)n_ff * sizeof(float);
-    l.scale_offset[BUF_H] = round64(R * (uint64_t)n_ff);
-    l.bytes[BUF_H] = l.scale_offset[BUF_H] + R * sizeof(float);
+    stage_input(&l, BUF_H, caps, R, n_ff);
     l.bytes[BUF_OUT] = R * (uint64_t)n_embd * sizeof(float);
+    l.total = caps->fixed_bytes;
     for (int b = 0; b < N_STAGE_BUFS; b++) l.total += dev_caps_mem_bytes(caps, l.bytes[b]);
     return l;
 }
@@ -28,7 +35,11 @@ int dense_geometry(const struct dev_caps *c, int64_t slot_values, int max_n, con
     *chunk_rows = 0;
     int64_t K = w->cols, N = w->rows;
     if (K <= 0 || N <= 0 || K % c->k_multiple || N % c->n_multiple || K > c->k_max || K > PACK_MAX_K) return 0;
-    int64_t rows = slot_values / K;
+    if (!dev_caps_takes(c, w->type)) return 0;
+    /* W8A8 slots hold slot_values codes; a block device's, bytes of GGUF rows */
+    int64_t rows = c->compute == DEV_COMPUTE_BLOCKS
+                       ? (int64_t)(dev_caps_slot_code_bytes(c, slot_values) / quant_row_size(w->type, K))
+                       : slot_values / K;
     if (rows > max_n) rows = max_n;
     if (rows > N) rows = N;
     rows -= rows % c->n_multiple;
@@ -55,6 +66,32 @@ int moe_plan_load_stats(const struct moe_model_desc *d, const char *path, double
     routing_stats_free(st);
     if (packfile_hash_file(path, hash) != PACKFILE_OK) { free(*rates); *rates = NULL; return -1; }
     return 0;
+}
+
+enum qtype moe_plan_slot_type(const struct moe_model_desc *d, const struct dev_caps *caps) {
+    if (caps->compute != DEV_COMPUTE_BLOCKS) return 0;
+    enum qtype widest = 0;
+    double widest_bpv = 0;
+    for (int l = 0; l < d->n_layers; l++) {
+        const struct matrix *m[MATS] = { &d->layers[l].gate, &d->layers[l].up, &d->layers[l].down };
+        for (int i = 0; i < MATS; i++) {
+            const struct qtype_traits *t = quant_traits(m[i]->type);
+            if (!dev_caps_takes(caps, m[i]->type) || !t->block_size) continue;
+            double bpv = (double)t->type_size / t->block_size;
+            if (bpv > widest_bpv) widest = m[i]->type, widest_bpv = bpv;
+        }
+    }
+    return widest;
+}
+
+/* Whether every expert matrix has a type the device takes. */
+static bool experts_taken(const struct moe_model_desc *d, const struct dev_caps *caps, enum qtype *refused) {
+    for (int l = 0; l < d->n_layers; l++) {
+        const struct matrix *m[MATS] = { &d->layers[l].gate, &d->layers[l].up, &d->layers[l].down };
+        for (int i = 0; i < MATS; i++)
+            if (!dev_caps_takes(caps, m[i]->type)) return *refused = m[i]->type, false;
+    }
+    return true;
 }
 
 static void plan_note(struct moe_device_plan *p, const char *fmt, const char *detail) {
@@ -103,8 +140,9 @@ static int all_backbone_slots(const struct moe_model_desc *d, const struct pool_
 /* The most experts (at most n_keys) whose slots fit in room beside the backbone's. */
 static int fit_experts(const struct pool_shape *ps, int backbone_slots, uint64_t room, int n_keys) {
     uint64_t expert_bytes = MATS * dev_caps_slot_bytes(ps->caps, ps->slot_values, ps->max_n);
-    uint64_t used = backbone_slots ? pool_bytes(ps, backbone_slots) : 0;
-    uint64_t n = room > used ? (room - used) / expert_bytes : 0;
+    /* From above: the backbone's pool alone rounds up to whole granules, so
+     * room less it would undercount what fits beside it in the same granules. */
+    uint64_t n = room / expert_bytes;
     if (n > (uint64_t)n_keys) n = (uint64_t)n_keys;
     while (n > 0 && pool_bytes(ps, backbone_slots + MATS * (int)n) > room) n--;
     return (int)n;
@@ -141,7 +179,9 @@ int moe_plan(const struct moe_plan_input *in, struct moe_device_plan *out) {
     struct pool_shape ps = { caps, slot_values, max_n };
     uint64_t expert_bytes = MATS * dev_caps_slot_bytes(caps, slot_values, max_n);
     /* gate and up are n_embd x n_ff, down n_ff x n_embd */
-    bool in_envelope = dev_caps_fits(caps, n_embd, n_ff) && dev_caps_fits(caps, n_ff, n_embd);
+    enum qtype refused = 0;
+    bool types_taken = experts_taken(d, caps, &refused);
+    bool in_envelope = dev_caps_fits(caps, n_embd, n_ff) && dev_caps_fits(caps, n_ff, n_embd) && types_taken;
     out->k_multiple = caps->k_multiple;
     out->n_multiple = caps->n_multiple;
     out->layout = caps->layout;
@@ -163,7 +203,10 @@ int moe_plan(const struct moe_plan_input *in, struct moe_device_plan *out) {
     struct placement_input pin = { n_layers, n_expert, in->rates, expert_bytes, (uint64_t)n_fit * expert_bytes, 0,
                                    out->pinned_share };
     if (placement_plan(&pin, &out->plan) != 0) { moe_device_plan_free(out); return moex_errorf("out of memory"); }
-    if (!in_envelope)
+    if (!types_taken)
+        snprintf(out->note, sizeof out->note, "the %s device does not take %s experts; experts run on the CPU",
+                 caps->name, quant_type_name(refused));
+    else if (!in_envelope)
         plan_note(out, "the expert shapes are outside the %s device's envelope; experts run on the CPU", caps->name);
     if (out->plan.n_slots == 0 && out->backbone_slots == 0) {
         if (in_envelope && out->note[0]) {

@@ -75,6 +75,12 @@ struct moe_device_plan {
     char note[256];            /* why nothing is resident, or what the plan changed (a budget over the windows) */
 };
 
+/* A block device's slot type for the model: the widest (in bytes per
+ * value) of the expert types it takes, so that every expert fits a slot
+ * (dev_set_slot_type before planning); 0 for W8A8 devices or when it
+ * takes none. */
+enum qtype moe_plan_slot_type(const struct moe_model_desc *d, const struct dev_caps *caps);
+
 /* -1 with moex_error() when out of memory; 0 otherwise, device "" when
  * nothing can be resident (the note says why). */
 int moe_plan(const struct moe_plan_input *in, struct moe_device_plan *out);

@@ -1,0 +1,175 @@
+/* The executor driving the cuda device, on the fake CUDA layer (the
+ * kernels' host twins stand for the GPU): on the oracle files of the three
+ * architectures, with every expert resident and with a third of them,
+ * against the CPU path (--device none):
+ *   - the logits stay within the quantized types' tolerance of llama.cpp's
+ *     (the oracle tests' bounds for the CPU path; the device quantizes
+ *     activations to q8 blocks of 32, the CPU path to its own activation
+ *     types);
+ *   - every routed row runs on the device when all experts are resident
+ *     (min M is 1: decode too), some on each side at a third;
+ *   - the VRAM the fake handed out never exceeds the budget, and the
+ *     device's slots are sized by the model's widest expert type;
+ *   - each layer's device work is at most three launches per submission;
+ *   - an injected fault mid-run moves the rest to the CPU with the reason
+ *     kept and nothing lost (the logits still match the CPU path's). */
+#include "cuda_fake.h"
+#include "exec_run.h"
+#include "harness.h"
+
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "dev/dev.h"
+#include "model/model.h"
+#include "moe/executor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB (1ull << 20)
+
+static struct threadpool *pool;
+
+struct oracle_file {
+    const char *model, *ids, *logits; /* logits: llama.cpp's for the ids as one batch */
+};
+
+static const struct oracle_file files[] = {
+    { "models/qwen3moe-o1-Q4_K_M.gguf", "logits/ids-a.txt", "logits/o1-Q4_K_M.ids-a.f32" },
+    { "models/qwen3moe-o1-Q8_0.gguf", "logits/ids-b.txt", "logits/o1-Q8_0.ids-b.f32" },
+    { "lfm2moe-o2/models/lfm2moe-o2-Q4_K_M.gguf", "lfm2moe-o2/logits/ids-a.txt",
+      "lfm2moe-o2/logits/o2-Q4_K_M.ids-a.f32" },
+    { "qwen35moe-o3/models/qwen35moe-o3-Q4_K_M.gguf", "qwen35moe-o3/logits/ids-b.txt",
+      "qwen35moe-o3/logits/o3-Q4_K_M.ids-b.f32" },
+};
+
+static struct exec_run run(struct model *m, const struct moe_exec_options *o, const int32_t *ids, int n) {
+    struct exec_run_params p = { .pool = pool, .n_ctx = 128, .n_batch = 64, .kv_type = KV_F16, .steps = 8 };
+    return exec_run(m, o, &p, ids, n);
+}
+
+/* A run's logits against llama.cpp's for the same file and ids, held to
+ * the tolerance the oracle tests hold the CPU path to for quantized types
+ * (argmax >= 0.85, mean KL <= 0.05, median max|diff| <= 0.6); the CPU
+ * path's own measures are printed beside them. */
+static void check_close(const char *what, const float *llama, const struct exec_run *base, const struct exec_run *r,
+                        int n, int V) {
+    struct logit_measures cpu = compare_logits(llama, base->logits, n, V);
+    struct logit_measures dev = compare_logits(llama, r->logits, n, V);
+    printf("%s vs llama.cpp: argmax %.3f / %.3f, mean KL %.5f / %.5f, median max|diff| %.4f / %.4f (cpu / cuda)\n", what,
+           cpu.argmax_agree, dev.argmax_agree, cpu.mean_kl, dev.mean_kl, cpu.median_maxdiff, dev.median_maxdiff);
+    CHECKF(dev.argmax_agree >= 0.85 && dev.mean_kl <= 0.05 && dev.median_maxdiff <= 0.6,
+           "%s: argmax agreement %.3f, mean KL %.5f, median max|diff| %.4f", what, dev.argmax_agree, dev.mean_kl,
+           dev.median_maxdiff);
+}
+
+static void test_file(const struct oracle_file *f) {
+    struct model *m = model_load(oracle_path(f->model));
+    CHECKF(m != NULL, "%s: %s", f->model, moex_error());
+    if (!m) return;
+    int32_t ids[64];
+    int n = read_ids_file(oracle_path(f->ids), ids, 64);
+    CHECK(n == 64);
+    int V = m->hp.n_vocab;
+    size_t bytes = 0;
+    float *llama = read_whole_file(oracle_path(f->logits), &bytes);
+    /* rows for at least these ids (a longer list's first rows are theirs: the model is causal) */
+    CHECKF(llama && bytes >= sizeof(float) * (size_t)n * (size_t)V, "%s: %zu bytes", f->logits, bytes);
+    if (!llama || bytes < sizeof(float) * (size_t)n * (size_t)V) {
+        free(llama);
+        model_free(m);
+        return;
+    }
+    const struct moe_layer_desc *L0 = &m->moe.layers[0];
+    uint64_t routed_pre = (uint64_t)n * L0->n_used * m->moe.n_layers, routed_dec = 8ull * L0->n_used * m->moe.n_layers;
+
+    struct moe_exec_options none = { 0 };
+    struct exec_run base = run(m, &none, ids, n);
+    CHECK(base.ok && base.pre.rows_device == 0);
+
+    /* Every expert resident: every routed row on the GPU, decode included. */
+    fake_reset(4096 * MIB);
+    struct moe_exec_options all = { .device = "cuda", .hot_fraction = 1.0, .pinned_share = -1 };
+    struct exec_run full = run(m, &all, ids, n);
+    CHECKF(full.ok && full.note[0] == 0, "%s: note '%s'", f->model, full.note);
+    CHECKF(full.pre.rows_device == routed_pre && full.pre.rows_cpu == 0 && full.dec.rows_device == routed_dec &&
+               full.dec.rows_cpu == 0,
+           "%s: prefill rows %llu/%llu, decode %llu/%llu on the device", f->model,
+           (unsigned long long)full.pre.rows_device, (unsigned long long)routed_pre,
+           (unsigned long long)full.dec.rows_device, (unsigned long long)routed_dec);
+    CHECKF(full.slots == m->moe.n_layers * L0->n_expert && full.pinned == full.slots, "%s: slots %d pinned %d resident %llu staging %llu backbone %llu",
+           f->model, full.slots, full.pinned, (unsigned long long)full.resident, (unsigned long long)full.staging, (unsigned long long)full.backbone);
+    CHECK(full.backbone > 0); /* the dense matmuls of taken types are resident too */
+    CHECKF(F.peak <= full.resident && F.n_allocs == 0 && F.pinned == 0 && F.bad == 0,
+           "%s: fake peak %llu, resident %llu, allocations left %d, pinned left %d, bad %d", f->model,
+           (unsigned long long)F.peak, (unsigned long long)full.resident, F.n_allocs, F.pinned, F.bad);
+    /* two submissions a layer (gate+up, down), each at most three launches */
+    CHECK(full.pre.submissions == 2ull * (uint64_t)m->moe.n_layers);
+    check_close(f->model, llama, &base, &full, n, V);
+    if (full.ok) free(full.logits);
+
+    /* A third of the experts: a budget in bytes, as a user gives it. */
+    fake_reset(4096 * MIB);
+    struct moe_exec_options third = { .device = "cuda", .hot_fraction = 1.0 / 3.0, .pinned_share = -1 };
+    struct exec_run part = run(m, &third, ids, n);
+    CHECKF(part.ok && part.slots > 0 && part.slots < m->moe.n_layers * L0->n_expert, "%s: %d slots (%s)", f->model,
+           part.slots, part.note);
+    CHECK(part.pre.rows_device > 0 && part.pre.rows_device + part.pre.rows_cpu == routed_pre);
+    CHECKF(F.peak <= part.resident && part.resident < full.resident, "%s: fake peak %llu, resident %llu of %llu",
+           f->model, (unsigned long long)F.peak, (unsigned long long)part.resident, (unsigned long long)full.resident);
+    char what[160];
+    snprintf(what, sizeof what, "%s, a third resident", f->model);
+    check_close(what, llama, &base, &part, n, V);
+    if (part.ok) free(part.logits);
+
+    /* A fault on the 5th launch: that layer's device share and everything
+     * after run on the CPU, the reason kept. */
+    fake_reset(4096 * MIB);
+    F.fail_launch = 5;
+    struct exec_run fault = run(m, &all, ids, n);
+    CHECKF(fault.ok && strstr(fault.note, "device error") && strstr(fault.note, "injected failure of launch 5"),
+           "%s: note '%s'", f->model, fault.note);
+    CHECK(fault.pre.fallbacks + fault.dense_fallbacks == 1 && fault.dec.rows_device == 0 &&
+          exec_run_dense_dev(&fault, MOE_DECODE) == 0);
+    CHECK(F.n_allocs == 0 && F.pinned == 0);
+    snprintf(what, sizeof what, "%s, a fault at launch 5", f->model);
+    check_close(what, llama, &base, &fault, n, V);
+    if (fault.ok) free(fault.logits);
+    if (base.ok) free(base.logits);
+    free(llama);
+    model_free(m);
+}
+
+/* The slots hold the widest expert type: in the Q4_K_M file some down
+ * matrices are Q6_K, so a slot is a Q6_K matrix's bytes, not Q8_0's (the
+ * default) nor int8's. */
+static void test_slot_type(void) {
+    struct model *m = model_load(oracle_path("models/qwen3moe-o1-Q4_K_M.gguf"));
+    CHECK(m != NULL);
+    if (!m) return;
+    fake_reset(4096 * MIB);
+    struct dev *d = NULL;
+    CHECK(dev_open_blocks("cuda", NULL, 0, &d) == DEV_OK);
+    if (d) {
+        CHECK(moe_plan_slot_type(&m->moe, dev_caps(d)) == QT_Q6_K);
+        CHECK(dev_set_slot_type(d, QT_Q6_K) == DEV_OK);
+        const struct moe_layer_desc *L0 = &m->moe.layers[0];
+        int64_t values = (int64_t)L0->n_embd * L0->n_ff;
+        CHECK(dev_caps_slot_code_bytes(dev_caps(d), values) == quant_row_size(QT_Q6_K, values));
+        CHECK(dev_set_slot_type(d, QT_F16) == DEV_E_TYPE);
+        dev_close(d);
+    }
+    model_free(m);
+}
+
+int main(void) {
+    cuda_layer_override(&fake_layer);
+    pool = threadpool_new(2, false);
+    test_slot_type();
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) test_file(&files[i]);
+    threadpool_free(pool);
+    cuda_layer_override(NULL);
+    return test_finish();
+}
