@@ -185,8 +185,8 @@ if stage bench; then
     report ""
     mb="$MOEX bench -m $MODEL -t $THREADS -p $PP -n $TG -r $REPS --no-roofline"
     bench_run moex "CPU only" "$LOGS/moex-cpu.log" $mb
-    # once the executor says the device is unavailable, the other budgets
-    # would measure the CPU again: they are listed, not run
+    # once the executor says the device is unavailable (no GPU or driver
+    # here), the other budgets would measure the CPU again: listed, not run
     unavailable=""
     for g in $BUDGETS 100%; do
         case $g in *%) budget=$g ;; *) budget=${g}G ;; esac

@@ -109,6 +109,13 @@ printf 'X' | dd of="$tmp/t.mxpk" bs=1 seek=70000 conv=notrunc 2> /dev/null
 "$MOEX_BIN" run -m "$m" --device cpu --min-m 1 --pack "$tmp/t.mxpk" --tokens 1,2,3 -n 2 > /dev/null 2> "$tmp/err"
 [ "$(grep -c 'pack file refused' "$tmp/err")" -eq 1 ] && head -1 "$tmp/err" | grep -q "bad checksum" \
     && yes "a refused pack file is said once, at start" || { no "pack refusal:"; cat "$tmp/err"; }
+# What the device's budget holds is said once at start, after the warnings.
+[ "$(grep -c 'note: device cpu: the budget of .* holds the staging' "$tmp/err")" -eq 1 ] &&
+    grep -q '16 of 16 experts (100%), 16 of them pinned; expected share of routed rows on it 100%' "$tmp/err" &&
+    yes "what the budget holds is said once" || { no "budget summary:"; cat "$tmp/err"; }
+"$MOEX_BIN" run -m "$m" --device sim --hot-budget 30% --tokens 1,2,3 -n 2 > /dev/null 2> "$tmp/err"
+grep -q 'and 4 of 16 experts (25%), 0 of them pinned; expected share of routed rows on it 25% (as many as its slots' \
+    "$tmp/err" && yes "a partial budget's summary" || { no "partial budget summary:"; cat "$tmp/err"; }
 
 # -c above the trained context is said.
 "$MOEX_BIN" run -m "$m" -p "Hello" -n 1 -c 5000 > /dev/null 2> "$tmp/err"

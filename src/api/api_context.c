@@ -17,7 +17,7 @@ void moex_context_params_default(struct moex_context_params *p) {
 
 /* The executor's start-up notes, once per model: a refused pack file with
  * the command that rebuilds it, or why the device is not used. */
-static void log_start_notes(moex_context *c) {
+static void log_notes(moex_context *c) {
     moex_model *m = c->m;
     if (m->note_said) return;
     const struct model_interleave_report *x = model_interleave_report(m->model);
@@ -50,6 +50,16 @@ static void log_start_notes(moex_context *c) {
     if (moe_executor_note(e)[0]) {
         moex_log(m, MOEX_LOG_NOTE, "%s", moe_executor_note(e));
         m->note_said = true;
+    }
+}
+
+/* The notes, then what the device's budget holds (once per model). */
+static void log_start_notes(moex_context *c) {
+    log_notes(c);
+    const char *summary = moe_executor_summary(context_executor(c->ctx));
+    if (summary[0] && !c->m->summary_said) {
+        c->m->summary_said = true;
+        moex_log(c->m, MOEX_LOG_NOTE, "%s", summary);
     }
 }
 

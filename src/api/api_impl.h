@@ -27,6 +27,7 @@ struct moex_model {
     void *user;
     bool counted;                      /* in api_model_loaded's count */
     bool note_said;                    /* the executor's start-up note was logged (once per model) */
+    bool summary_said;                 /* and what the device's budget holds */
     bool interleave_said;              /* the interleaved layout's pack file note was logged */
     _Atomic(struct grammar_vocab *) grammar_vocab; /* the token trie of grammars, made on first use (api_grammar.c) */
     atomic_bool threads_busy;          /* a call runs on the worker threads (api_threads_take) */

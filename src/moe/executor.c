@@ -39,6 +39,32 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
     return rc;
 }
 
+static void mib_or_gib(char *out, size_t n, uint64_t bytes) {
+    if (bytes >= (1ull << 30)) snprintf(out, n, "%.2f GiB", bytes / 1073741824.0);
+    else snprintf(out, n, "%.1f MiB", bytes / 1048576.0);
+}
+
+/* One line of what the budget holds, for the start-up log. */
+static void summarize(struct moe_executor *e, const struct moe_device_plan *dp, bool stats) {
+    int n_keys = e->n_layers * e->n_expert, dense = 0;
+    for (int i = 0; i < e->desc.n_dense; i++) dense += e->dense.slot[i] >= 0;
+    char budget[32], staging[32], backbone[32];
+    mib_or_gib(budget, sizeof budget, dp->budget_bytes);
+    mib_or_gib(staging, sizeof staging, dp->staging_bytes);
+    mib_or_gib(backbone, sizeof backbone, e->dense.backbone_bytes);
+    int n = snprintf(e->summary, sizeof e->summary,
+                     "device %s: the budget of %s holds the staging (%s), the backbone (%s: %d of %d dense matmuls) "
+                     "and %d of %d experts (%.0f%%), %d of them pinned",
+                     e->caps->name, budget, staging, backbone, dense, e->desc.n_dense, e->plan.n_slots, n_keys,
+                     n_keys ? 100.0 * e->plan.n_slots / n_keys : 0.0, e->plan.n_pinned);
+    if (n > 0 && (size_t)n < sizeof e->summary)
+        snprintf(e->summary + n, sizeof e->summary - (size_t)n, "; expected share of routed rows on it %.0f%% (%s)",
+                 100.0 * dp->expected_share,
+                 e->plan.n_slots == n_keys ? "every expert"
+                 : stats                   ? "the pinned experts' by the routing statistics, before the recency cache"
+                                           : "as many as its slots of all experts: no routing statistics");
+}
+
 /* The one place a run opens its device: resolve the name, open it, plan
  * from its capabilities (moe_plan, pure), set the plan's budget, then let
  * residency fill it. A device that cannot be opened or holds nothing is not
@@ -98,6 +124,7 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     e->dev = dev;
     e->plan = dp.plan; /* ours now */
     rc = res_start(e, o, &dp);
+    if (rc == 0 && e->dev) summarize(e, &dp, o->stats_path != NULL);
     free(dp.dense_slot);
     return rc;
 }
@@ -209,6 +236,8 @@ void moe_executor_slots(const struct moe_executor *e, int *pinned, int *total) {
 }
 
 const char *moe_executor_note(const struct moe_executor *e) { return e->note; }
+
+const char *moe_executor_summary(const struct moe_executor *e) { return e->summary; }
 
 const struct moe_pack_report *moe_executor_pack_report(const struct moe_executor *e) { return &e->pack_report; }
 

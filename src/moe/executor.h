@@ -175,6 +175,9 @@ int moe_device_plan(const struct moe_model_desc *d, const struct moe_exec_option
 
 /* "" or one line: why the device is not used, or the first device error. */
 const char *moe_executor_note(const struct moe_executor *e);
+/* "" without a device, else one line of what the budget holds: staging,
+ * backbone, experts, pinned, the expected share of routed rows. */
+const char *moe_executor_summary(const struct moe_executor *e);
 /* The device's name, or "none". */
 const char *moe_executor_device(const struct moe_executor *e);
 /* The --profile table. */

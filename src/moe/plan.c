@@ -203,6 +203,13 @@ int moe_plan(const struct moe_plan_input *in, struct moe_device_plan *out) {
     struct placement_input pin = { n_layers, n_expert, in->rates, expert_bytes, (uint64_t)n_fit * expert_bytes, 0,
                                    out->pinned_share };
     if (placement_plan(&pin, &out->plan) != 0) { moe_device_plan_free(out); return moex_errorf("out of memory"); }
+    out->expected_share = n_keys ? (double)out->plan.n_slots / n_keys : 0;
+    if (in->rates && out->plan.n_pinned < n_keys) {
+        double all = 0, pinned = 0;
+        for (int k = 0; k < n_keys; k++) all += in->rates[k];
+        for (int i = 0; i < out->plan.n_pinned; i++) pinned += in->rates[out->plan.pinned[i]];
+        if (all > 0) out->expected_share = pinned / all;
+    }
     if (!types_taken)
         snprintf(out->note, sizeof out->note, "the %s device does not take %s experts; experts run on the CPU",
                  caps->name, quant_type_name(refused));

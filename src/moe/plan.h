@@ -72,6 +72,8 @@ struct moe_device_plan {
     uint64_t stats_hash;
     double pinned_share;
     struct placement plan;
+    double expected_share;     /* of routed rows, on the pinned experts by the statistics; without them the
+                                  slots' share of all experts (a uniform guess) */
     char note[256];            /* why nothing is resident, or what the plan changed (a budget over the windows) */
 };
 
