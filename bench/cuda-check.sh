@@ -12,8 +12,12 @@
 #
 #   [LLAMA_BENCH=.../llama-bench] [WORK=dir] [OUT=file.md] [BUILD=build-cuda]
 #   [PRESET=q30b] [TYPE=q4_k_m] [THREADS=N] [BUDGETS="4 8"] [PP=512] [TG=128]
-#   [REPS=1] [STAGES="build test synth probe bench"] [MOEX_CUDA=ON] sh bench/cuda-check.sh
+#   [REPS=1] [STAGES="build test synth probe bench"] [MOEX_CUDA=ON] [ORACLE=dir] sh bench/cuda-check.sh
 #
+# ORACLE names the oracle directory (default ../shared/oracle beside the
+# source): test_cuda_exec reads 19 MB of it (the qwen3moe Q4_K_M and Q8_0,
+# lfm2moe and qwen35moe Q4_K_M files, their ids and llama.cpp's logits) and
+# skips without it.
 # WORK keeps the model between runs (a second run skips the synth). BUDGETS
 # are GiB of VRAM. STAGES picks the steps: without a GPU, "build test" and
 # "synth probe bench" with a small PRESET still run (the cuda rows then say
@@ -75,7 +79,8 @@ command -v nvidia-smi > /dev/null 2>&1 &&
 # ---- build ----
 if stage build; then
     say "build (MOEX_CUDA=$MOEX_CUDA)"
-    if cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMOEX_WERROR=ON -DMOEX_CUDA="$MOEX_CUDA" > "$LOGS/cmake.log" 2>&1 &&
+    if cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMOEX_WERROR=ON -DMOEX_CUDA="$MOEX_CUDA" \
+        ${ORACLE:+-DMOEX_ORACLE_DIR="$ORACLE"} > "$LOGS/cmake.log" 2>&1 &&
         cmake --build "$BUILD" -j "$(nproc)" > "$LOGS/build.log" 2>&1; then
         report "build: $(grep -h 'cuda device:' "$LOGS/cmake.log" | sed 's/^-- //')"
     else
