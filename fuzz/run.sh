@@ -11,7 +11,9 @@
 # another source tree is rebuilt from scratch rather than reused.
 # MOEX_FUZZ_BUILD names a build directory to use instead of $work/build (CI
 # makes its clang build the fuzzers' one: configured with the flags below,
-# it is reused as it is).
+# it is reused as it is). MOEX_FUZZ_SEED fixes libFuzzer's seed, so that a
+# run repeats (CI's does: a gate that passes or fails the same way on the
+# same tree); unset, every run explores anew.
 #   fuzz/run.sh 120
 # Needs clang and Debian's libclang-rt-14-dev (libFuzzer's runtime).
 set -eu
@@ -54,6 +56,7 @@ fuzz_one() {
     rm -f "$work/$t.failed"
     # shellcheck disable=SC2086
     TMPDIR=$work "$build/$t" -max_total_time="$each" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+        ${MOEX_FUZZ_SEED:+-seed="$MOEX_FUZZ_SEED"} \
         -print_final_stats=1 -artifact_prefix="$work/$t-" $dict "$corpus" "$seeds" > "$work/$t.log" 2>&1 ||
         echo failed > "$work/$t.failed"
 }
