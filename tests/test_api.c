@@ -179,14 +179,14 @@ static void test_generate(moex_model *m) {
 
 struct heard {
     int notes, warnings, progress_ends;
-    char last[1024];
+    char last_warning[1024], last_note[1024];
 };
 
 static void on_log(void *user, enum moex_log_level level, const char *message) {
     struct heard *h = user;
     if (level == MOEX_LOG_WARN) h->warnings++;
     else h->notes++;
-    snprintf(h->last, sizeof h->last, "%s", message);
+    snprintf(level == MOEX_LOG_WARN ? h->last_warning : h->last_note, sizeof h->last_note, "%s", message);
 }
 
 static void on_progress(void *user, const char *label, uint64_t done, uint64_t total) {
@@ -215,7 +215,11 @@ static void test_callbacks(void) {
     CHECK(!strcmp(moex_model_pack_path(m), "/nonexistent/api.mxpk"));
     moex_context *a = moex_context_new(m, NULL), *b = moex_context_new(m, NULL);
     CHECK(a && b);
-    CHECKF(h.warnings == 1 && strstr(h.last, "pack file refused"), "%d warnings, last '%s'", h.warnings, h.last);
+    CHECKF(h.warnings == 1 && strstr(h.last_warning, "pack file refused"), "%d warnings, last '%s'", h.warnings,
+           h.last_warning);
+    /* then what the budget holds, once */
+    CHECKF(h.notes == 1 && strstr(h.last_note, "device cpu: the budget of") && strstr(h.last_note, "16 of 16 experts"),
+           "%d notes, last '%s'", h.notes, h.last_note);
     CHECK(h.progress_ends == 4); /* each context fills its device slots: pinned experts, then the backbone */
     struct moex_counters k;
     if (a) moex_context_counters(a, &k);

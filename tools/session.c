@@ -52,6 +52,16 @@ static int parse_pack_env(const char *v, struct session_opts *o) {
     return 0;
 }
 
+/* The device table's names and one-line summaries, for --help. */
+static void print_devices(FILE *out) {
+    char names[128];
+    snprintf(names, sizeof names, "%s", moex_device_names());
+    for (char *save = NULL, *name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+        struct moex_device_desc d;
+        if (moex_device_describe(name, &d) == 0) fprintf(out, "                        %-6s %s\n", name, d.summary);
+    }
+}
+
 /* Device options given on the command line where they change nothing are
  * said once, as the work starts (the same variables, set for every run, are
  * not). */
@@ -225,13 +235,13 @@ void session_opts_help_with(FILE *out, const struct session_help *h) {
                 h->ctx_default ? h->ctx_default : "min(4096, trained)", h->batch_default ? h->batch_default : "512");
     fprintf(out,
             "      --device D      where hot experts and the backbone (attention projections, shared\n"
-            "                      experts, dense FFN layers, lm head) run: cpu (int8 reference), amx,\n"
-            "                      sim (RK3588 NPU model), auto (amx where present)%s [MOEX_DEVICE]\n"
+            "                      experts, dense FFN layers, lm head) run%s [MOEX_DEVICE]:\n",
+            h->device_required ? " (required; none: the CPU's\n                      interleaved layout only)" : "");
+    print_devices(out);
+    fprintf(out,
             "      --hot-budget S  device bytes: 6G, 512M (the staging buffers first, then the\n"
             "                      backbone, then experts), or 40%% of all experts (the staging and\n"
-            "                      the whole backbone on top; default 100%%) [MOEX_HOT_BUDGET]\n",
-            h->device_required ? "; required, or none (the\n                      CPU's interleaved layout only)"
-                               : ", none (default: none = all\n                      on the CPU's quantized kernels)");
+            "                      the whole backbone on top; default 100%%) [MOEX_HOT_BUDGET]\n");
     if (g & SESSION_RUNTIME)
         fprintf(out,
                 "      --min-m N       rows from which an expert or a resident dense matmul goes to the\n"

@@ -34,14 +34,13 @@ struct backend {
 
 static const struct backend backends[] = {
     {{"none", "every expert and matmul on the CPU's quantized kernels (the default)", false, false, NULL}, NULL, false},
-    {{"cpu", "the int8 reference device (plain C; every other device equals it bit for bit)", true, false, NULL},
+    {{"cpu", "the int8 reference device (plain C; the others equal it bit for bit)", true, false, NULL},
      &dev_cpu_ops, false},
     {{"amx", "Intel AMX int8 tiles on the host's cores", true, false, NULL}, AMX_OPS, false},
     {{"sim", "a model of an RK3588 NPU: exact results, modelled time", true, true, "--sim"}, &dev_sim_ops, false},
     {{"rknpu", "the RK3588 NPU through its kernel driver (rocket or the vendor's rknpu)", true, true, "--rknpu"},
      &dev_rknpu_ops, false},
-    {{"cuda", "an NVIDIA GPU (CUDA): weights in their GGUF types in VRAM; not yet driven by the executor", true,
-      false, NULL},
+    {{"cuda", "an NVIDIA GPU: weights in their GGUF types in VRAM (not yet measured on one)", true, false, NULL},
      &dev_cuda_ops, false},
     {{"auto", "the first of amx that this machine has, else none", true, false, NULL}, NULL, true},
 };
