@@ -150,32 +150,70 @@ done:
     model_free(m);
 }
 
-/* The slots hold the widest expert type: in the Q4_K_M file some down
- * matrices are Q6_K, so a slot is a Q6_K matrix's bytes, not Q8_0's (the
- * default) nor int8's. */
-static void test_slot_type(void) {
+/* Slot sizes on a block device. The Q4_K_M file's down matrices are Q6_K
+ * in some layers, Q4_K in others, gate and up Q4_K: the slot type (the
+ * widest, for the backbone's slots) is Q6_K, and each expert matrix gets
+ * slots of its own size, so an expert takes its bytes, not three Q6_K
+ * slots, and a byte budget holds more of them. A pool of sized slots
+ * refuses a weight over its slot and takes it in a larger one. */
+static void test_slots(void) {
     struct model *m = model_load(oracle_path("models/qwen3moe-o1-Q4_K_M.gguf"));
     CHECK(m != NULL);
     if (!m) return;
     fake_reset(4096 * MIB);
     struct dev *d = NULL;
     CHECK(dev_open_blocks("cuda", NULL, 0, &d) == DEV_OK);
-    if (d) {
-        CHECK(moe_plan_slot_type(&m->moe, dev_caps(d)) == QT_Q6_K);
-        CHECK(dev_set_slot_type(d, QT_Q6_K) == DEV_OK);
-        const struct moe_layer_desc *L0 = &m->moe.layers[0];
-        int64_t values = (int64_t)L0->n_embd * L0->n_ff;
-        CHECK(dev_caps_slot_code_bytes(dev_caps(d), values) == quant_row_size(QT_Q6_K, values));
-        CHECK(dev_set_slot_type(d, QT_F16) == DEV_E_TYPE);
-        dev_close(d);
-    }
+    if (!d) { model_free(m); return; }
+    const struct moe_layer_desc *L0 = &m->moe.layers[0];
+    int64_t E = L0->n_embd, FF = L0->n_ff, values = E * FF;
+    CHECK(moe_plan_slot_type(&m->moe, dev_caps(d)) == QT_Q6_K);
+    CHECK(dev_set_slot_type(d, QT_Q6_K) == DEV_OK);
+    CHECK(dev_caps_slot_code_bytes(dev_caps(d), values) == quant_row_size(QT_Q6_K, values));
+    CHECK(dev_set_slot_type(d, QT_F16) == DEV_E_TYPE);
+    uint64_t role[MATS];
+    moe_plan_role_bytes(&m->moe, dev_caps(d), role);
+    CHECKF(role[0] == quant_row_size(QT_Q4_K, E) * FF && role[1] == role[0] &&
+               role[2] == quant_row_size(QT_Q6_K, FF) * E,
+           "role bytes %llu %llu %llu", (unsigned long long)role[0], (unsigned long long)role[1],
+           (unsigned long long)role[2]);
+    /* the plan prices an expert at its bytes, and a budget of five experts
+     * in Q6_K-sized slots holds more than five */
+    struct moe_exec_options o = { .device = "cuda", .hot_fraction = 1.0, .pinned_share = -1 };
+    struct moe_device_plan dp;
+    CHECK(moe_plan_for_device(&m->moe, &o, dev_caps(d), &dp) == 0);
+    CHECK(dp.expert_bytes == role[0] + role[1] + role[2] && dp.plan.n_slots == 16);
+    uint64_t uniform = 3 * dev_caps_slot_code_bytes(dev_caps(d), values);
+    o.hot_fraction = 0;
+    o.hot_budget = dp.staging_bytes + dp.backbone_bytes + 5 * uniform + (2u << 20);
+    moe_device_plan_free(&dp);
+    CHECK(moe_plan_for_device(&m->moe, &o, dev_caps(d), &dp) == 0);
+    CHECKF(dp.plan.n_slots > 5 && (uint64_t)dp.plan.n_slots >= 5 * uniform / dp.expert_bytes,
+           "%d experts in a budget of five Q6_K-slotted ones", dp.plan.n_slots);
+    moe_device_plan_free(&dp);
+    /* a pool of sized slots */
+    const uint64_t sizes[3] = { quant_row_size(QT_Q4_K, E) * 64, 100, quant_row_size(QT_Q6_K, E) * 64 };
+    CHECK(dev_pool_alloc_sized(d, 3, sizes, values, (int)(E > FF ? E : FF)) == DEV_OK);
+    size_t q6 = quant_row_size(QT_Q6_K, E) * 64;
+    uint8_t *w = calloc(1, q6);
+    CHECK(w && dev_pack(d, 0, QT_Q6_K, w, (int)E, 64) == DEV_E_SHAPE);
+    CHECK(w && dev_pack(d, 2, QT_Q6_K, w, (int)E, 64) == DEV_OK);
+    CHECK(w && dev_pack(d, 0, QT_Q4_K, w, (int)E, 64) == DEV_OK);
+    struct dev_counters c;
+    dev_get_counters(d, &c);
+    CHECK(c.resident_bytes - c.staging_bytes == 2u << 20); /* 64+64-rounded sizes in one 2 MiB granule */
+    free(w);
+    dev_close(d);
+    struct dev *cpu = NULL;
+    CHECK(dev_open("cpu", NULL, &cpu) == DEV_OK);
+    CHECK(cpu && dev_pool_alloc_sized(cpu, 3, sizes, values, 256) == DEV_E_ARG);
+    dev_close(cpu);
     model_free(m);
 }
 
 int main(void) {
     cuda_layer_override(&fake_layer);
     pool = threadpool_new(2, false);
-    test_slot_type();
+    test_slots();
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) test_file(&files[i], false);
     /* The same on a GPU where there is one (the logits, the rows' placement). */
     cuda_layer_override(NULL);

@@ -131,8 +131,10 @@ static void pool_free(struct dev *d) {
     d->scales = NULL;
     free(d->pack_stage);
     free(d->slots);
+    free(d->slot_offset);
     d->pack_stage = NULL;
     d->slots = NULL;
+    d->slot_offset = NULL;
     d->n_slots = 0;
 }
 
@@ -253,69 +255,8 @@ int dev_set_budget(struct dev *d, uint64_t budget_bytes) {
     return DEV_OK;
 }
 
-int dev_set_slot_type(struct dev *d, enum qtype slot_type) {
-    if (!d) return moex_errorf("dev_set_slot_type: no device"), DEV_E_ARG;
-    if (d->caps.compute != DEV_COMPUTE_BLOCKS)
-        return moex_errorf("%s: slots hold W8A8 codes, not GGUF blocks", d->caps.name), DEV_E_ARG;
-    if (d->slots || d->n_buffers) return moex_errorf("%s: the slot type is set before any allocation", d->caps.name), DEV_E_STATE;
-    if (!dev_caps_takes(&d->caps, slot_type))
-        return moex_errorf("%s: slots for %s weights", d->caps.name, quant_type_name(slot_type)), DEV_E_TYPE;
-    d->slot_type = slot_type;
-    d->caps.code_block_values = quant_traits(slot_type)->block_size;
-    d->caps.code_block_bytes = (int)quant_traits(slot_type)->type_size;
-    return DEV_OK;
-}
-
-bool dev_caps_takes(const struct dev_caps *c, enum qtype type) {
-    if (c->compute != DEV_COMPUTE_BLOCKS) return true;
-    return (unsigned)type < 64 && (c->block_types >> (unsigned)type & 1);
-}
-
-uint64_t dev_caps_slot_code_bytes(const struct dev_caps *c, int64_t slot_values) {
-    uint64_t per = c->code_block_values > 0 ? (uint64_t)c->code_block_values : 1;
-    uint64_t bytes = ((uint64_t)slot_values + per - 1) / per * (uint64_t)(c->code_block_bytes > 0 ? c->code_block_bytes : 1);
-    return round_up((size_t)bytes, 64);
-}
-
-uint64_t dev_caps_mem_bytes(const struct dev_caps *c, uint64_t bytes) {
-    uint64_t g = c->mem_granule ? c->mem_granule : 1;
-    return (bytes + g - 1) / g * g;
-}
-
-uint64_t dev_caps_slot_bytes(const struct dev_caps *c, int64_t slot_values, int max_n) {
-    if (slot_values <= 0 || max_n <= 0) return 0;
-    return dev_caps_slot_code_bytes(c, slot_values) + round_up((size_t)max_n * sizeof(float), 64);
-}
-
-uint64_t dev_caps_pool_bytes(const struct dev_caps *c, int n_slots, int64_t slot_values, int max_n) {
-    if (n_slots <= 0 || slot_values <= 0 || max_n <= 0) return 0;
-    return dev_caps_mem_bytes(c, dev_caps_slot_code_bytes(c, slot_values) * (uint64_t)n_slots) +
-           dev_caps_mem_bytes(c, (uint64_t)n_slots * (uint64_t)max_n * sizeof(float));
-}
-
-bool dev_caps_fits(const struct dev_caps *c, int64_t K, int64_t N) {
-    return K > 0 && N > 0 && K % c->k_multiple == 0 && N % c->n_multiple == 0 && K <= c->k_max && N <= c->n_max;
-}
-
-/* No device: W8A8 slots, counted in bytes. */
-static const struct dev_caps *caps_or_w8a8(const struct dev *d) {
-    static const struct dev_caps w8a8 = { .compute = DEV_COMPUTE_W8A8, .mem_granule = 1, .code_block_values = 1,
-                                          .code_block_bytes = 1 };
-    return d ? &d->caps : &w8a8;
-}
-
-uint64_t dev_slot_bytes(const struct dev *d, int64_t slot_values, int max_n) {
-    return dev_caps_slot_bytes(caps_or_w8a8(d), slot_values, max_n);
-}
-
-uint64_t dev_mem_bytes(const struct dev *d, uint64_t bytes) { return dev_caps_mem_bytes(caps_or_w8a8(d), bytes); }
-
-uint64_t dev_pool_bytes(const struct dev *d, int n_slots, int64_t slot_values, int max_n) {
-    return dev_caps_pool_bytes(caps_or_w8a8(d), n_slots, slot_values, max_n);
-}
-
-int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
-    if (!d) return moex_errorf("dev_pool_alloc: no device"), DEV_E_ARG;
+/* The pool, once: n_slots of one size, or (sized) of code_bytes[s] each. */
+static int pool_alloc(struct dev *d, int n_slots, const uint64_t *sized, int64_t slot_values, int max_n) {
     const char *name = d->caps.name;
     const struct dev_caps *c = &d->caps;
     if (d->slots) return moex_errorf("%s: the slot pool is allocated once", name), DEV_E_STATE;
@@ -330,31 +271,43 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
     uint64_t slot_bytes = dev_slot_bytes(d, slot_values, max_n);
     uint64_t staging = d->counters.staging_bytes;
     uint64_t room = d->budget_bytes > staging ? d->budget_bytes - staging : 0;
-    if (n_slots == 0) {
+    uint64_t *offset = NULL;
+    if (sized) { /* prefix sums of the slots' sizes, each 64-byte aligned */
+        if (!(offset = malloc(sizeof *offset * ((size_t)n_slots + 1)))) return moex_errorf("%s: out of memory", name), DEV_E_NOMEM;
+        offset[0] = 0;
+        slot_bytes = 0;
+        for (int i = 0; i < n_slots; i++) {
+            uint64_t b = round_up((size_t)sized[i], 64);
+            offset[i + 1] = offset[i] + b;
+            if (b > slot_bytes) slot_bytes = b;
+        }
+    } else if (n_slots == 0) {
         if (d->budget_bytes == 0) return moex_errorf("%s: a pool sized by the budget needs a budget", name), DEV_E_ARG;
         uint64_t fit = room / slot_bytes;
         n_slots = fit > (uint64_t)(1 << 30) ? 1 << 30 : (int)fit;
         while (n_slots > 0 && dev_pool_bytes(d, n_slots, slot_values, max_n) > room) n_slots--;
     }
-    uint64_t pool_bytes = dev_pool_bytes(d, n_slots, slot_values, max_n);
+    uint64_t pool_bytes = sized ? dev_caps_sized_pool_bytes(c, offset[n_slots]) : dev_pool_bytes(d, n_slots, slot_values, max_n);
     if (n_slots == 0 || (d->budget_bytes && pool_bytes > room)) {
         moex_errorf("%s: %d slots of %llu bytes do not fit the budget of %llu bytes (%llu of it staging)", name,
                     n_slots ? n_slots : 1, (unsigned long long)slot_bytes, (unsigned long long)d->budget_bytes,
                     (unsigned long long)staging);
+        free(offset);
         return DEV_E_BUDGET;
     }
     dev_stream_drain(d);
     int64_t max_k = slot_values / c->n_multiple;
     if (max_k > c->k_max) max_k = c->k_max;
-    d->slot_code_bytes = slot_code_size(d, slot_values);
+    d->slot_code_bytes = sized ? (size_t)slot_bytes : slot_code_size(d, slot_values);
+    d->slot_offset = offset;
     d->slot_values = slot_values;
     d->max_k = (int)max_k;
     d->max_n = max_n;
     /* a slot's codes never straddle two device buffers (or windows) */
-    int rc = region_alloc(d, d->slot_code_bytes * (size_t)n_slots, d->slot_code_bytes, &d->codes_mem);
-    if (rc == DEV_OK)
-        rc = region_alloc(d, (uint64_t)n_slots * (uint64_t)max_n * sizeof(float), (uint64_t)max_n * sizeof(float),
-                          &d->scales_mem);
+    int rc = region_alloc(d, sized ? offset[n_slots] : d->slot_code_bytes * (size_t)n_slots, d->slot_code_bytes,
+                          &d->codes_mem);
+    uint64_t scales = (uint64_t)n_slots * dev_scale_bytes(c, max_n);
+    if (rc == DEV_OK && scales) rc = region_alloc(d, scales, dev_scale_bytes(c, max_n), &d->scales_mem);
     d->codes = d->codes_mem.host;
     d->scales = (float *)(void *)d->scales_mem.host;
     d->n_slots = n_slots;
@@ -373,6 +326,19 @@ int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
     }
     d->counters.resident_bytes += pool_bytes;
     return DEV_OK;
+}
+
+int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n) {
+    if (!d) return moex_errorf("dev_pool_alloc: no device"), DEV_E_ARG;
+    return pool_alloc(d, n_slots, NULL, slot_values, max_n);
+}
+
+int dev_pool_alloc_sized(struct dev *d, int n_slots, const uint64_t *code_bytes, int64_t slot_values, int max_n) {
+    if (!d || !code_bytes) return moex_errorf("dev_pool_alloc_sized: no device or sizes"), DEV_E_ARG;
+    if (d->caps.compute != DEV_COMPUTE_BLOCKS)
+        return moex_errorf("%s: slots of their own sizes are for block devices", d->caps.name), DEV_E_ARG;
+    if (n_slots < 1) return moex_errorf("%s: a pool of %d sized slots", d->caps.name, n_slots), DEV_E_ARG;
+    return pool_alloc(d, n_slots, code_bytes, slot_values, max_n);
 }
 
 int dev_buffer_alloc(struct dev *d, uint64_t bytes, int *buf) {

@@ -223,7 +223,8 @@ bool dev_caps_takes(const struct dev_caps *c, enum qtype type);
 
 /* Geometry from the capabilities alone, so a planner needs no device: what
  * device memory of `bytes` takes (whole granules), one slot of slot_values
- * values and max_n channels, and a pool of n_slots of them. */
+ * values and max_n channels, and a pool of n_slots of them (codes and, on
+ * W8A8 devices, channel scales; a block device's slots hold no scales). */
 uint64_t dev_caps_mem_bytes(const struct dev_caps *c, uint64_t bytes);
 /* The code bytes of one slot of slot_values values (64-byte aligned). */
 uint64_t dev_caps_slot_code_bytes(const struct dev_caps *c, int64_t slot_values);
@@ -255,6 +256,16 @@ uint64_t dev_pool_bytes(const struct dev *d, int n_slots, int64_t slot_values, i
  * each for one weight with K * N <= slot_values and N <= max_n (so that
  * 2048 x 768 and 768 x 2048 share a slot size). */
 int dev_pool_alloc(struct dev *d, int n_slots, int64_t slot_values, int max_n);
+/* A block device's pool whose slots have sizes of their own: slot s holds
+ * up to code_bytes[s] bytes of GGUF rows (64-byte aligned), shapes bounded
+ * by slot_values and max_n as above; all of it one allocation counted in
+ * whole granules (dev_caps_sized_pool_bytes). So that an expert's Q4_K gate
+ * and up do not take slots sized for its Q6_K down. DEV_E_ARG on W8A8
+ * devices. */
+int dev_pool_alloc_sized(struct dev *d, int n_slots, const uint64_t *code_bytes, int64_t slot_values, int max_n);
+/* What such a pool takes of the budget: its code bytes, each slot's rounded
+ * to 64, in whole granules. */
+uint64_t dev_caps_sized_pool_bytes(const struct dev_caps *c, uint64_t code_bytes);
 int dev_pool_slots(const struct dev *d);
 
 /* Packs a GGUF weight (N rows of K values of `type`, rows contiguous) into a

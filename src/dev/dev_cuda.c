@@ -257,9 +257,10 @@ static int cuda_pack(struct dev *d, int slot, enum qtype type, const void *data,
                            "Q4_K, Q5_K and Q6_K)", quant_type_name(type)),
                DEV_E_TYPE;
     uint64_t bytes = quant_row_size(type, K) * (uint64_t)N;
-    if (K % qb_block_values(type) || bytes > d->slot_code_bytes)
-        return moex_errorf("cuda: a %d x %d %s weight (%llu bytes) does not fit a slot of %zu bytes", K, N,
-                           quant_type_name(type), (unsigned long long)bytes, d->slot_code_bytes),
+    if (K % qb_block_values(type) || bytes > dev_slot_capacity(d, slot))
+        return moex_errorf("cuda: a %d x %d %s weight (%llu bytes) does not fit slot %d of %llu bytes", K, N,
+                           quant_type_name(type), (unsigned long long)bytes, slot,
+                           (unsigned long long)dev_slot_capacity(d, slot)),
                DEV_E_SHAPE;
     int rc = cuda_mem_write(d, (int8_t *)dev_slot_codes(d, slot), data, bytes);
     if (rc != DEV_OK) return rc;

@@ -83,7 +83,9 @@ struct dev {
      * slot can hold in this envelope. */
     int n_slots, max_k, max_n;
     int64_t slot_values;
-    size_t slot_code_bytes;
+    size_t slot_code_bytes;    /* of every slot; of the largest where slots have sizes of their own */
+    uint64_t *slot_offset;     /* (n_slots + 1) block devices' pools of sized slots (dev_pool_alloc_sized):
+                                  slot s's codes at codes + slot_offset[s]; NULL: s * slot_code_bytes */
     struct dev_region codes_mem, scales_mem;
     int8_t *codes;       /* codes_mem.host */
     float *scales;       /* scales_mem.host */
@@ -156,7 +158,15 @@ int dev_execute(struct dev *d, const struct dev_job *jobs, int n_jobs);
 void dev_cpu_run(struct dev *d, const struct dev_exec_job *jobs, int n_jobs);
 
 static inline const int8_t *dev_slot_codes(const struct dev *d, int slot) {
-    return d->codes + (size_t)slot * d->slot_code_bytes;
+    return d->codes + (d->slot_offset ? (size_t)d->slot_offset[slot] : (size_t)slot * d->slot_code_bytes);
+}
+/* A slot's channel scales: W8A8 slots only (a block device's rows carry
+ * their own), max_n floats. */
+uint64_t dev_scale_bytes(const struct dev_caps *c, int max_n);
+
+/* The code bytes slot s holds at most. */
+static inline uint64_t dev_slot_capacity(const struct dev *d, int slot) {
+    return d->slot_offset ? d->slot_offset[slot + 1] - d->slot_offset[slot] : d->slot_code_bytes;
 }
 static inline const float *dev_slot_scales(const struct dev *d, int slot) {
     return d->scales + (size_t)slot * (size_t)d->max_n;

@@ -43,10 +43,11 @@ static int pack_into(struct dev *d, int slot, enum qtype type, const void *data,
     bool blocks = d->caps.compute == DEV_COMPUTE_BLOCKS;
     if (blocks && !dev_caps_takes(&d->caps, type))
         return moex_errorf("%s: %s weights stay on the CPU", name, quant_type_name(type)), DEV_E_TYPE;
-    bool fits = blocks ? quant_row_size(type, K) * (uint64_t)N <= d->slot_code_bytes : (int64_t)K * N <= d->slot_values;
+    bool fits = blocks ? quant_row_size(type, K) * (uint64_t)N <= dev_slot_capacity(d, slot) : (int64_t)K * N <= d->slot_values;
     if (!fits || N > d->max_n || K > d->max_k) {
-        moex_errorf("%s: a %d x %d %s weight does not fit the slots (%lld values, %zu bytes, %d channels)", name, K,
-                    N, quant_type_name(type), (long long)d->slot_values, d->slot_code_bytes, d->max_n);
+        moex_errorf("%s: a %d x %d %s weight does not fit slot %d (%lld values, %llu bytes, %d channels)", name, K, N,
+                    quant_type_name(type), slot, (long long)d->slot_values,
+                    (unsigned long long)dev_slot_capacity(d, slot), d->max_n);
         return DEV_E_SHAPE;
     }
     dev_stream_drain(d);
@@ -234,10 +235,11 @@ int dev_slot_view(struct dev *d, int slot, dev_slot_fn fn, void *user) {
     if (d->ops->mem_read) { /* memory the host cannot address: through a host copy */
         uint64_t bytes = d->ops->slot_used_bytes ? d->ops->slot_used_bytes(d, slot) : pack_bytes(d->layout, s->K, s->N);
         int8_t *codes = malloc((size_t)bytes);
-        float *scales = malloc((size_t)s->N * sizeof(float));
+        float *scales = calloc((size_t)s->N, sizeof(float)); /* a block device's slots have none: zeros */
         int rc = codes && scales ? DEV_OK : (moex_errorf("%s: out of memory", d->caps.name), DEV_E_NOMEM);
         if (rc == DEV_OK) rc = dev_mem_get(d, codes, dev_slot_codes(d, slot), bytes);
-        if (rc == DEV_OK) rc = dev_mem_get(d, scales, (const int8_t *)dev_slot_scales(d, slot), (uint64_t)s->N * sizeof(float));
+        if (rc == DEV_OK && d->scales)
+            rc = dev_mem_get(d, scales, (const int8_t *)dev_slot_scales(d, slot), (uint64_t)s->N * sizeof(float));
         if (rc == DEV_OK) rc = fn(user, codes, (size_t)bytes, scales, s->K, s->N);
         free(codes);
         free(scales);

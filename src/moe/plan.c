@@ -10,6 +10,7 @@
 
 static uint64_t round64(uint64_t x) { return (x + 63) / 64 * 64; }
 
+
 /* W8A8: int8 codes, then a float scale per row. Block devices: f32 rows,
  * then the scratch the device quantizes them into. */
 static void stage_input(struct stage_layout *l, int buf, const struct dev_caps *caps, uint64_t R, int K) {
@@ -98,28 +99,59 @@ static void plan_note(struct moe_device_plan *p, const char *fmt, const char *de
     snprintf(p->note, sizeof p->note, fmt, detail);
 }
 
-/* The slot geometry of a plan: one slot size for experts and the backbone. */
+/* The slot geometry of a plan: one slot size for experts and the backbone;
+ * on a block device each matrix of an expert (gate, up, down) has slots of
+ * its own size (role_bytes: the largest of that matrix's GGUF rows over the
+ * layers) and the backbone's slots the slot type's size. */
 struct pool_shape {
     const struct dev_caps *caps;
     int64_t slot_values;
     int max_n;
+    uint64_t role_bytes[MATS]; /* 0: one size (W8A8) */
 };
 
-static uint64_t pool_bytes(const struct pool_shape *p, int slots) {
-    return dev_caps_pool_bytes(p->caps, slots, p->slot_values, p->max_n);
+static uint64_t round64(uint64_t x);
+
+/* Device bytes of a pool of backbone slots and experts. */
+static uint64_t pool_bytes(const struct pool_shape *p, int backbone_slots, int experts) {
+    if (!p->role_bytes[0]) return dev_caps_pool_bytes(p->caps, backbone_slots + MATS * experts, p->slot_values, p->max_n);
+    uint64_t expert = p->role_bytes[0] + p->role_bytes[1] + p->role_bytes[2];
+    return dev_caps_sized_pool_bytes(p->caps, (uint64_t)backbone_slots * dev_caps_slot_code_bytes(p->caps, p->slot_values) +
+                                                  (uint64_t)experts * expert);
+}
+
+/* One expert's slots. */
+static uint64_t expert_slot_bytes(const struct pool_shape *p) {
+    if (!p->role_bytes[0]) return MATS * dev_caps_slot_bytes(p->caps, p->slot_values, p->max_n);
+    return p->role_bytes[0] + p->role_bytes[1] + p->role_bytes[2];
+}
+
+void moe_plan_role_bytes(const struct moe_model_desc *d, const struct dev_caps *caps, uint64_t out[MATS]) {
+    memset(out, 0, sizeof(uint64_t) * MATS);
+    if (caps->compute != DEV_COMPUTE_BLOCKS) return;
+    for (int l = 0; l < d->n_layers; l++) {
+        const struct moe_layer_desc *L = &d->layers[l];
+        const struct matrix *m[MATS] = { &L->gate, &L->up, &L->down };
+        for (int i = 0; i < MATS; i++) {
+            int64_t K = i < 2 ? L->n_embd : L->n_ff, N = i < 2 ? L->n_ff : L->n_embd;
+            uint64_t b = round64(quant_row_size(m[i]->type, K) * (uint64_t)N);
+            if (b > out[i]) out[i] = b;
+        }
+    }
 }
 
 /* The backbone: the dense matmuls in the description's order, each whole
  * (all its slots) while the pool still fits in `room`, before any expert. */
 static int plan_backbone(const struct moe_model_desc *d, const struct pool_shape *ps, uint64_t room,
                          struct moe_device_plan *out) {
-    uint64_t slot_bytes = dev_caps_slot_bytes(ps->caps, ps->slot_values, ps->max_n);
+    uint64_t slot_bytes = ps->role_bytes[0] ? dev_caps_slot_code_bytes(ps->caps, ps->slot_values)
+                                            : dev_caps_slot_bytes(ps->caps, ps->slot_values, ps->max_n);
     out->dense_slot = malloc(sizeof *out->dense_slot * (size_t)(d->n_dense ? d->n_dense : 1));
     if (!out->dense_slot) return moex_errorf("out of memory");
     for (int i = 0; i < d->n_dense; i++) {
         int rows, chunks = dense_geometry(ps->caps, ps->slot_values, ps->max_n, d->dense[i].w, &rows);
         out->dense_slot[i] = -1;
-        if (chunks == 0 || pool_bytes(ps, out->backbone_slots + chunks) > room) continue;
+        if (chunks == 0 || pool_bytes(ps, out->backbone_slots + chunks, 0) > room) continue;
         out->dense_slot[i] = out->backbone_slots;
         out->backbone_slots += chunks;
         out->backbone_bytes += (uint64_t)chunks * slot_bytes;
@@ -139,12 +171,12 @@ static int all_backbone_slots(const struct moe_model_desc *d, const struct pool_
 
 /* The most experts (at most n_keys) whose slots fit in room beside the backbone's. */
 static int fit_experts(const struct pool_shape *ps, int backbone_slots, uint64_t room, int n_keys) {
-    uint64_t expert_bytes = MATS * dev_caps_slot_bytes(ps->caps, ps->slot_values, ps->max_n);
+    uint64_t expert_bytes = expert_slot_bytes(ps);
     /* From above: the backbone's pool alone rounds up to whole granules, so
      * room less it would undercount what fits beside it in the same granules. */
     uint64_t n = room / expert_bytes;
     if (n > (uint64_t)n_keys) n = (uint64_t)n_keys;
-    while (n > 0 && pool_bytes(ps, backbone_slots + MATS * (int)n) > room) n--;
+    while (n > 0 && pool_bytes(ps, backbone_slots, (int)n) > room) n--;
     return (int)n;
 }
 
@@ -176,8 +208,9 @@ int moe_plan(const struct moe_plan_input *in, struct moe_device_plan *out) {
      * many slots as its output channels need. */
     int64_t slot_values = (int64_t)n_embd * n_ff;
     int max_n = n_embd > n_ff ? n_embd : n_ff;
-    struct pool_shape ps = { caps, slot_values, max_n };
-    uint64_t expert_bytes = MATS * dev_caps_slot_bytes(caps, slot_values, max_n);
+    struct pool_shape ps = { caps, slot_values, max_n, { 0 } };
+    moe_plan_role_bytes(d, caps, ps.role_bytes);
+    uint64_t expert_bytes = expert_slot_bytes(&ps);
     /* gate and up are n_embd x n_ff, down n_ff x n_embd */
     enum qtype refused = 0;
     bool types_taken = experts_taken(d, caps, &refused);
@@ -192,7 +225,7 @@ int moe_plan(const struct moe_plan_input *in, struct moe_device_plan *out) {
     int share = in_envelope ? (int)(in->hot_fraction * (double)n_keys) : 0;
     if (share > n_keys) share = n_keys;
     int backbone_all = in->no_backbone ? 0 : all_backbone_slots(d, &ps);
-    uint64_t budget = in->hot_fraction > 0 ? staging + pool_bytes(&ps, backbone_all + MATS * share) : in->hot_budget;
+    uint64_t budget = in->hot_fraction > 0 ? staging + pool_bytes(&ps, backbone_all, share) : in->hot_budget;
     budget = fit_windows(caps, budget, out);
     uint64_t room = budget > staging ? budget - staging : 0;
     out->staging_bytes = staging;

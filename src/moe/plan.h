@@ -83,6 +83,14 @@ struct moe_device_plan {
  * takes none. */
 enum qtype moe_plan_slot_type(const struct moe_model_desc *d, const struct dev_caps *caps);
 
+/* A block device's slot bytes for each matrix of an expert (gate, up,
+ * down): the largest of its GGUF rows over the layers, 64-byte aligned, so
+ * that the pool holds each matrix in a slot of its own size
+ * (dev_pool_alloc_sized: expert slot e's matrix i at e * MATS + i, the
+ * backbone's slots after them at the slot type's size). Zeros on W8A8
+ * devices, whose slots are one size. */
+void moe_plan_role_bytes(const struct moe_model_desc *d, const struct dev_caps *caps, uint64_t out[MATS]);
+
 /* -1 with moex_error() when out of memory; 0 otherwise, device "" when
  * nothing can be resident (the note says why). */
 int moe_plan(const struct moe_plan_input *in, struct moe_device_plan *out);

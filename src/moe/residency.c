@@ -212,6 +212,22 @@ static int map_pinned(struct moe_executor *e) {
     return e->plan.n_pinned;
 }
 
+/* The plan's pool: one slot size, or on a block device each expert
+ * matrix's slots at its own size and the backbone's at the slot type's. */
+static int alloc_pool(struct moe_executor *e, const struct moe_device_plan *dp) {
+    int n = e->plan.n_slots * MATS + dp->backbone_slots;
+    uint64_t role[MATS];
+    moe_plan_role_bytes(&e->desc, dev_caps(e->dev), role);
+    if (!role[0]) return dev_pool_alloc(e->dev, n, dp->slot_values, dp->max_n);
+    uint64_t *bytes = malloc(sizeof *bytes * (size_t)(n ? n : 1));
+    if (!bytes) return moex_errorf("out of memory"), DEV_E_NOMEM;
+    uint64_t backbone = dev_caps_slot_code_bytes(dev_caps(e->dev), dp->slot_values);
+    for (int s = 0; s < n; s++) bytes[s] = s < e->plan.n_slots * MATS ? role[s % MATS] : backbone;
+    int rc = dev_pool_alloc_sized(e->dev, n, bytes, dp->slot_values, dp->max_n);
+    free(bytes);
+    return rc;
+}
+
 int res_start(struct moe_executor *e, const struct moe_exec_options *o, const struct moe_device_plan *plan) {
     struct moe_device_plan dp = *plan;
     e->stage = moe_stage_layout(dev_caps(e->dev), e->n_embd, e->n_ff, e->top_k);
@@ -223,7 +239,7 @@ int res_start(struct moe_executor *e, const struct moe_exec_options *o, const st
         e->dev = NULL;
         return 0;
     }
-    if (dev_pool_alloc(e->dev, e->plan.n_slots * MATS + dp.backbone_slots, dp.slot_values, dp.max_n) != DEV_OK) {
+    if (alloc_pool(e, &dp) != DEV_OK) {
         exec_note(e, "device slot pool: %s; experts run on the CPU", moex_error());
         dev_close(e->dev);
         e->dev = NULL;
