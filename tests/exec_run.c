@@ -51,6 +51,7 @@ struct exec_run exec_run(struct model *m, const struct moe_exec_options *o, cons
     r.report = *moe_executor_pack_report(e);
     r.report.path = NULL;
     snprintf(r.note, sizeof r.note, "%s", moe_executor_note(e));
+    snprintf(r.summary, sizeof r.summary, "%s", moe_executor_summary(e));
     free(last);
     context_free(c);
     return r;

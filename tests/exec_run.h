@@ -31,6 +31,7 @@ struct exec_run {
     int pinned, slots;
     struct moe_pack_report report; /* its path left NULL (the executor's) */
     char note[512];
+    char summary[1024];            /* what the device's budget holds */
     bool ok;                       /* the context was made and every evaluation ran */
 };
 

@@ -112,10 +112,24 @@ static void test_file(const struct oracle_file *f, bool gpu) {
            (unsigned long long)F.peak, (unsigned long long)full.resident, F.n_allocs, F.pinned, F.bad);
     /* two submissions a layer (gate+up, down), each at most three launches */
     CHECK(full.pre.submissions == 2ull * (uint64_t)m->moe.n_layers);
+    CHECKF(strstr(full.summary, "device cuda: the budget of") && strstr(full.summary, "experts (100%)"), "%s",
+           full.summary);
     char what[160];
     snprintf(what, sizeof what, "%s (%s)", f->model, layer);
     check_close(what, llama, &base, &full, n, V);
     if (full.ok) free(full.logits);
+
+    /* A pack file is not a block device's business: said, not refused. */
+    if (!gpu) {
+        fake_reset(4096 * MIB);
+        struct moe_exec_options packed = all;
+        packed.pack_path = "/nonexistent/model.mxpk";
+        struct exec_run p = run(m, &packed, ids, n);
+        CHECKF(p.ok && p.report.status == 0 && p.pre.rows_cpu == 0 && p.note[0] == 0 &&
+                   strstr(p.summary, "pack file /nonexistent/model.mxpk not used"),
+               "%s: note '%s', summary '%s', pack status %d", f->model, p.note, p.summary, p.report.status);
+        if (p.ok) free(p.logits);
+    }
 
     /* A third of the experts: a budget in bytes, as a user gives it. */
     fake_reset(4096 * MIB);

@@ -45,7 +45,7 @@ static void mib_or_gib(char *out, size_t n, uint64_t bytes) {
 }
 
 /* One line of what the budget holds, for the start-up log. */
-static void summarize(struct moe_executor *e, const struct moe_device_plan *dp, bool stats) {
+static void summarize(struct moe_executor *e, const struct moe_device_plan *dp, bool stats, const char *unused_pack) {
     int n_keys = e->n_layers * e->n_expert, dense = 0;
     for (int i = 0; i < e->desc.n_dense; i++) dense += e->dense.slot[i] >= 0;
     char budget[32], staging[32], backbone[32];
@@ -63,6 +63,10 @@ static void summarize(struct moe_executor *e, const struct moe_device_plan *dp, 
                  e->plan.n_slots == n_keys ? "every expert"
                  : stats                   ? "the pinned experts' by the routing statistics, before the recency cache"
                                            : "as many as its slots of all experts: no routing statistics");
+    size_t used = strlen(e->summary);
+    if (unused_pack && used < sizeof e->summary)
+        snprintf(e->summary + used, sizeof e->summary - used, "; pack file %s not used: the device holds the "
+                 "experts' GGUF rows as they are", unused_pack);
 }
 
 /* The one place a run opens its device: resolve the name, open it, plan
@@ -124,7 +128,7 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     e->dev = dev;
     e->plan = dp.plan; /* ours now */
     rc = res_start(e, o, &dp);
-    if (rc == 0 && e->dev) summarize(e, &dp, o->stats_path != NULL);
+    if (rc == 0 && e->dev) summarize(e, &dp, o->stats_path != NULL, e->blocks ? o->pack_path : NULL);
     free(dp.dense_slot);
     return rc;
 }

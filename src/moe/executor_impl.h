@@ -51,7 +51,7 @@ struct moe_executor {
     int min_m;
     bool overlap, failed;
     char note[1024];
-    char summary[512];               /* what the budget holds (moe_executor_summary) */
+    char summary[1024];              /* what the budget holds (moe_executor_summary) */
     struct placement plan;
     struct expert_cache *cache;
     uint64_t *expert_gguf_bytes;     /* (n_layers) an expert's three matrices as stored in the GGUF */

@@ -10,7 +10,6 @@
 
 static uint64_t round64(uint64_t x) { return (x + 63) / 64 * 64; }
 
-
 /* W8A8: int8 codes, then a float scale per row. Block devices: f32 rows,
  * then the scratch the device quantizes them into. */
 static void stage_input(struct stage_layout *l, int buf, const struct dev_caps *caps, uint64_t R, int K) {
@@ -109,8 +108,6 @@ struct pool_shape {
     int max_n;
     uint64_t role_bytes[MATS]; /* 0: one size (W8A8) */
 };
-
-static uint64_t round64(uint64_t x);
 
 /* Device bytes of a pool of backbone slots and experts. */
 static uint64_t pool_bytes(const struct pool_shape *p, int backbone_slots, int experts) {

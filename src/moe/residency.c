@@ -102,12 +102,6 @@ static void expert_types(const struct moe_model_desc *d, uint32_t types[MATS]) {
 static int open_pack(struct moe_executor *e, const char *path, const struct packfile_shared *shared,
                      const struct moe_device_plan *dp) {
     struct moe_pack_report *r = &e->pack_report;
-    if (e->blocks) {
-        r->status = PACKFILE_E_LAYOUT;
-        snprintf(r->message, sizeof r->message, "%s: the %s device holds the experts' GGUF rows as they are; "
-                 "there is nothing packed to load", path, e->caps->name);
-        return 0;
-    }
     struct packfile *pf = NULL;
     struct packfile_identity id;
     uint32_t types[MATS];
@@ -249,7 +243,9 @@ int res_start(struct moe_executor *e, const struct moe_exec_options *o, const st
     e->min_m = o->min_m > 0 ? o->min_m : e->caps->min_m;
     e->pack_ns = 3.0 * (double)dp.slot_values * e->caps->pack_ns_per_value +
                  (double)dp.expert_bytes * e->caps->upload_ns_per_byte;
-    if (o->pack_path) {
+    /* nothing is packed for a block device: not a refusal to rebuild (the
+     * start-up summary says the file is not used) */
+    if (o->pack_path && !e->blocks) {
         if (!(e->pack_path = strdup(o->pack_path))) return moex_errorf("out of memory");
         e->pack_report.path = e->pack_path;
         if (open_pack(e, o->pack_path, o->pack_shared, &dp) != 0) return -1;
