@@ -85,6 +85,11 @@ MOEX_API int moex_seq_shared_prefix(const moex_context *c, int seq, const int32_
 /* Saves sequence seq's recurrent state here, so that truncating back to here
  * is cheap (a chat turn's start); free for models without recurrent state. */
 MOEX_API void moex_seq_checkpoint(moex_context *c, int seq);
+/* Sequence dst holds what sequence src holds: its tokens, cache, recurrent
+ * state and logits, as if it had evaluated them (a prompt evaluated once for
+ * several continuations: the server's n > 1). -1 on a sequence out of
+ * range; dst == src does nothing. */
+MOEX_API int moex_seq_copy(moex_context *c, int src, int dst);
 
 /* ---- Structured output and tool calls (moex_sampler_set_grammar takes the grammars). */
 /* The GBNF (malloc'd) of the JSON values a JSON schema allows: the strict

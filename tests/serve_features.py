@@ -97,6 +97,27 @@ texts = [c["text"] for c in r["choices"]] if s == 200 else []
 check(len(set(texts)) == 3 and [c["index"] for c in r["choices"]] == [0, 1, 2], "n = 3: three distinct choices")
 alone = [post(port, "/v1/completions", dict(base, seed=40 + i))[1]["choices"][0]["text"] for i in range(3)]
 check(texts == alone, "choice i is what seed + i gives alone")
+
+
+def metric(name):
+    _, text, _ = request(port, "GET", "/metrics")
+    m = re.search(r"^moex_%s (\S+)$" % name, text, re.M)
+    return float(m.group(1)) if m else -1.0
+
+
+# n = 3 evaluates the prompt once: the other two choices copy its sequence
+# (a new prompt no slot holds; the three slots are free).
+before = [metric("prompt_tokens_total"), metric("prompt_tokens_reused_total")]
+s, r = post(port, "/v1/completions", {"prompt": "The three little pigs built their houses of straw, sticks and bricks",
+                                      "max_tokens": 4, "n": 3, "seed": 7})
+after = [metric("prompt_tokens_total"), metric("prompt_tokens_reused_total")]
+n_prompt = r["usage"]["prompt_tokens"] if s == 200 else 0
+evaluated = (after[0] - before[0]) - (after[1] - before[1])
+check(s == 200 and n_prompt > 5 and after[0] - before[0] == 3 * n_prompt and evaluated == n_prompt,
+      "n = 3: the prompt of %d tokens evaluated once (%g evaluated, %g counted)" % (n_prompt, evaluated, after[0] - before[0]))
+alone = [post(port, "/v1/completions", {"prompt": "The three little pigs built their houses of straw, sticks and bricks",
+                                        "max_tokens": 4, "seed": 7 + i})[1]["choices"][0]["text"] for i in range(3)]
+check(s == 200 and [c["text"] for c in r["choices"]] == alone, "a copied prompt's choices are what each seed gives alone")
 ev = events(port, "/v1/chat/completions", {"messages": chat["messages"], "max_tokens": 6, "n": 3, "seed": 5})
 by_index = {}
 finished = set()

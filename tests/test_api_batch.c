@@ -118,6 +118,33 @@ static void check_model(const char *preset) {
     CHECK(moex_eval_batch(c, toks, two, 2) == -1 && moex_seq_n_past(c, 2) == held);
     CHECK(moex_seq_logits(c, 2) == NULL);
     CHECK(moex_seq_n_past(c, 0) == n_prompt[0] + N_GEN - 1);
+
+    /* A copied sequence continues as its source does: a prompt evaluated
+     * once in sequence 0, copied into 1 and 2, then one more token in all
+     * three in one batch gives the same logits bytes in each (and the same
+     * as sequence 0 had it gone on alone: split invariance). */
+    CHECK(moex_seq_copy(c, 0, N_SEQ) == -1 && moex_seq_copy(c, -1, 0) == -1);
+    moex_seq_truncate(c, 0, 0);
+    CHECK(moex_eval_batch(c, prompt[1], (int32_t[24]){ 0 }, n_prompt[1]) == 0);
+    size_t V = (size_t)moex_model_n_vocab(m);
+    float *alone = malloc(sizeof(float) * V);
+    for (int s = 1; s < N_SEQ; s++) {
+        CHECK(moex_seq_copy(c, 0, s) == 0);
+        CHECK(moex_seq_n_past(c, s) == n_prompt[1] && moex_seq_shared_prefix(c, s, prompt[1], n_prompt[1]) == n_prompt[1]);
+        CHECK(moex_seq_logits(c, s) && !memcmp(moex_seq_logits(c, s), moex_seq_logits(c, 0), sizeof(float) * V));
+    }
+    int32_t next[N_SEQ] = { 7, 7, 7 }, seqs3[N_SEQ] = { 0, 1, 2 };
+    CHECK(moex_eval_batch(c, next, seqs3, N_SEQ) == 0);
+    for (int s = 1; s < N_SEQ; s++)
+        CHECKF(!memcmp(moex_seq_logits(c, s), moex_seq_logits(c, 0), sizeof(float) * V), "%s: copy %d continues apart",
+               preset, s);
+    moex_context *one = moex_context_new(m, &cp);
+    CHECK(one && moex_eval(one, prompt[1], n_prompt[1]) == 0 && moex_eval(one, &next[0], 1) == 0);
+    if (one && alone) memcpy(alone, moex_logits(one), sizeof(float) * V);
+    CHECKF(alone && !memcmp(alone, moex_seq_logits(c, 2), sizeof(float) * V), "%s: a copy vs alone: max diff %g", preset,
+           alone ? max_abs_diff(alone, moex_seq_logits(c, 2), V) : -1.0);
+    moex_context_free(one);
+    free(alone);
     for (int s = 0; s < N_SEQ; s++) moex_sampler_free(smp[s]);
     moex_context_free(c);
     moex_model_free(m);

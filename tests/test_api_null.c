@@ -278,6 +278,8 @@ static void contexts(moex_model *m) {
     covers("moex_seq_checkpoint");
     moex_seq_checkpoint(NULL, 0);
     CHECK(refused("moex_seq_checkpoint", "c"));
+    covers("moex_seq_copy");
+    REFUSED(moex_seq_copy(NULL, 0, 0) == -1, "moex_seq_copy", "c");
     covers("moex_sample_seq");
     REFUSED(moex_sample_seq(NULL, c, 0) == -1, "moex_sample_seq", "s");
     REFUSED(moex_sample_seq(s, NULL, 0) == -1, "moex_sample_seq", "c");

@@ -174,6 +174,23 @@ void moex_seq_truncate(moex_context *c, int seq, int n_past) {
     api_leave(c);
 }
 
+int moex_seq_copy(moex_context *c, int src, int dst) {
+    if (api_enter(c, __func__)) return -1;
+    int rc = -1;
+    if (seq_ok(c, src) && seq_ok(c, dst)) {
+        rc = context_seq_copy(c->ctx, src, dst);
+        struct seq_view s = view(c, src), d = view(c, dst);
+        if (rc == 0 && src != dst) {
+            memcpy(d.logits, s.logits, sizeof(float) * (size_t)moex_model_n_vocab(c->m));
+            *d.have_logits = *s.have_logits;
+            memcpy(d.tokens, s.tokens, sizeof(int32_t) * (size_t)*s.n_tokens);
+            *d.n_tokens = *s.n_tokens;
+        }
+    }
+    api_leave(c);
+    return rc;
+}
+
 void moex_seq_checkpoint(moex_context *c, int seq) {
     if (api_enter(c, __func__)) return;
     if (seq_ok(c, seq)) context_seq_checkpoint(c->ctx, seq);

@@ -252,6 +252,28 @@ void context_seq_truncate(struct context *c, int seq, int n_past) {
 
 void context_truncate(struct context *c, int n_past) { context_seq_truncate(c, 0, n_past); }
 
+int context_seq_copy(struct context *c, int src, int dst) {
+    struct sequence *s = seq_at(c, src), *d = seq_at(c, dst);
+    if (!s || !d) return moex_errorf("sequence copy %d -> %d: out of range (%d sequences)", src, dst, c->n_seq);
+    if (s == d) return 0;
+    /* KV rows are position-major: the first n_past rows of each layer */
+    for (int l = 0; l < c->m->hp.n_layers; l++) {
+        const struct layer_state *st = &c->m->state[l];
+        if (st->kv_k) memcpy(d->layers[l].k, s->layers[l].k, (size_t)st->kv_k * (size_t)s->n_past * c->kv_elem);
+        if (st->kv_v) memcpy(d->layers[l].v, s->layers[l].v, (size_t)st->kv_v * (size_t)s->n_past * c->kv_elem);
+    }
+    if (c->recurrent_total) {
+        memcpy(d->recurrent, s->recurrent, c->recurrent_total * sizeof(float));
+        memcpy(d->checkpoint, s->checkpoint, c->recurrent_total * sizeof(float));
+    }
+    memcpy(d->tokens, s->tokens, sizeof *d->tokens * (size_t)s->n_kept);
+    d->n_past = s->n_past;
+    d->n_kept = s->n_kept;
+    d->checkpoint_pos = s->checkpoint_pos;
+    d->checkpoint_wanted = s->checkpoint_wanted;
+    return 0;
+}
+
 int context_seq_n_past(const struct context *c, int seq) {
     const struct sequence *q = seq_at(c, seq);
     return q ? q->n_kept : 0;

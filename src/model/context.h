@@ -83,6 +83,10 @@ int context_seq_n_past(const struct context *c, int seq);
 /* context_truncate and context_checkpoint for sequence seq. */
 void context_seq_truncate(struct context *c, int seq, int n_past);
 void context_seq_checkpoint(struct context *c, int seq);
+/* Sequence dst holds what src holds (its tokens, KV rows, recurrent state
+ * and checkpoint), as if it had evaluated the same tokens. -1 with
+ * moex_error() for a sequence out of range. */
+int context_seq_copy(struct context *c, int src, int dst);
 
 /* Memory a context holds, per kind of state (bytes), all sequences. */
 struct context_memory {

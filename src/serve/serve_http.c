@@ -97,11 +97,15 @@ static void group_release(struct server *s, struct group *g) {
 
 /* The request's n jobs from the parsed first one, queued. -1 when out of memory. */
 static int group_submit(struct server *s, struct group *g, struct serve_job *first, const struct api_request *req) {
+    static atomic_uint_fast64_t groups;
     pthread_cond_init(&g->wake, NULL);
     g->jobs[0] = first;
     g->n = 1;
+    if (req->n > 1) first->group = atomic_fetch_add(&groups, 1) + 1;
     for (int i = 1; i < req->n; i++) {
         if (!(g->jobs[i] = api_job_copy(first, i))) return -1;
+        g->jobs[i]->group = first->group;
+        g->jobs[i]->choice = i;
         g->n++;
     }
     for (int i = 0; i < g->n; i++) {

@@ -43,6 +43,8 @@ struct serve_job {
     float *bias;
     int n_bias;
     struct serve_struct *structured;   /* grammar and tools (serve_struct.h), owned; NULL: none */
+    uint64_t group;                    /* the request's jobs share it (n > 1); 0: a job alone */
+    int choice;                        /* its index among them: choice 0 evaluates the prompt, the others copy it */
 
     /* shared with the scheduler */
     pthread_cond_t changed;

@@ -18,6 +18,7 @@ struct slot {
     bool started;                      /* the job's prefill has begun (prefix kept, sampler fed) */
     int32_t next;                      /* the token sampled last, for the next batch; -1: none */
     int in_batch;                      /* tokens this step's batch holds for the slot */
+    bool prompt_done;                  /* this step evaluated the last of its job's prompt (choice 0 of n > 1) */
 };
 
 /* Prompt tokens one step evaluates, over every slot in prefill, while some
@@ -228,6 +229,39 @@ static void begin_prefill(struct scheduler *s, struct slot *sl) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The slot of the job that evaluates the prompt for j's request (n > 1:
+ * choice 0), while it holds it; NULL for a job alone or when that one is
+ * gone. */
+static struct slot *leader_slot(struct scheduler *s, const struct serve_job *j) {
+    if (!j->group) return NULL;
+    for (int i = 0; i < s->n_slots; i++) {
+        const struct serve_job *o = s->slots[i].job;
+        if (o && o->group == j->group && o->choice == 0) return &s->slots[i];
+    }
+    return NULL;
+}
+
+/* Outside mu: the leader's prompt has just been evaluated (its logits are
+ * its last token's); the other choices waiting in their slots take a copy
+ * of its sequence instead of evaluating the prompt again, and sample their
+ * first token from the same logits this step. */
+static void share_prompt(struct scheduler *s, struct slot *leader) {
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        struct serve_job *j = sl->job;
+        if (!j || sl == leader || sl->started || j->group != leader->job->group) continue;
+        if (moex_seq_copy(s->ctx, leader->seq, sl->seq) != 0) continue; /* it evaluates the prompt itself */
+        for (int k = 0; k < j->n_prompt; k++) moex_sampler_accept(sl->sampler, j->prompt[k]);
+        sl->started = true;
+        sl->n_prefilled = j->n_prompt;
+        sl->in_batch = 1; /* its first token comes with the leader's */
+        pthread_mutex_lock(&s->mu);
+        s->stats.prompt_tokens += (uint64_t)j->n_prompt;
+        s->stats.reused_tokens += (uint64_t)j->n_prompt;
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
 /* Outside mu: this step's batch, every active slot's decode token and the
  * next prompt pieces while the prefill budget allows. Returns its tokens
  * and, in *prefill, how many of them are prompt tokens. */
@@ -247,6 +281,9 @@ static int build_batch(struct scheduler *s, int *prefill) {
             continue;
         }
         if (budget == 0 || sl->n_prefilled >= sl->job->n_prompt) continue;
+        /* a further choice of a request waits for the prompt its first evaluates */
+        struct slot *leader = sl->started ? NULL : leader_slot(s, sl->job);
+        if (leader && leader != sl && leader->n_prefilled < leader->job->n_prompt) continue;
         if (!sl->started) begin_prefill(s, sl);
         int take = sl->job->n_prompt - sl->n_prefilled < budget ? sl->job->n_prompt - sl->n_prefilled : budget;
         for (int k = 0; k < take; k++) {
@@ -365,18 +402,26 @@ static void step(struct scheduler *s) {
     s->stats.generate_s += dt * (n - prefill) / n;
     s->stats.generate_cpu_s += dc * (n - prefill) / n;
     count_batch(&s->stats, n, prefill);
+    bool shares = false;
     for (int i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
+        sl->prompt_done = false;
         if (!sl->job || !sl->in_batch) continue;
         if (rc != 0) { finish_job(s, sl, NULL, moex_last_error()); continue; }
         sl->next = -1;
         if (sl->n_prefilled < sl->job->n_prompt) {
             sl->n_prefilled += sl->in_batch;
             if (sl->n_prefilled < sl->job->n_prompt) sl->in_batch = 0; /* more pieces to come: no token yet */
-            else s->stats.prompt_tokens += (uint64_t)sl->job->n_prompt;
+            else {
+                s->stats.prompt_tokens += (uint64_t)sl->job->n_prompt;
+                sl->prompt_done = sl->job->group && sl->job->choice == 0;
+                shares |= sl->prompt_done;
+            }
         }
     }
     pthread_mutex_unlock(&s->mu);
+    for (int i = 0; shares && i < s->n_slots; i++)
+        if (s->slots[i].prompt_done) share_prompt(s, &s->slots[i]);
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].job && s->slots[i].in_batch) emit_token(s, &s->slots[i]);
 }
