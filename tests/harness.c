@@ -1,7 +1,6 @@
 #include "harness.h"
 
-#include "moex.h"
-#include "synth/synth.h"
+#include "moex_tools.h"
 #include "text/sampler.h"
 
 #include <stdio.h>
@@ -165,15 +164,22 @@ double rel_diff_f64(const float *got, const double *want, size_t n) {
 
 int32_t test_argmax(const float *v, int n) { return argmax(v, n); }
 
-struct moex_model *test_synth_model(const char *preset, const char *tag) {
-    char path[4096];
-    struct synth_params p;
-    CHECK(synth_preset(preset, &p) == 0);
-    p.type = SYNTH_F16;
+int test_synth_file(const char *preset, const char *type, const char *name, char *path, size_t size) {
+    struct moex_synth_params p;
+    moex_synth_params_default(&p);
+    p.preset = preset;
+    if (type) p.type = type;
     p.n_threads = 2;
-    int n = snprintf(path, sizeof path, "%s/%s-%s.gguf", test_tmpdir(), tag, preset);
-    CHECKF(n > 0 && n < (int)sizeof path, "path of %d bytes", n);
-    CHECKF(synth_write(&p, path) == 0, "%s", moex_last_error());
+    int n = snprintf(path, size, "%s/%s", test_tmpdir(), name);
+    if (n <= 0 || (size_t)n >= size) return fprintf(stderr, "synth: a path of %d bytes\n", n), -1;
+    if (moex_synth_write(&p, path) != 0) return fprintf(stderr, "synth: %s\n", moex_last_error()), -1;
+    return 0;
+}
+
+struct moex_model *test_synth_model(const char *preset, const char *tag) {
+    char path[4096], name[256];
+    snprintf(name, sizeof name, "%s-%s.gguf", tag, preset);
+    CHECK(test_synth_file(preset, "f16", name, path, sizeof path) == 0);
     struct moex_model_params mp;
     moex_model_params_default(&mp);
     mp.path = path;

@@ -32,6 +32,10 @@ int test_finish(void);
 void test_seed(uint64_t seed);
 uint64_t test_rand(void);
 
+/* A synthetic model of a preset (type: "q4_k" and the like; NULL: the
+ * preset's) written on 2 threads to test_tmpdir()/NAME, its path in
+ * path[size]. 0, or -1 with the reason printed (a test's set-up failed). */
+int test_synth_file(const char *preset, const char *type, const char *name, char *path, size_t size);
 /* A synthetic model of a preset (f16), written under test_tmpdir() as
  * TAG-PRESET.gguf and loaded on 2 unpinned threads; NULL (checked) on failure. */
 struct moex_model;

@@ -230,15 +230,7 @@ static void test_callbacks(void) {
 }
 
 int main(void) {
-    struct moex_synth_params p;
-    moex_synth_params_default(&p);
-    p.preset = "tiny";
-    p.n_threads = 2;
-    snprintf(model_path, sizeof model_path, "%s/api.gguf", test_tmpdir());
-    if (moex_synth_write(&p, model_path) != 0) {
-        fprintf(stderr, "synth: %s\n", moex_last_error());
-        return 1;
-    }
+    if (test_synth_file("tiny", NULL, "api.gguf", model_path, sizeof model_path) != 0) return 1;
     test_errors();
     moex_model *m = load("none");
     CHECK(m != NULL);

@@ -56,16 +56,8 @@ int main(void) {
         if (isa_available((enum isa)i)) best = (enum isa)i;
     CHECKF(!strcmp(moex_isa(), isa_name(best)), "kernels %s, best %s", moex_isa(), isa_name(best));
 
-    struct moex_synth_params p;
-    moex_synth_params_default(&p);
-    p.preset = "tiny";
-    p.type = "q4_k"; /* matrices this CPU's kernels may interleave */
-    p.n_threads = 2;
-    snprintf(model_path, sizeof model_path, "%s/api_env.gguf", test_tmpdir());
-    if (moex_synth_write(&p, model_path) != 0) {
-        fprintf(stderr, "synth: %s\n", moex_last_error());
-        return 1;
-    }
+    /* q4_k: matrices this CPU's kernels may interleave */
+    if (test_synth_file("tiny", "q4_k", "api_env.gguf", model_path, sizeof model_path) != 0) return 1;
     setenv("MOEX_ISA", "bogus", 1);
     bool has_r16 = quant_traits(QT_Q4_K)->gemm_r16 != NULL;
     int64_t interleaved = interleaved_bytes(false, true);

@@ -364,14 +364,7 @@ static void two_contexts(void) {
 
 int main(void) {
     alarm(300); /* a hang fails the test instead of stalling the suite */
-    snprintf(model_path, sizeof model_path, "%s/misuse.gguf", test_tmpdir());
-    struct moex_synth_params p;
-    moex_synth_params_default(&p);
-    p.preset = "tiny";
-    if (moex_synth_write(&p, model_path) != 0) {
-        fprintf(stderr, "synth: %s\n", moex_last_error());
-        return 1;
-    }
+    if (test_synth_file("tiny", NULL, "misuse.gguf", model_path, sizeof model_path) != 0) return 1;
     device_share();
     context_out_of_memory();
     moex_model *m = load_with(1);

@@ -456,14 +456,7 @@ static void check_complete(void) {
 }
 
 int main(void) {
-    snprintf(model_path, sizeof model_path, "%s/null.gguf", test_tmpdir());
-    struct moex_synth_params p;
-    moex_synth_params_default(&p);
-    p.preset = "tiny";
-    if (moex_synth_write(&p, model_path) != 0) {
-        fprintf(stderr, "synth: %s\n", moex_last_error());
-        return 1;
-    }
+    if (test_synth_file("tiny", NULL, "null.gguf", model_path, sizeof model_path) != 0) return 1;
     no_pointer_arguments();
     moex_model *m = load_model();
     CHECK(m != NULL);

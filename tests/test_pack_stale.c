@@ -136,15 +136,8 @@ static void pack_now(void) {
 }
 
 int main(void) {
-    snprintf(model_path, sizeof model_path, "%s/stale.gguf", test_tmpdir());
+    if (test_synth_file("tiny", NULL, "stale.gguf", model_path, sizeof model_path) != 0) return 1;
     CHECK(moex_pack_path_for(model_path, pack_path, sizeof pack_path) == 0);
-    struct moex_synth_params p;
-    moex_synth_params_default(&p);
-    p.preset = "tiny";
-    if (moex_synth_write(&p, model_path) != 0) {
-        fprintf(stderr, "synth: %s\n", moex_last_error());
-        return 1;
-    }
     /* A time in the past, so that the edits below are surely later. */
     set_mtime(model_path, (struct timespec){ 1700000000, 123456789 });
     pack_now();
