@@ -108,10 +108,10 @@ static int group_submit(struct server *s, struct group *g, struct serve_job *fir
         g->jobs[i]->choice = i;
         g->n++;
     }
-    for (int i = 0; i < g->n; i++) {
-        g->jobs[i]->wake = &g->wake;
-        sched_submit(s->sched, g->jobs[i]);
-    }
+    for (int i = 0; i < g->n; i++) g->jobs[i]->wake = &g->wake;
+    /* all at once: the scheduler sees a request's choices together, so that
+     * those it gives a slot share the prompt choice 0 evaluates */
+    sched_submit(s->sched, g->jobs, g->n);
     return 0;
 }
 

@@ -528,13 +528,12 @@ void sched_free(struct scheduler *s) {
     free(s);
 }
 
-void sched_submit(struct scheduler *s, struct serve_job *j) {
-    pthread_mutex_lock(&s->mu);
+/* Under mu: j queued, or done with the reason it cannot be. */
+static void enqueue(struct scheduler *s, struct serve_job *j) {
     if (s->stop) {
         snprintf(j->error, sizeof j->error, "the server is stopping");
         j->done = true;
         pthread_cond_broadcast(j->wake);
-        pthread_mutex_unlock(&s->mu);
         return;
     }
     if (s->q_len == s->q_cap) {
@@ -544,7 +543,6 @@ void sched_submit(struct scheduler *s, struct serve_job *j) {
             snprintf(j->error, sizeof j->error, "out of memory");
             j->done = true;
             pthread_cond_broadcast(j->wake);
-            pthread_mutex_unlock(&s->mu);
             return;
         }
         for (int i = 0; i < s->q_len; i++) g[i] = s->queue[(s->q_head + i) % s->q_cap];
@@ -555,6 +553,11 @@ void sched_submit(struct scheduler *s, struct serve_job *j) {
     }
     j->refs++;
     s->queue[(s->q_head + s->q_len++) % s->q_cap] = j;
+}
+
+void sched_submit(struct scheduler *s, struct serve_job *const *jobs, int n) {
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < n; i++) enqueue(s, jobs[i]);
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
 }

@@ -25,8 +25,9 @@ void sched_stop(struct scheduler *s);
 void sched_free(struct scheduler *s);
 /* The slots' context length. */
 int sched_n_ctx(const struct scheduler *s);
-/* Queues the job (the scheduler takes a reference). */
-void sched_submit(struct scheduler *s, struct serve_job *j);
+/* Queues the jobs of one request together (the scheduler takes a reference
+ * to each), so that it gives them slots in the same step. */
+void sched_submit(struct scheduler *s, struct serve_job *const *jobs, int n);
 /* The mutex guarding the jobs' shared fields. */
 pthread_mutex_t *sched_mutex(struct scheduler *s);
 
