@@ -5,7 +5,6 @@ and with one."""
 import http.client
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -21,14 +20,6 @@ check = serve_start.check
 # One worker thread: the rate check below reads the CPU time of the thread
 # that runs the passes, which then holds all of their compute.
 server, port = serve_start.start(moex, ["--parallel", str(N_CLIENTS), "-t", "1"])
-
-
-def metrics():
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request("GET", "/metrics")
-    text = c.getresponse().read().decode()
-    c.close()
-    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^moex_(\S+) (\S+)$", text, re.M)}
 
 
 def stream(body):
@@ -85,10 +76,10 @@ def client(i):
 
 def alone():
     """One client alone: its server decode rate and tokens, and its text."""
-    before = metrics()
+    before = serve_start.metrics(port)
     t0 = time.time()
     text, done = stream(request_of(0))
-    after = metrics()
+    after = serve_start.metrics(port)
     rate, tokens = decode_rate(before, after)
     print("alone: %d tokens in %.3f s of decode, %d passes, %.3f s of wall time" % (
         tokens, after["generation_seconds_total"] - before["generation_seconds_total"],
@@ -98,13 +89,13 @@ def alone():
 
 def together():
     """N_CLIENTS at once: the server's decode rate and tokens, and the metrics after."""
-    before = metrics()
+    before = serve_start.metrics(port)
     threads = [threading.Thread(target=client, args=(i,)) for i in range(N_CLIENTS)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(300)
-    after = metrics()
+    after = serve_start.metrics(port)
     rate, tokens = decode_rate(before, after)
     return rate, tokens, before, after
 
@@ -135,7 +126,7 @@ for attempt in range(6):
     check(decode_rows / max(passes, 1) > 4, "decode steps are batched: more than 4 decode tokens per pass on average")
 single, aggregate = max(singles), max(aggregates)
 check(aggregate > 1.1 * single, "aggregate rate %.1f tok/s of CPU time is above 1.1x one client's %.1f" % (aggregate, single))
-m = metrics()
+m = serve_start.metrics(port)
 check(m["batch_tokens_count"] == m["batches_total"] and m['batch_tokens_bucket{le="+Inf"}'] == m["batches_total"],
       "the batch histogram counts every pass")
 
@@ -148,10 +139,10 @@ other_req = dict(request_of(1), max_tokens=200)
 want_other = moex_run_text(other_req["prompt"], 200, ["--temp", "0.8", "--seed", str(other_req["seed"])])
 other_result = []
 other = threading.Thread(target=lambda: other_result.append(stream(other_req)))
-before = metrics()
+before = serve_start.metrics(port)
 other.start()
 for _ in range(400):  # bounded: until the other request decodes
-    if metrics()["generated_tokens_total"] > before["generated_tokens_total"]:
+    if serve_start.metrics(port)["generated_tokens_total"] > before["generated_tokens_total"]:
         break
     time.sleep(0.01)
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
@@ -160,7 +151,7 @@ c.request("POST", "/v1/completions", body=json.dumps({"prompt": long_prompt, "ma
 answer = json.loads(c.getresponse().read().decode())
 c.close()
 other.join(300)
-after = metrics()
+after = serve_start.metrics(port)
 n_long = answer["usage"]["prompt_tokens"]
 
 

@@ -229,22 +229,6 @@ check(second.returncode == 1 and ("cannot listen on 127.0.0.1:%d" % port) in sec
 
 # Malformed requests below HTTP's level and JSON's: an answer or a closed
 # connection each, never a stuck or dead server.
-def raw_exchange(data, read=True):
-    """What the server answers bytes sent as they are (b"" when it closes)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-    try:
-        sock.sendall(data)
-        out = b""
-        while read:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            out += chunk
-        return out
-    finally:
-        sock.close()
-
-
 auth = b"Authorization: Bearer " + KEY.encode() + b"\r\n"
 post = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + auth
 raw_cases = [
@@ -259,7 +243,7 @@ raw_cases = [
     ("a request cut off mid-body", post.replace(b"Connection: close\r\n", b"") + b"Content-Length: 100\r\n\r\n{\"pro", None),
 ]
 for what, data, want in raw_cases:
-    got = raw_exchange(data, read=want is not None)
+    got = serve_start.raw_exchange(port, data, read=want is not None)
     check(want is None or got.startswith(want), "%s: %s" % (what, got[:40]))
 
 s, t = request("GET", "/health", key=None)

@@ -99,18 +99,14 @@ alone = [post(port, "/v1/completions", dict(base, seed=40 + i))[1]["choices"][0]
 check(texts == alone, "choice i is what seed + i gives alone")
 
 
-def metric(name):
-    _, text, _ = request(port, "GET", "/metrics")
-    m = re.search(r"^moex_%s (\S+)$" % name, text, re.M)
-    return float(m.group(1)) if m else -1.0
-
-
 # n = 3 evaluates the prompt once: the other two choices copy its sequence
 # (a new prompt no slot holds; the three slots are free).
-before = [metric("prompt_tokens_total"), metric("prompt_tokens_reused_total")]
+m0 = serve_start.metrics(port)
 s, r = post(port, "/v1/completions", {"prompt": "The three little pigs built their houses of straw, sticks and bricks",
                                       "max_tokens": 4, "n": 3, "seed": 7})
-after = [metric("prompt_tokens_total"), metric("prompt_tokens_reused_total")]
+m1 = serve_start.metrics(port)
+before = [m0["prompt_tokens_total"], m0["prompt_tokens_reused_total"]]
+after = [m1["prompt_tokens_total"], m1["prompt_tokens_reused_total"]]
 n_prompt = r["usage"]["prompt_tokens"] if s == 200 else 0
 evaluated = (after[0] - before[0]) - (after[1] - before[1])
 check(s == 200 and n_prompt > 5 and after[0] - before[0] == 3 * n_prompt and evaluated == n_prompt,

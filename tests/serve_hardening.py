@@ -10,6 +10,7 @@ import threading
 import time
 
 import serve_start
+from serve_start import raw_exchange
 
 moex, tmp = sys.argv[1], sys.argv[2]
 check = serve_start.check
@@ -34,24 +35,6 @@ def openai_error(text):
         return isinstance(err["message"], str) and isinstance(err["type"], str) and "param" in err and "code" in err
     except (ValueError, KeyError, TypeError):
         return False
-
-
-def raw_exchange(port, data, shut=False, timeout=60):
-    """Bytes sent as they are; all the server answers until it closes."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    try:
-        sock.sendall(data)
-        if shut:
-            sock.shutdown(socket.SHUT_WR)
-        out = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            out += chunk
-        return out
-    finally:
-        sock.close()
 
 
 def split_response(raw):
@@ -250,16 +233,8 @@ for round_ in range(2):
 
     def streamer(k):
         try:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=60)
             payload = json.dumps({"prompt": "Once upon a time", "max_tokens": 2000, "stream": True}).encode()
-            sock.sendall(post_bytes("/v1/completions", payload))
-            raw = b""
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                raw += chunk
-            sock.close()
+            raw = raw_exchange(port, post_bytes("/v1/completions", payload))
             st, head, b = split_response(raw)
             events = [e for e in b.decode(errors="replace").split("\n\n") if e.startswith("data: ")]
             last = events[-1] if events else ""
@@ -270,15 +245,8 @@ for round_ in range(2):
 
     def plain(k):
         try:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-            sock.sendall(post_bytes("/v1/completions", json.dumps({"prompt": "Once", "max_tokens": 2000}).encode()))
-            raw = b""
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                raw += chunk
-            st, head, b = split_response(raw)
+            payload = json.dumps({"prompt": "Once", "max_tokens": 2000}).encode()
+            st, head, b = split_response(raw_exchange(port, post_bytes("/v1/completions", payload)))
             results[k] = (st == 200 and "choices" in json.loads(b)) or (st == 503 and openai_error(b.decode()))
         except Exception as e:  # noqa: BLE001
             results[k] = "error: %s" % e

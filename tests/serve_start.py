@@ -1,8 +1,11 @@
 """What the serve tests share: starting and stopping `moex serve` on a free
 loopback port (the server names it on stderr once the model is loaded),
-counting failed checks, and the text `moex run` gives a prompt."""
+counting failed checks, the text `moex run` gives a prompt, raw exchanges
+of bytes and the /metrics counters."""
+import http.client
 import os
 import re
+import socket
 import signal
 import subprocess
 import sys
@@ -61,3 +64,31 @@ def moex_run_text(moex, tmp, prompt, n, extra):
     out = subprocess.run([moex, "run", "-f", path, "-n", str(n)] + extra, capture_output=True).stdout.decode()
     assert out.startswith(prompt) and out.endswith("\n")
     return out[len(prompt):-1]
+
+
+def raw_exchange(port, data, shut=False, read=True, timeout=60):
+    """Bytes sent as they are (then the sending side shut, when asked); all
+    the server answers until it closes (b"" when not read)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        sock.sendall(data)
+        if shut:
+            sock.shutdown(socket.SHUT_WR)
+        out = b""
+        while read:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        sock.close()
+
+
+def metrics(port, headers=None):
+    """/metrics as {name without moex_: value} (labelled series left out)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", "/metrics", headers=headers or {})
+    text = c.getresponse().read().decode()
+    c.close()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^moex_(\S+) (\S+)$", text, re.M)}
