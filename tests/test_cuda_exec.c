@@ -184,17 +184,16 @@ static void test_slots(void) {
     CHECK(dev_set_slot_type(d, QT_Q6_K) == DEV_OK);
     CHECK(dev_caps_slot_code_bytes(dev_caps(d), values) == quant_row_size(QT_Q6_K, values));
     CHECK(dev_set_slot_type(d, QT_F16) == DEV_E_TYPE);
-    uint64_t role[MATS];
-    moe_plan_role_bytes(&m->moe, dev_caps(d), role);
+    struct moe_exec_options o = { .device = "cuda", .hot_fraction = 1.0, .pinned_share = -1 };
+    struct moe_device_plan dp;
+    CHECK(moe_plan_for_device(&m->moe, &o, dev_caps(d), &dp) == 0);
+    const uint64_t role[MATS] = { dp.role_bytes[0], dp.role_bytes[1], dp.role_bytes[2] };
     CHECKF(role[0] == quant_row_size(QT_Q4_K, E) * FF && role[1] == role[0] &&
                role[2] == quant_row_size(QT_Q6_K, FF) * E,
            "role bytes %llu %llu %llu", (unsigned long long)role[0], (unsigned long long)role[1],
            (unsigned long long)role[2]);
     /* the plan prices an expert at its bytes, and a budget of five experts
      * in Q6_K-sized slots holds more than five */
-    struct moe_exec_options o = { .device = "cuda", .hot_fraction = 1.0, .pinned_share = -1 };
-    struct moe_device_plan dp;
-    CHECK(moe_plan_for_device(&m->moe, &o, dev_caps(d), &dp) == 0);
     CHECK(dp.expert_bytes == role[0] + role[1] + role[2] && dp.plan.n_slots == 16);
     uint64_t uniform = 3 * dev_caps_slot_code_bytes(dev_caps(d), values);
     o.hot_fraction = 0;

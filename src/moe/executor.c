@@ -101,7 +101,6 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
         dev_close(dev);
         return 0;
     }
-    e->blocks = caps->compute == DEV_COMPUTE_BLOCKS;
     if (caps->pricing) {
         e->pricer = dev;
         e->priced_rows = malloc(sizeof *e->priced_rows * (size_t)(e->n_expert ? e->n_expert : 1));
@@ -126,9 +125,10 @@ static int open_device(struct moe_executor *e, const struct moe_exec_options *o)
     }
     if (caps->shares_host_cores) e->overlap = false;
     e->dev = dev;
+    e->caps = caps;
     e->plan = dp.plan; /* ours now */
     rc = res_start(e, o, &dp);
-    if (rc == 0 && e->dev) summarize(e, &dp, o->stats_path != NULL, e->blocks ? o->pack_path : NULL);
+    if (rc == 0 && e->dev) summarize(e, &dp, o->stats_path != NULL, exec_blocks(e) ? o->pack_path : NULL);
     free(dp.dense_slot);
     return rc;
 }
@@ -182,7 +182,7 @@ struct moe_executor *moe_executor_new(const struct moe_model_desc *d, struct thr
     }
     if (!e->dev) return e;
     bool failed = false;
-    size_t R = (size_t)e->stage.rows, elem = e->blocks ? sizeof(float) : 1;
+    size_t R = (size_t)e->stage.rows, elem = exec_blocks(e) ? sizeof(float) : 1;
     e->act_codes = alloc(R * e->n_embd * elem, &failed);
     e->act_scales = alloc(R * sizeof(float), &failed);
     e->gate_up = alloc(2 * R * e->n_ff * sizeof(float), &failed);

@@ -79,7 +79,7 @@ static int run_device(struct moe_executor *e, int k, const struct matrix *const 
     for (int r0 = 0; r0 < n; r0 += rows_per_pass) {
         int rows = n - r0 < rows_per_pass ? n - r0 : rows_per_pass;
         int rc = DEV_OK;
-        if (e->blocks) /* the rows as they are: no host copy */
+        if (exec_blocks(e)) /* the rows as they are: no host copy */
             rc = exec_write_rows(e, BUF_ACT, (const int8_t *)(const void *)(x + (size_t)r0 * K), NULL, rows, K);
         else if (w8a8_quantize_act(x + (size_t)r0 * K, rows, K, K, e->act_codes, e->act_scales) != 0)
             return moex_errorf("non-finite activations"), DEV_E_VALUE;

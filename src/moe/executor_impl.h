@@ -47,7 +47,6 @@ struct moe_executor {
     int n_layers, n_expert, n_ff, n_embd, top_k, max_pairs;
     struct dev *dev;                 /* NULL: everything on the CPU */
     const struct dev_caps *caps;
-    bool blocks;                     /* a block device: weights as GGUF rows, activations staged as floats */
     int min_m;
     bool overlap, failed;
     char note[1024];
@@ -127,13 +126,18 @@ static inline struct dev_ref exec_at(const struct moe_executor *e, int buf, uint
     return (struct dev_ref){ e->stage_buf[buf], offset };
 }
 
+/* A block device (weights as GGUF rows, activations staged as floats). */
+static inline bool exec_blocks(const struct moe_executor *e) {
+    return e->caps && e->caps->compute == DEV_COMPUTE_BLOCKS;
+}
+
 /* Staged inputs (BUF_ACT, BUF_H) of K values a row: where row r starts,
  * and where its scale (W8A8) or its q8 scratch (block devices) starts. */
 static inline struct dev_ref exec_row(const struct moe_executor *e, int buf, uint64_t r, int64_t K) {
-    return exec_at(e, buf, r * (uint64_t)K * (e->blocks ? sizeof(float) : 1));
+    return exec_at(e, buf, r * (uint64_t)K * (exec_blocks(e) ? sizeof(float) : 1));
 }
 static inline struct dev_ref exec_row_scale(const struct moe_executor *e, int buf, uint64_t r, int64_t K) {
-    return exec_at(e, buf, e->stage.scale_offset[buf] + (e->blocks ? dev_act_q8_bytes((int)r, (int)K) : r * sizeof(float)));
+    return exec_at(e, buf, e->stage.scale_offset[buf] + (exec_blocks(e) ? dev_act_q8_bytes((int)r, (int)K) : r * sizeof(float)));
 }
 
 /* Row r of K values into the host copy of a staged input: quantized

@@ -18,7 +18,7 @@
 #include <string.h>
 
 int exec_put_row(const struct moe_executor *e, const float *x, int64_t K, int r, int8_t *codes, float *scales) {
-    if (e->blocks) {
+    if (exec_blocks(e)) {
         memcpy((float *)(void *)codes + (size_t)r * (size_t)K, x, sizeof(float) * (size_t)K);
         return DEV_OK;
     }
@@ -28,8 +28,8 @@ int exec_put_row(const struct moe_executor *e, const float *x, int64_t K, int r,
 }
 
 int exec_write_rows(struct moe_executor *e, int buf, const int8_t *codes, const float *scales, int rows, int64_t K) {
-    int rc = dev_write(e->dev, exec_row(e, buf, 0, K), codes, (uint64_t)rows * (uint64_t)K * (e->blocks ? sizeof(float) : 1));
-    if (rc == DEV_OK && !e->blocks)
+    int rc = dev_write(e->dev, exec_row(e, buf, 0, K), codes, (uint64_t)rows * (uint64_t)K * (exec_blocks(e) ? sizeof(float) : 1));
+    if (rc == DEV_OK && !exec_blocks(e))
         rc = dev_write(e->dev, exec_row_scale(e, buf, 0, K), scales, (uint64_t)rows * sizeof(float));
     return rc;
 }

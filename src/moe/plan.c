@@ -123,7 +123,7 @@ static uint64_t expert_slot_bytes(const struct pool_shape *p) {
     return p->role_bytes[0] + p->role_bytes[1] + p->role_bytes[2];
 }
 
-void moe_plan_role_bytes(const struct moe_model_desc *d, const struct dev_caps *caps, uint64_t out[MATS]) {
+static void role_bytes(const struct moe_model_desc *d, const struct dev_caps *caps, uint64_t out[MATS]) {
     memset(out, 0, sizeof(uint64_t) * MATS);
     if (caps->compute != DEV_COMPUTE_BLOCKS) return;
     for (int l = 0; l < d->n_layers; l++) {
@@ -206,7 +206,7 @@ int moe_plan(const struct moe_plan_input *in, struct moe_device_plan *out) {
     int64_t slot_values = (int64_t)n_embd * n_ff;
     int max_n = n_embd > n_ff ? n_embd : n_ff;
     struct pool_shape ps = { caps, slot_values, max_n, { 0 } };
-    moe_plan_role_bytes(d, caps, ps.role_bytes);
+    role_bytes(d, caps, ps.role_bytes);
     uint64_t expert_bytes = expert_slot_bytes(&ps);
     /* gate and up are n_embd x n_ff, down n_ff x n_embd */
     enum qtype refused = 0;
@@ -259,6 +259,7 @@ int moe_plan(const struct moe_plan_input *in, struct moe_device_plan *out) {
     snprintf(out->device, sizeof out->device, "%s", caps->name);
     out->slot_values = slot_values;
     out->max_n = max_n;
+    memcpy(out->role_bytes, ps.role_bytes, sizeof out->role_bytes);
     out->expert_bytes = in_envelope ? expert_bytes : 0;
     out->budget_bytes = budget;
     return 0;

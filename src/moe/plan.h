@@ -63,6 +63,11 @@ struct moe_device_plan {
     int k_multiple, n_multiple;
     int64_t slot_values;       /* dev_pool_alloc's slot geometry */
     int max_n;
+    uint64_t role_bytes[MATS]; /* a block device's slot bytes for each matrix of an expert (gate, up, down): the
+                                  largest of its GGUF rows over the layers, 64-byte aligned, so that the pool holds
+                                  each in a slot of its own size (dev_pool_alloc_sized: expert slot e's matrix i
+                                  at e * MATS + i, the backbone's after them at the slot type's size); zeros on
+                                  W8A8 devices, whose slots are one size */
     uint64_t expert_bytes;     /* device bytes of one expert: three slots */
     uint64_t staging_bytes;    /* the device's staging buffers for activations and outputs */
     uint64_t budget_bytes;     /* all of it: staging first, then the backbone, then expert slots */
@@ -82,14 +87,6 @@ struct moe_device_plan {
  * (dev_set_slot_type before planning); 0 for W8A8 devices or when it
  * takes none. */
 enum qtype moe_plan_slot_type(const struct moe_model_desc *d, const struct dev_caps *caps);
-
-/* A block device's slot bytes for each matrix of an expert (gate, up,
- * down): the largest of its GGUF rows over the layers, 64-byte aligned, so
- * that the pool holds each matrix in a slot of its own size
- * (dev_pool_alloc_sized: expert slot e's matrix i at e * MATS + i, the
- * backbone's slots after them at the slot type's size). Zeros on W8A8
- * devices, whose slots are one size. */
-void moe_plan_role_bytes(const struct moe_model_desc *d, const struct dev_caps *caps, uint64_t out[MATS]);
 
 /* -1 with moex_error() when out of memory; 0 otherwise, device "" when
  * nothing can be resident (the note says why). */

@@ -206,12 +206,19 @@ static int map_pinned(struct moe_executor *e) {
     return e->plan.n_pinned;
 }
 
+/* The device could not take the plan: the experts stay on the CPU. A
+ * device that prices the machine it models stays open for that. */
+static void drop_device(struct moe_executor *e) {
+    if (e->pricer != e->dev) dev_close(e->dev);
+    e->dev = NULL;
+    e->caps = NULL;
+}
+
 /* The plan's pool: one slot size, or on a block device each expert
  * matrix's slots at its own size and the backbone's at the slot type's. */
 static int alloc_pool(struct moe_executor *e, const struct moe_device_plan *dp) {
     int n = e->plan.n_slots * MATS + dp->backbone_slots;
-    uint64_t role[MATS];
-    moe_plan_role_bytes(&e->desc, dev_caps(e->dev), role);
+    const uint64_t *role = dp->role_bytes;
     if (!role[0]) return dev_pool_alloc(e->dev, n, dp->slot_values, dp->max_n);
     uint64_t *bytes = malloc(sizeof *bytes * (size_t)(n ? n : 1));
     if (!bytes) return moex_errorf("out of memory"), DEV_E_NOMEM;
@@ -229,14 +236,12 @@ int res_start(struct moe_executor *e, const struct moe_exec_options *o, const st
     for (int b = 0; b < N_STAGE_BUFS && rc == DEV_OK; b++) rc = dev_buffer_alloc(e->dev, e->stage.bytes[b], &e->stage_buf[b]);
     if (rc != DEV_OK) {
         exec_note(e, "device staging buffers: %s; experts run on the CPU", moex_error());
-        dev_close(e->dev);
-        e->dev = NULL;
+        drop_device(e);
         return 0;
     }
     if (alloc_pool(e, &dp) != DEV_OK) {
         exec_note(e, "device slot pool: %s; experts run on the CPU", moex_error());
-        dev_close(e->dev);
-        e->dev = NULL;
+        drop_device(e);
         return 0;
     }
     e->caps = dev_caps(e->dev);
@@ -245,7 +250,7 @@ int res_start(struct moe_executor *e, const struct moe_exec_options *o, const st
                  (double)dp.expert_bytes * e->caps->upload_ns_per_byte;
     /* nothing is packed for a block device: not a refusal to rebuild (the
      * start-up summary says the file is not used) */
-    if (o->pack_path && !e->blocks) {
+    if (o->pack_path && !exec_blocks(e)) {
         if (!(e->pack_path = strdup(o->pack_path))) return moex_errorf("out of memory");
         e->pack_report.path = e->pack_path;
         if (open_pack(e, o->pack_path, o->pack_shared, &dp) != 0) return -1;
